@@ -1,0 +1,128 @@
+package raftmeta
+
+import (
+	"errors"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+)
+
+// NodeID identifies a node for its whole life; it is stored in
+// <data_dir>/node.id and never reused.
+type NodeID int32
+
+// Database is one namespace of tables.
+type Database struct {
+	Name        string
+	Comment     string
+	CreatedAtMs int64
+}
+
+// Table is a table's catalog entry. Schemas holds every schema version in
+// order; the last is current. Readers must treat a *Table returned by the
+// catalog as immutable: the FSM replaces entries, it never edits them.
+type Table struct {
+	ID            int64
+	Database      string
+	Name          string
+	Schemas       []*record.Schema
+	PartitionKeys []string
+	BucketKeys    []string // defaults to the primary key minus partition keys
+	BucketCount   int32
+	Properties    map[string]string
+	Comment       string
+	CreatedAtMs   int64
+}
+
+// FullName is "db.table".
+func (t *Table) FullName() string { return t.Database + "." + t.Name }
+
+// Schema is the current schema.
+func (t *Table) Schema() *record.Schema { return t.Schemas[len(t.Schemas)-1] }
+
+// SchemaByID returns the schema version with the given id, or nil.
+func (t *Table) SchemaByID(id int32) *record.Schema {
+	for _, s := range t.Schemas {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// HasPrimaryKey reports whether t is a primary-key table.
+func (t *Table) HasPrimaryKey() bool { return t.Schema().HasPrimaryKey() }
+
+// TableSpec is a CreateTable request after parsing, before validation.
+type TableSpec struct {
+	Database      string
+	Name          string
+	Columns       []record.Column
+	PrimaryKey    []string
+	PartitionKeys []string
+	BucketKeys    []string
+	BucketCount   int32 // 0 means the default (1)
+	Properties    map[string]string
+	Comment       string
+}
+
+// Partition is one partition of a partitioned table. Name is the values
+// joined in partition-key order with '$' (as Fluss names them).
+type Partition struct {
+	ID      int64
+	TableID int64
+	Name    string
+	Values  map[string]string
+}
+
+// NoPartition is the partition id of the buckets of an unpartitioned table.
+const NoPartition int64 = 0
+
+// BucketID names one bucket of one table (and partition).
+type BucketID struct {
+	TableID     int64
+	PartitionID int64
+	Bucket      int32
+}
+
+// Assignment is the desired placement of one bucket's replicas. The first
+// replica is the preferred leader.
+type Assignment struct {
+	BucketID
+	Replicas []NodeID
+}
+
+// NodeState is a node's membership state.
+type NodeState string
+
+const (
+	NodeJoining  NodeState = "joining"
+	NodeActive   NodeState = "active"
+	NodeDraining NodeState = "draining"
+	NodeLeft     NodeState = "left"
+)
+
+// Node is a cluster member as recorded in the catalog.
+type Node struct {
+	ID         NodeID
+	ClientAddr string
+	PeerAddr   string
+	GossipAddr string
+	Version    string
+	State      NodeState
+}
+
+// Sentinel errors of the catalog. Validation failures wrap ErrInvalid with a
+// message that names the offending input.
+var (
+	ErrInvalid           = errors.New("invalid request")
+	ErrDatabaseNotFound  = errors.New("database not found")
+	ErrDatabaseExists    = errors.New("database already exists")
+	ErrDatabaseNotEmpty  = errors.New("database is not empty")
+	ErrTableNotFound     = errors.New("table not found")
+	ErrTableExists       = errors.New("table already exists")
+	ErrPartitionNotFound = errors.New("partition not found")
+	ErrPartitionExists   = errors.New("partition already exists")
+	ErrNotLeader         = errors.New("not the metadata leader")
+	ErrNoLeader          = errors.New("no metadata leader")
+	ErrClosed            = errors.New("metadata store closed")
+)

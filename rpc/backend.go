@@ -1,0 +1,102 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// Backend is what the Connect handlers need from a node. node.Node implements
+// it; tests may fake it. Every method may be called from many goroutines.
+//
+// Errors are domain sentinels (raftmeta.Err*, the Err* below) wrapped with
+// context; errorToConnect maps them to Connect codes in one place.
+type Backend interface {
+	// Catalog reads are served from the local copy of the metadata FSM;
+	// catalog writes go through the metadata Raft group.
+	CreateDatabase(ctx context.Context, name, comment string, ignoreIfExists bool) error
+	DropDatabase(ctx context.Context, name string, ignoreIfNotExists, cascade bool) error
+	ListDatabases(ctx context.Context) ([]string, error)
+	CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreIfExists bool) (tableID int64, err error)
+	// Table returns the named table ("db.table"); the result is immutable.
+	Table(ctx context.Context, name string) (*raftmeta.Table, error)
+	ListTables(ctx context.Context, database string) ([]string, error)
+	DropTable(ctx context.Context, name string, ignoreIfNotExists bool) error
+	// Layout lists every bucket of a table with its replicas and live leader.
+	Layout(ctx context.Context, tableID int64) ([]BucketLayout, error)
+	DescribeCluster(ctx context.Context) (*ClusterInfo, error)
+
+	// Append proposes already-encoded record batches (record.AppendBatch
+	// output with base offset and commit timestamp zero; the bucket leader
+	// stamps both) to one bucket and returns once they are committed and
+	// applied. writerID 0 means no idempotence. A retried (writerID, seq)
+	// returns the first attempt's result without storing anything.
+	// The batches slice and its contents are owned by the callee after the call.
+	Append(ctx context.Context, b raftmeta.BucketID, batches [][]byte, writerID int64, seq int32) (AppendResult, error)
+	// Fetch returns committed batches that hold offsets >= offset, at most
+	// about maxBytes (at least one batch when any is available), waiting up
+	// to maxWait for data when none is. Returned batches may start before
+	// offset; the caller trims. The returned slices must not be modified.
+	Fetch(ctx context.Context, b raftmeta.BucketID, offset int64, maxBytes int, maxWait time.Duration) (*FetchResult, error)
+	// ListOffset resolves EARLIEST, LATEST (the high watermark) or the first
+	// offset whose commit timestamp is >= tsMs (LATEST if none is).
+	ListOffset(ctx context.Context, b raftmeta.BucketID, spec OffsetSpec, tsMs int64) (int64, error)
+}
+
+// OffsetSpec selects a ListOffset position.
+type OffsetSpec int
+
+const (
+	OffsetEarliest OffsetSpec = iota
+	OffsetLatest
+	OffsetTimestamp
+)
+
+// AppendResult is where an appended set of batches landed.
+type AppendResult struct {
+	BaseOffset int64
+	Count      int32
+}
+
+// FetchResult is one read of a bucket's committed log.
+type FetchResult struct {
+	Batches        [][]byte // record.ParseBatch-able, in offset order
+	HighWatermark  int64    // offsets below it are committed
+	LogStartOffset int64
+}
+
+// BucketLayout is one bucket's placement.
+type BucketLayout struct {
+	PartitionID   int64
+	PartitionName string
+	Bucket        int32
+	Leader        raftmeta.NodeID // 0 while no leader is known
+	Replicas      []raftmeta.NodeID
+}
+
+// ClusterInfo describes the cluster as this node sees it.
+type ClusterInfo struct {
+	ClusterID  string
+	MetaLeader raftmeta.NodeID
+	Nodes      []NodeInfo
+}
+
+// NodeInfo is one member in DescribeCluster.
+type NodeInfo struct {
+	raftmeta.Node
+	MetaRole string // leader | voter | nonvoter
+	Replicas int32
+	Leaders  int32
+}
+
+// Data-path sentinel errors returned by a Backend.
+var (
+	ErrNotLeader         = errors.New("not the bucket leader")
+	ErrNoBucketLeader    = errors.New("bucket has no leader")
+	ErrBucketNotFound    = errors.New("bucket not found")
+	ErrOffsetOutOfRange  = errors.New("offset out of range")
+	ErrWrongTableKind    = errors.New("operation does not fit the table kind")
+	ErrResourceExhausted = errors.New("over a size limit")
+)
