@@ -72,6 +72,8 @@ type Partition struct {
 	TableID int64
 	Name    string
 	Values  map[string]string
+	// CreatedAtMs is stamped by the proposer (0 in catalogs written before it existed).
+	CreatedAtMs int64
 }
 
 // NoPartition is the partition id of the buckets of an unpartitioned table.
@@ -125,4 +127,6 @@ var (
 	ErrNotLeader         = errors.New("not the metadata leader")
 	ErrNoLeader          = errors.New("no metadata leader")
 	ErrClosed            = errors.New("metadata store closed")
+	ErrNodeNotFound      = errors.New("node not found")
+	ErrNoActiveNodes     = errors.New("no active nodes to place buckets on")
 )

@@ -12,7 +12,7 @@ import (
 // it; tests may fake it. Every method may be called from many goroutines.
 //
 // Errors are domain sentinels (raftmeta.Err*, the Err* below) wrapped with
-// context; errorToConnect maps them to Connect codes in one place.
+// context; toConnectError (errors.go) maps them to Connect codes in one place.
 type Backend interface {
 	// Catalog reads are served from the local copy of the metadata FSM;
 	// catalog writes go through the metadata Raft group.
@@ -39,10 +39,17 @@ type Backend interface {
 	// about maxBytes (at least one batch when any is available), waiting up
 	// to maxWait for data when none is. Returned batches may start before
 	// offset; the caller trims. The returned slices must not be modified.
+	// An offset above the high watermark or below the log start offset
+	// returns ErrOffsetOutOfRange at once (without waiting).
 	Fetch(ctx context.Context, b raftmeta.BucketID, offset int64, maxBytes int, maxWait time.Duration) (*FetchResult, error)
 	// ListOffset resolves EARLIEST, LATEST (the high watermark) or the first
 	// offset whose commit timestamp is >= tsMs (LATEST if none is).
 	ListOffset(ctx context.Context, b raftmeta.BucketID, spec OffsetSpec, tsMs int64) (int64, error)
+
+	// Ready returns nil when the node serves client requests (it has joined
+	// the cluster and knows a metadata leader), else why not. /readyz
+	// answers 200 or 503 with it.
+	Ready() error
 }
 
 // OffsetSpec selects a ListOffset position.

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+// serverAddr is the --server flag of every client command.
+var serverAddr string
+
+// addClientCommands registers the commands that talk to a running node.
+func addClientCommands(root *cobra.Command) {
+	def := os.Getenv("FLUSS_SERVER")
+	if def == "" {
+		def = "127.0.0.1:9123"
+	}
+	root.PersistentFlags().StringVar(&serverAddr, "server", def, "address of any node's client API (or $FLUSS_SERVER)")
+	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd())
+}
+
+// newClient connects to --server.
+func newClient() *client.Client {
+	return client.New(baseURL())
+}
+
+// cmdContext is cancelled by SIGINT/SIGTERM.
+func cmdContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt)
+}
+
+func dbCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "db", Short: "Create, drop and list databases"}
+	var comment string
+	var ifNotExists, ifExists, cascade bool
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Create a database", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			_, err := newClient().Admin().CreateDatabase(ctx, connect.NewRequest(&flussv1.CreateDatabaseRequest{
+				Name: args[0], Comment: comment, IgnoreIfExists: ifNotExists}))
+			return err
+		},
+	}
+	create.Flags().StringVar(&comment, "comment", "", "database comment")
+	create.Flags().BoolVar(&ifNotExists, "if-not-exists", false, "succeed if the database exists")
+	drop := &cobra.Command{
+		Use: "drop NAME", Short: "Drop a database", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			return newClient().DropDatabase(ctx, args[0], ifExists, cascade)
+		},
+	}
+	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the database does not exist")
+	drop.Flags().BoolVar(&cascade, "cascade", false, "drop the database's tables too")
+	list := &cobra.Command{
+		Use: "list", Short: "List databases", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			dbs, err := newClient().ListDatabases(ctx)
+			for _, d := range dbs {
+				fmt.Fprintln(cmd.OutOrStdout(), d)
+			}
+			return err
+		},
+	}
+	cmd.AddCommand(create, drop, list)
+	return cmd
+}
+
+func tableCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "table", Short: "Create, describe, drop and list tables"}
+	var (
+		schema, primaryKey, partitionBy, bucketKey, comment string
+		buckets                                             int32
+		props                                               []string
+		ifNotExists, ifExists                               bool
+	)
+	create := &cobra.Command{
+		Use:   "create DB.TABLE",
+		Short: "Create a table",
+		Example: `  fluss-node table create shop.orders --schema "id BIGINT NOT NULL, amount DECIMAL(10,2), ts TIMESTAMP(3)" --buckets 4
+  fluss-node table create shop.users --schema "id BIGINT NOT NULL, name STRING" --primary-key id`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cols, err := parseSchemaFlag(schema)
+			if err != nil {
+				return err
+			}
+			req := &flussv1.CreateTableRequest{
+				Table:          args[0],
+				Schema:         &flussv1.Schema{Columns: cols, PrimaryKey: splitList(primaryKey)},
+				PartitionKeys:  splitList(partitionBy),
+				BucketKeys:     splitList(bucketKey),
+				BucketCount:    buckets,
+				Properties:     map[string]string{},
+				Comment:        comment,
+				IgnoreIfExists: ifNotExists,
+			}
+			for _, p := range props {
+				k, v, ok := strings.Cut(p, "=")
+				if !ok {
+					return fmt.Errorf("--set %q: want key=value", p)
+				}
+				req.Properties[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			id, err := newClient().CreateTable(ctx, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s (table id %d)\n", args[0], id)
+			return nil
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required)`)
+	f.StringVar(&primaryKey, "primary-key", "", "primary key columns, comma-separated (makes a primary-key table)")
+	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated")
+	f.StringVar(&bucketKey, "bucket-key", "", "bucket key columns, comma-separated")
+	f.Int32Var(&buckets, "buckets", 0, "number of buckets (default 1)")
+	f.StringArrayVar(&props, "set", nil, "table property key=value (repeatable), e.g. table.log.ttl=24h")
+	f.StringVar(&comment, "comment", "", "table comment")
+	f.BoolVar(&ifNotExists, "if-not-exists", false, "succeed if the table exists")
+	create.MarkFlagRequired("schema")
+
+	list := &cobra.Command{
+		Use: "list DB", Short: "List the tables of a database", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			tables, err := newClient().ListTables(ctx, args[0])
+			for _, t := range tables {
+				fmt.Fprintln(cmd.OutOrStdout(), t)
+			}
+			return err
+		},
+	}
+	describe := &cobra.Command{
+		Use: "describe DB.TABLE", Short: "Show a table's schema, properties and buckets", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			c := newClient()
+			t, err := c.GetTable(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			layout, err := c.GetTableLayout(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			printTable(cmd.OutOrStdout(), args[0], t, layout)
+			return nil
+		},
+	}
+	drop := &cobra.Command{
+		Use: "drop DB.TABLE", Short: "Drop a table and its data", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			return newClient().DropTable(ctx, args[0], ifExists)
+		},
+	}
+	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the table does not exist")
+	cmd.AddCommand(create, list, describe, drop)
+	return cmd
+}
+
+func printTable(w io.Writer, name string, t *flussv1.GetTableResponse, layout []*flussv1.BucketLayout) {
+	fmt.Fprintf(w, "table %s (id %d, schema %d)\n", name, t.TableId, t.SchemaId)
+	if t.Comment != "" {
+		fmt.Fprintf(w, "comment: %s\n", t.Comment)
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COLUMN\tTYPE\tNULL\tCOMMENT")
+	for _, c := range t.Schema.GetColumns() {
+		null := "NULL"
+		if !c.GetNullable() {
+			null = "NOT NULL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Type, null, c.Comment)
+	}
+	tw.Flush()
+	if pk := t.Schema.GetPrimaryKey(); len(pk) > 0 {
+		fmt.Fprintf(w, "primary key: %s\n", strings.Join(pk, ", "))
+	}
+	if len(t.PartitionKeys) > 0 {
+		fmt.Fprintf(w, "partitioned by: %s\n", strings.Join(t.PartitionKeys, ", "))
+	}
+	fmt.Fprintf(w, "buckets: %d", t.BucketCount)
+	if len(t.BucketKeys) > 0 {
+		fmt.Fprintf(w, " by %s", strings.Join(t.BucketKeys, ", "))
+	}
+	fmt.Fprintln(w)
+	keys := make([]string, 0, len(t.Properties))
+	for k := range t.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s = %s\n", k, t.Properties[k])
+	}
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tBUCKET\tLEADER\tREPLICAS")
+	for _, b := range layout {
+		part := b.Partition
+		if part == "" {
+			part = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\n", part, b.Bucket, b.Leader, b.Replicas)
+	}
+	tw.Flush()
+}
+
+func appendCmd() *cobra.Command {
+	var rowFlags []string
+	var batch int
+	cmd := &cobra.Command{
+		Use:   "append DB.TABLE",
+		Short: "Append rows to a log table: NDJSON on stdin, or --row",
+		Example: `  echo '{"id": 1, "name": "a"}' | fluss-node append shop.events
+  fluss-node append shop.events --row '{"id": 2, "name": "b"}'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			c := newClient()
+			var total int64
+			send := func(rows [][]byte) error {
+				if len(rows) == 0 {
+					return nil
+				}
+				res, err := c.Append(ctx, args[0], jsonArray(rows))
+				for _, r := range res {
+					total += int64(r.Count)
+				}
+				return err
+			}
+			var err error
+			if len(rowFlags) > 0 {
+				rows := make([][]byte, len(rowFlags))
+				for i, r := range rowFlags {
+					rows[i] = []byte(r)
+				}
+				err = send(rows)
+			} else {
+				err = readNDJSON(cmd.InOrStdin(), batch, send)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "appended %d rows\n", total)
+			return err
+		},
+	}
+	cmd.Flags().StringArrayVar(&rowFlags, "row", nil, "a row as a JSON object (repeatable); stdin is not read then")
+	cmd.Flags().IntVar(&batch, "batch", 1000, "rows per request")
+	return cmd
+}
+
+// readNDJSON calls send with up to batch non-empty lines at a time.
+func readNDJSON(r io.Reader, batch int, send func([][]byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var rows [][]byte
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		if !json.Valid(b) {
+			return fmt.Errorf("stdin line %d is not valid JSON", line)
+		}
+		rows = append(rows, append([]byte(nil), b...))
+		if len(rows) >= batch {
+			if err := send(rows); err != nil {
+				return err
+			}
+			rows = rows[:0]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return send(rows)
+}
+
+// jsonArray joins JSON values into a JSON array.
+func jsonArray(rows [][]byte) []byte {
+	n := 2
+	for _, r := range rows {
+		n += len(r) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, r...)
+	}
+	return append(b, ']')
+}
+
+func scanCmd() *cobra.Command {
+	var from, columns, where string
+	var limit int64
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "scan DB.TABLE",
+		Short: "Read a table's rows as NDJSON on stdout",
+		Example: `  fluss-node scan shop.orders --columns id,amount --where "amount > 100" --limit 10
+  fluss-node scan shop.orders --from latest --follow`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &flussv1.ScanRequest{Table: args[0], Columns: splitList(columns), Filter: where, Follow: follow}
+			switch f := strings.ToLower(from); {
+			case f == "earliest":
+				req.From = flussv1.ScanRequest_EARLIEST
+			case f == "latest":
+				req.From = flussv1.ScanRequest_LATEST
+			case strings.HasPrefix(f, "ts:"):
+				ms, err := strconv.ParseInt(f[3:], 10, 64)
+				if err != nil {
+					return fmt.Errorf("--from %q: want earliest, latest or ts:MILLIS", from)
+				}
+				req.From, req.TimestampMs = flussv1.ScanRequest_TIMESTAMP, ms
+			default:
+				return fmt.Errorf("--from %q: want earliest, latest or ts:MILLIS", from)
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			defer out.Flush()
+			var n int64
+			err := newClient().Scan(ctx, req, func(r *flussv1.ScanResponse) error {
+				var rows []json.RawMessage
+				if len(r.Rows) > 0 {
+					if err := json.Unmarshal(r.Rows, &rows); err != nil {
+						return fmt.Errorf("bad rows from server: %w", err)
+					}
+				}
+				for _, row := range rows {
+					if limit > 0 && n >= limit {
+						return client.ErrStop
+					}
+					out.Write(row)
+					out.WriteByte('\n')
+					n++
+				}
+				if follow {
+					out.Flush()
+				}
+				if limit > 0 && n >= limit {
+					return client.ErrStop
+				}
+				return nil
+			})
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest or ts:MILLIS")
+	f.StringVar(&columns, "columns", "", "columns to read, comma-separated (default all)")
+	f.StringVar(&where, "where", "", `filter, e.g. "amount > 100 AND city IN ('a','b')"`)
+	f.Int64Var(&limit, "limit", 0, "stop after this many rows (0: no limit)")
+	f.BoolVar(&follow, "follow", false, "keep reading new rows until interrupted")
+	return cmd
+}
+
+func clusterCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster"}
+	status := &cobra.Command{
+		Use: "status", Short: "Show nodes, roles, replicas and leaders", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			c, err := newClient().DescribeCluster(ctx)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "cluster %s, metadata leader: node %d\n", c.ClusterId, c.MetaLeader)
+			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tSTATE\tMETA\tREPLICAS\tLEADERS\tCLIENT\tPEER\tVERSION")
+			for _, n := range c.Nodes {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", n.Id, n.State, n.MetaRole, n.Replicas, n.Leaders, n.ClientAddr, n.PeerAddr, n.Version)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(status)
+	return cmd
+}
+
+// splitList splits a comma-separated flag value; "" is nil.
+func splitList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fluss-node/fluss-node/rpc/client/bench"
+)
+
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Measure throughput and latency of a running server (prints a table)"}
+	var p bench.ProduceConfig
+	produce := &cobra.Command{
+		Use:   "produce",
+		Short: "Append sample rows from concurrent clients for a while",
+		Example: `  fluss-node bench produce --format arrow --batch 2000 --clients 8 --buckets 16
+  fluss-node bench produce --format json --batch 1 --clients 64 --buckets 16`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p.Server = baseURL()
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			r, err := bench.Produce(ctx, p)
+			if err != nil {
+				return err
+			}
+			bench.PrintProduce(cmd.OutOrStdout(), p, r)
+			return nil
+		},
+	}
+	f := produce.Flags()
+	f.StringVar(&p.Table, "table", "bench.produce", "table to (re)create and fill")
+	f.IntVar(&p.Buckets, "buckets", 16, "buckets of the table")
+	f.IntVar(&p.Clients, "clients", 8, "concurrent clients")
+	f.IntVar(&p.BatchRows, "batch", 1000, "rows per request")
+	f.StringVar(&p.Format, "format", "arrow", "arrow (client-compressed) or json")
+	f.StringVar(&p.Compression, "compression", "zstd", "arrow buffer compression: zstd, lz4 or none")
+	f.DurationVar(&p.Duration, "duration", 10*time.Second, "how long to send")
+	f.BoolVar(&p.Wide, "wide", false, "20 columns instead of 10")
+
+	var fc bench.FetchConfig
+	var columns string
+	fetch := &cobra.Command{
+		Use:   "fetch",
+		Short: "Load a 20-column table, then compare a full fetch with a projected one",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fc.Server = baseURL()
+			fc.Columns = splitList(columns)
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			r, err := bench.Fetch(ctx, fc)
+			if err != nil {
+				return err
+			}
+			bench.PrintFetch(cmd.OutOrStdout(), fc, r)
+			return nil
+		},
+	}
+	f = fetch.Flags()
+	f.StringVar(&fc.Table, "table", "bench.fetch", "table to (re)create and fill")
+	f.IntVar(&fc.Buckets, "buckets", 4, "buckets of the table")
+	f.IntVar(&fc.Rows, "rows", 1_000_000, "rows to load")
+	f.StringVar(&columns, "columns", "user_id,amount", "columns of the projected read")
+	f.StringVar(&fc.Format, "format", "arrow", "arrow or json")
+	cmd.AddCommand(produce, fetch)
+	return cmd
+}
+
+// baseURL is --server as a URL.
+func baseURL() string {
+	if strings.Contains(serverAddr, "://") {
+		return serverAddr
+	}
+	return fmt.Sprintf("http://%s", serverAddr)
+}

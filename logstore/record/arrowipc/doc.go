@@ -1,0 +1,49 @@
+// Package arrowipc reads and rewrites raw Arrow IPC messages without decoding
+// their columns, so the fetch path can prune columns of stored, possibly
+// compressed, record batches at the buffer level (DESIGN.md §7).
+//
+// arrow-go keeps its flatbuffer types internal, so this package carries its
+// own small, bounds-checked reader of the Message, Schema, Field and
+// RecordBatch flatbuffers (fb.go) and writes new RecordBatch messages with
+// github.com/google/flatbuffers/go. Everything is tested against arrow-go's
+// ipc reader and writer.
+//
+// Usage:
+//
+//	schemaMsg, batches, err := arrowipc.SplitStream(stream) // or SchemaMessage(schema)
+//	layout, err := arrowipc.LayoutOf(schemaMsg)            // once per schema version
+//	out, err = arrowipc.Project(out[:0], batches[0], []int{1, 4}, layout)
+//	resp := arrowipc.AppendStream(nil, projectedSchemaMsg, out)
+//
+// The projected batch decodes with the schema projected the same way; build
+// its message with SchemaMessage(schema with only the kept fields).
+//
+// Invariants:
+//   - No function panics or reads out of bounds on arbitrary input: every
+//     flatbuffer offset, vector length and buffer range is checked against
+//     its message before use, nested field walks are depth- and
+//     count-bounded, and errors wrap ErrMalformed, ErrUnsupported or
+//     ErrInvalidProjection.
+//   - Project never decompresses: kept buffers are copied byte for byte with
+//     the BodyCompression (codec, method) unchanged, each placed at an
+//     8-aligned offset and zero-padded to a multiple of 8, so the new body
+//     length is exactly the sum of the kept buffers' padded lengths. Kept field
+//     nodes, the record count, the metadata version and the message's custom
+//     metadata are copied unchanged.
+//   - Project needs the batch's buffer lengths to sum to at most its body
+//     length (true for every honest writer: buffers do not overlap), so its
+//     output is never larger than its input plus 7 bytes per buffer.
+//   - Output is always in the modern framing (0xFFFFFFFF, int32 metadata
+//     length, flatbuffer padded so the body starts 8-aligned, body); input may
+//     be modern or legacy (pre-0.15, without the 0xFFFFFFFF marker).
+//   - Slices returned by SplitStream alias its input; Project and AppendStream
+//     append to the caller's buffer; Layout is immutable and safe for
+//     concurrent use.
+//
+// Supported field types: Null, Bool, Int, FloatingPoint, Decimal, Date, Time,
+// Timestamp, Interval, Duration, FixedSizeBinary, Binary, Utf8, LargeBinary,
+// LargeUtf8, and nested List, LargeList, FixedSizeList, Map and Struct (a
+// top-level field spans all of its descendants' nodes and buffers).
+// Dictionary batches and dictionary-encoded fields, tensors, unions, run-end
+// encoded and view types, and big-endian schemas fail with ErrUnsupported.
+package arrowipc

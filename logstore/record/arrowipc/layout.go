@@ -1,0 +1,181 @@
+package arrowipc
+
+import "fmt"
+
+const (
+	// Schema table slots.
+	schemaEndianness = 0
+	schemaFields     = 1
+
+	// Field table slots.
+	fieldName       = 0
+	fieldTypeType   = 2
+	fieldDictionary = 4
+	fieldChildren   = 5
+
+	// Type union tags (Schema.fbs Type).
+	typeNull            = 1
+	typeInt             = 2
+	typeFloatingPoint   = 3
+	typeBinary          = 4
+	typeUtf8            = 5
+	typeBool            = 6
+	typeDecimal         = 7
+	typeDate            = 8
+	typeTime            = 9
+	typeTimestamp       = 10
+	typeInterval        = 11
+	typeList            = 12
+	typeStruct          = 13
+	typeUnion           = 14
+	typeFixedSizeBinary = 15
+	typeFixedSizeList   = 16
+	typeMap             = 17
+	typeDuration        = 18
+	typeLargeBinary     = 19
+	typeLargeUtf8       = 20
+	typeLargeList       = 21
+	typeRunEndEncoded   = 22
+	typeBinaryView      = 23
+	typeUtf8View        = 24
+	typeListView        = 25
+	typeLargeListView   = 26
+
+	// maxFieldDepth bounds the recursion over nested fields; flatbuffer
+	// offsets can form cycles, so a hostile schema must not recurse forever.
+	maxFieldDepth = 64
+)
+
+// Layout tells, for each top-level field of a schema, which field nodes and
+// buffers of a record batch belong to it. It is derived from a schema message
+// by LayoutOf, is immutable, and is safe for concurrent use.
+type Layout struct {
+	// nodeStart[i] and bufStart[i] are the index of field i's first field
+	// node and first buffer; index NumFields() holds the totals.
+	nodeStart []int
+	bufStart  []int
+}
+
+// NumFields returns the number of top-level fields.
+func (l *Layout) NumFields() int { return len(l.nodeStart) - 1 }
+
+// NumNodes returns the number of field nodes a record batch of this schema holds.
+func (l *Layout) NumNodes() int { return l.nodeStart[len(l.nodeStart)-1] }
+
+// NumBuffers returns the number of buffers a record batch of this schema holds.
+func (l *Layout) NumBuffers() int { return l.bufStart[len(l.bufStart)-1] }
+
+// Span returns the field nodes [nodeFrom, nodeTo) and buffers [bufFrom,
+// bufTo) that top-level field i spans. It panics if i is out of range, like
+// a slice index.
+func (l *Layout) Span(i int) (nodeFrom, nodeTo, bufFrom, bufTo int) {
+	return l.nodeStart[i], l.nodeStart[i+1], l.bufStart[i], l.bufStart[i+1]
+}
+
+// LayoutOf parses an encapsulated schema message (as returned by SplitStream
+// or SchemaMessage) and derives the batch layout of its fields. Fields of the
+// flat types, Null, and the nested List, LargeList, FixedSizeList, Map and
+// Struct types are supported; dictionary-encoded fields, unions, run-end
+// encoded and view types fail with ErrUnsupported, as does big-endian data.
+func LayoutOf(schemaMsg []byte) (*Layout, error) {
+	m, err := parseOne(schemaMsg, hdrSchema)
+	if err != nil {
+		return nil, fmt.Errorf("layout: %w", err)
+	}
+	endian, err := m.hdr.i16(schemaEndianness, 0)
+	if err != nil {
+		return nil, fmt.Errorf("layout: schema endianness: %w", err)
+	}
+	if endian != 0 {
+		return nil, fmt.Errorf("layout: %w: big-endian schema", ErrUnsupported)
+	}
+	fields, err := m.hdr.vector(schemaFields, 4)
+	if err != nil {
+		return nil, fmt.Errorf("layout: schema fields: %w", err)
+	}
+	w := walker{budget: len(schemaMsg) / 4}
+	l := &Layout{nodeStart: make([]int, 1, fields.n+1), bufStart: make([]int, 1, fields.n+1)}
+	for i := 0; i < fields.n; i++ {
+		f, err := fields.tableAt(i)
+		if err != nil {
+			return nil, fmt.Errorf("layout: field %d: %w", i, err)
+		}
+		nodes, bufs, err := w.walk(f, 0)
+		if err != nil {
+			return nil, fmt.Errorf("layout: field %d: %w", i, err)
+		}
+		l.nodeStart = append(l.nodeStart, l.nodeStart[i]+nodes)
+		l.bufStart = append(l.bufStart, l.bufStart[i]+bufs)
+	}
+	return l, nil
+}
+
+type walker struct {
+	budget int // fields left to visit; honest schemas spend >= 4 bytes per field
+}
+
+// walk returns how many field nodes and buffers field f and its descendants
+// occupy in a record batch.
+func (w *walker) walk(f fbTable, depth int) (nodes, bufs int, err error) {
+	if depth > maxFieldDepth {
+		return 0, 0, fmt.Errorf("%w: fields nested deeper than %d", ErrMalformed, maxFieldDepth)
+	}
+	if w.budget--; w.budget < 0 {
+		return 0, 0, fmt.Errorf("%w: more fields than the schema message can hold", ErrMalformed)
+	}
+	name, _, err := f.str(fieldName)
+	if err != nil {
+		return 0, 0, fmt.Errorf("name: %w", err)
+	}
+	if _, ok, err := f.table(fieldDictionary); err != nil || ok {
+		if err != nil {
+			return 0, 0, fmt.Errorf("field %q dictionary: %w", name, err)
+		}
+		return 0, 0, fmt.Errorf("%w: dictionary-encoded field %q", ErrUnsupported, name)
+	}
+	typ, err := f.u8(fieldTypeType, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("field %q type: %w", name, err)
+	}
+	children, err := f.vector(fieldChildren, 4)
+	if err != nil {
+		return 0, 0, fmt.Errorf("field %q children: %w", name, err)
+	}
+	wantChildren := 0
+	switch typ {
+	case typeNull:
+		bufs = 0
+	case typeInt, typeFloatingPoint, typeBool, typeDecimal, typeDate, typeTime,
+		typeTimestamp, typeInterval, typeFixedSizeBinary, typeDuration:
+		bufs = 2 // validity, data
+	case typeBinary, typeUtf8, typeLargeBinary, typeLargeUtf8:
+		bufs = 3 // validity, offsets, data
+	case typeList, typeLargeList, typeMap:
+		bufs, wantChildren = 2, 1 // validity, offsets
+	case typeFixedSizeList:
+		bufs, wantChildren = 1, 1 // validity
+	case typeStruct:
+		bufs, wantChildren = 1, -1 // validity; any number of children
+	case typeUnion, typeRunEndEncoded, typeBinaryView, typeUtf8View, typeListView, typeLargeListView:
+		return 0, 0, fmt.Errorf("%w: field %q has Arrow type tag %d (unions, run-end encoded and view types)", ErrUnsupported, name, typ)
+	default:
+		return 0, 0, fmt.Errorf("%w: field %q has unknown Arrow type tag %d", ErrMalformed, name, typ)
+	}
+	if wantChildren >= 0 && children.n != wantChildren {
+		return 0, 0, fmt.Errorf("%w: field %q of type tag %d has %d children, want %d", ErrMalformed, name, typ, children.n, wantChildren)
+	}
+	nodes = 1
+	for i := 0; i < children.n; i++ {
+		c, err := children.tableAt(i)
+		if err != nil {
+			return 0, 0, fmt.Errorf("field %q child %d: %w", name, i, err)
+		}
+		cn, cb, err := w.walk(c, depth+1)
+		if err != nil {
+			return 0, 0, fmt.Errorf("field %q child %d: %w", name, i, err)
+		}
+		nodes += cn
+		bufs += cb
+	}
+	return nodes, bufs, nil
+}

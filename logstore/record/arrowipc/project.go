@@ -1,0 +1,283 @@
+package arrowipc
+
+import (
+	"fmt"
+	"sync"
+
+	flatbuffers "github.com/google/flatbuffers/go"
+)
+
+const (
+	// RecordBatch table slots.
+	rbLength      = 0
+	rbNodes       = 1
+	rbBuffers     = 2
+	rbCompression = 3
+	rbVariadic    = 4
+
+	// BodyCompression table slots.
+	bcCodec  = 0
+	bcMethod = 1
+
+	// KeyValue table slots.
+	kvKey   = 0
+	kvValue = 1
+
+	structSize = 16 // FieldNode{length, null_count} and Buffer{offset, length}
+)
+
+var builders = sync.Pool{New: func() any { return flatbuffers.NewBuilder(1024) }}
+
+// Project appends to dst a new encapsulated record-batch message (modern
+// framing) that holds only the top-level fields listed in keep, which must be
+// strictly ascending indexes below layout.NumFields(). The kept fields' field
+// nodes are copied, and their buffers are copied byte for byte as stored, so
+// compressed buffers stay compressed and are never decoded; each buffer is
+// re-aligned to 8 bytes in the new body. The BodyCompression, the metadata
+// version and the message's custom metadata are kept.
+//
+// batchMsg is a record-batch message (either framing) of the schema layout
+// was derived from. Every offset and length used is checked against the
+// message, so arbitrary input yields an error wrapping ErrMalformed (or
+// ErrUnsupported for dictionary batches), never a panic or an out-of-range
+// read. On error dst is returned unchanged in length.
+//
+// The output's body is exactly the sum of the kept buffers' lengths, each
+// rounded up to a multiple of 8. Decode it with the schema projected the same
+// way (arrow.Schema fields in keep order, see SchemaMessage).
+func Project(dst []byte, batchMsg []byte, keep []int, layout *Layout) ([]byte, error) {
+	if layout == nil || len(layout.nodeStart) == 0 {
+		return dst, fmt.Errorf("%w: nil Layout; derive it with LayoutOf", ErrInvalidProjection)
+	}
+	nf := layout.NumFields()
+	for i, k := range keep {
+		if k < 0 || k >= nf || (i > 0 && k <= keep[i-1]) {
+			return dst, fmt.Errorf("%w: keep %v must be strictly ascending field indexes in [0, %d)", ErrInvalidProjection, keep, nf)
+		}
+	}
+	m, err := parseOne(batchMsg, hdrRecordBatch)
+	if err != nil {
+		return dst, fmt.Errorf("project: %w", err)
+	}
+	rb := m.hdr
+	length, err := rb.i64(rbLength, 0)
+	if err != nil {
+		return dst, fmt.Errorf("project: record count: %w", err)
+	}
+	nodes, err := rb.vector(rbNodes, structSize)
+	if err != nil {
+		return dst, fmt.Errorf("project: field nodes: %w", err)
+	}
+	bufs, err := rb.vector(rbBuffers, structSize)
+	if err != nil {
+		return dst, fmt.Errorf("project: buffers: %w", err)
+	}
+	if nodes.n != layout.NumNodes() || bufs.n != layout.NumBuffers() {
+		return dst, fmt.Errorf("%w: batch has %d field nodes and %d buffers, its schema needs %d and %d",
+			ErrMalformed, nodes.n, bufs.n, layout.NumNodes(), layout.NumBuffers())
+	}
+	variadic, err := rb.vector(rbVariadic, 8)
+	if err != nil {
+		return dst, fmt.Errorf("project: variadic buffer counts: %w", err)
+	}
+	if variadic.n != 0 {
+		return dst, fmt.Errorf("%w: batch has variadic buffer counts but its schema has no view types", ErrMalformed)
+	}
+	hasCompression := false
+	var codec, method uint8
+	if bc, ok, err := rb.table(rbCompression); err != nil {
+		return dst, fmt.Errorf("project: body compression: %w", err)
+	} else if ok {
+		hasCompression = true
+		if codec, err = bc.u8(bcCodec, 0); err != nil {
+			return dst, fmt.Errorf("project: compression codec: %w", err)
+		}
+		if method, err = bc.u8(bcMethod, 0); err != nil {
+			return dst, fmt.Errorf("project: compression method: %w", err)
+		}
+	}
+
+	// Check every buffer against the body. Honest writers never overlap
+	// buffers, so their lengths sum to at most the body length; enforcing
+	// that bounds the output by the input even for hostile offsets.
+	bodyLen := uint64(len(m.body))
+	var total uint64
+	for i := 0; i < bufs.n; i++ {
+		off, n := bufs.i64At(i, 0), bufs.i64At(i, 1)
+		if off < 0 || n < 0 || uint64(n) > bodyLen || uint64(off) > bodyLen-uint64(n) {
+			return dst, fmt.Errorf("%w: buffer %d [%d, +%d) outside the %d-byte body", ErrMalformed, i, off, n, bodyLen)
+		}
+		if total += uint64(n); total > bodyLen {
+			return dst, fmt.Errorf("%w: buffers overlap: their lengths exceed the %d-byte body", ErrMalformed, bodyLen)
+		}
+	}
+
+	b := builders.Get().(*flatbuffers.Builder)
+	defer builders.Put(b)
+	b.Reset()
+
+	// Custom metadata of the message, rebuilt first (flatbuffers build back
+	// to front, and vectors cannot nest inside an open table).
+	customMeta, err := copyCustomMetadata(b, m.msg)
+	if err != nil {
+		return dst, fmt.Errorf("project: custom metadata: %w", err)
+	}
+
+	nKeptNodes, nKeptBufs := 0, 0
+	for _, k := range keep {
+		nodeFrom, nodeTo, bufFrom, bufTo := layout.Span(k)
+		nKeptNodes += nodeTo - nodeFrom
+		nKeptBufs += bufTo - bufFrom
+	}
+
+	// Buffers vector: new offsets are assigned front to back, but the vector
+	// is written back to front, so compute the new body length first.
+	var newBody int64
+	for _, k := range keep {
+		_, _, bufFrom, bufTo := layout.Span(k)
+		for i := bufFrom; i < bufTo; i++ {
+			newBody += pad8(bufs.i64At(i, 1))
+		}
+	}
+	b.StartVector(structSize, nKeptBufs, 8)
+	off := newBody
+	for j := len(keep) - 1; j >= 0; j-- {
+		_, _, bufFrom, bufTo := layout.Span(keep[j])
+		for i := bufTo - 1; i >= bufFrom; i-- {
+			n := bufs.i64At(i, 1)
+			off -= pad8(n)
+			b.Prep(8, structSize)
+			b.PrependInt64(n)
+			b.PrependInt64(off)
+		}
+	}
+	buffersVec := b.EndVector(nKeptBufs)
+
+	b.StartVector(structSize, nKeptNodes, 8)
+	for j := len(keep) - 1; j >= 0; j-- {
+		nodeFrom, nodeTo, _, _ := layout.Span(keep[j])
+		for i := nodeTo - 1; i >= nodeFrom; i-- {
+			b.Prep(8, structSize)
+			b.PrependInt64(nodes.i64At(i, 1)) // null_count
+			b.PrependInt64(nodes.i64At(i, 0)) // length
+		}
+	}
+	nodesVec := b.EndVector(nKeptNodes)
+
+	var compression flatbuffers.UOffsetT
+	if hasCompression {
+		b.StartObject(2)
+		b.PrependByteSlot(bcCodec, codec, 0)
+		b.PrependByteSlot(bcMethod, method, 0)
+		compression = b.EndObject()
+	}
+
+	b.StartObject(5)
+	b.PrependInt64Slot(rbLength, length, 0)
+	b.PrependUOffsetTSlot(rbNodes, nodesVec, 0)
+	b.PrependUOffsetTSlot(rbBuffers, buffersVec, 0)
+	if hasCompression {
+		b.PrependUOffsetTSlot(rbCompression, compression, 0)
+	}
+	batch := b.EndObject()
+
+	b.StartObject(5)
+	b.PrependInt16Slot(msgVersion, m.version, 0)
+	b.PrependByteSlot(msgHeaderType, hdrRecordBatch, 0)
+	b.PrependUOffsetTSlot(msgHeader, batch, 0)
+	b.PrependInt64Slot(msgBodyLength, newBody, 0)
+	if customMeta != 0 {
+		b.PrependUOffsetTSlot(msgCustomMetadata, customMeta, 0)
+	}
+	b.Finish(b.EndObject())
+	meta := b.FinishedBytes()
+
+	metaLen := int(pad8(int64(8+len(meta)))) - 8
+	start := len(dst)
+	dst = grow(dst, 8+metaLen+int(newBody))
+	out := dst[start:]
+	le.PutUint32(out, continuation)
+	le.PutUint32(out[4:], uint32(metaLen))
+	p := 8 + copy(out[8:], meta)
+	p += clear8(out[p : 8+metaLen])
+	for _, k := range keep {
+		_, _, bufFrom, bufTo := layout.Span(k)
+		for i := bufFrom; i < bufTo; i++ {
+			o, n := bufs.i64At(i, 0), bufs.i64At(i, 1)
+			p += copy(out[p:], m.body[o:o+n])
+			p += clear8(out[p : p+int(pad8(n)-n)])
+		}
+	}
+	return dst, nil
+}
+
+// copyCustomMetadata rebuilds the Message's custom_metadata vector in b and
+// returns its offset, or 0 if there is none.
+func copyCustomMetadata(b *flatbuffers.Builder, msg fbTable) (flatbuffers.UOffsetT, error) {
+	kvs, err := msg.vector(msgCustomMetadata, 4)
+	if err != nil || kvs.n == 0 {
+		return 0, err
+	}
+	// Build the KeyValue tables back to front; their offsets go on a small
+	// stack array for the common case.
+	var stack [8]flatbuffers.UOffsetT
+	offs := stack[:0]
+	// Keys and values may share bytes in a hostile message; copy no more
+	// than the metadata holds so the output cannot blow up.
+	budget := len(msg.buf)
+	for i := 0; i < kvs.n; i++ {
+		kv, err := kvs.tableAt(i)
+		if err != nil {
+			return 0, err
+		}
+		key, hasKey, err := kv.str(kvKey)
+		if err != nil {
+			return 0, err
+		}
+		val, hasVal, err := kv.str(kvValue)
+		if err != nil {
+			return 0, err
+		}
+		if budget -= len(key) + len(val); budget < 0 {
+			return 0, fmt.Errorf("%w: custom metadata larger than its message", ErrMalformed)
+		}
+		var ko, vo flatbuffers.UOffsetT
+		if hasKey {
+			ko = b.CreateByteString(key)
+		}
+		if hasVal {
+			vo = b.CreateByteString(val)
+		}
+		b.StartObject(2)
+		if hasKey {
+			b.PrependUOffsetTSlot(kvKey, ko, 0)
+		}
+		if hasVal {
+			b.PrependUOffsetTSlot(kvValue, vo, 0)
+		}
+		offs = append(offs, b.EndObject())
+	}
+	b.StartVector(4, len(offs), 4)
+	for i := len(offs) - 1; i >= 0; i-- {
+		b.PrependUOffsetT(offs[i])
+	}
+	return b.EndVector(len(offs)), nil
+}
+
+func pad8(n int64) int64 { return (n + 7) &^ 7 }
+
+// clear8 zeroes b (at most 7 bytes of padding) and returns its length.
+func clear8(b []byte) int {
+	clear(b)
+	return len(b)
+}
+
+// grow extends dst by n bytes, reallocating at most once.
+func grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) < n {
+		nd := make([]byte, len(dst), len(dst)+n)
+		copy(nd, dst)
+		dst = nd
+	}
+	return dst[:len(dst)+n]
+}

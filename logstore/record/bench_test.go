@@ -1,0 +1,113 @@
+package record
+
+import (
+	"testing"
+)
+
+func BenchmarkDecodeJSONRows(b *testing.B) {
+	s := SampleSchema()
+	js := SampleJSON(1000, 1)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(js)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec, err := DecodeJSONRows(s, js, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+	}
+	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
+}
+
+func BenchmarkEncodeBody(b *testing.B) {
+	rec := SampleRecord(1000, 1)
+	defer rec.Release()
+	for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
+		b.Run(c.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			var n int
+			for i := 0; i < b.N; i++ {
+				body, err := EncodeBody(rec, c, 3)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(body)
+			}
+			b.ReportMetric(float64(n)/1000, "bytes/row")
+			b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+func BenchmarkDecodeBody(b *testing.B) {
+	s := SampleSchema().ArrowSchema()
+	rec := SampleRecord(1000, 1)
+	defer rec.Release()
+	for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
+		body, err := EncodeBody(rec, c, 3)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				r, err := DecodeBody(s, body, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Release()
+			}
+			b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+func BenchmarkComputeStats(b *testing.B) {
+	rec := SampleRecord(1000, 1)
+	defer rec.Release()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = ComputeStats(rec)
+	}
+}
+
+func BenchmarkAppendJSONRows(b *testing.B) {
+	rec := SampleRecord(1000, 1)
+	defer rec.Release()
+	var buf []byte
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		buf = AppendJSONRows(buf[:0], rec, 0, 1000, nil)
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
+}
+
+func BenchmarkParseBatch(b *testing.B) {
+	batch := sampleBatch(b, 1000, CompressionLZ4Frame, true)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(batch)))
+	for i := 0; i < b.N; i++ {
+		if _, _, err := ParseBatch(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSplitByBucket(b *testing.B) {
+	rec := SampleRecord(1000, 1)
+	defer rec.Release()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		parts, err := SplitByBucket(rec, []int{1}, 16, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range parts {
+			if p != nil {
+				p.Release()
+			}
+		}
+	}
+}

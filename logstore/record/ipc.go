@@ -1,0 +1,210 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// ErrBadBody wraps failures to decode an Arrow body.
+var ErrBadBody = errors.New("bad arrow body")
+
+// ErrRecordMismatch reports an Arrow record that does not fit a table schema.
+var ErrRecordMismatch = errors.New("record does not match the table schema")
+
+// sliceSink is an io.Writer appending to a byte slice.
+type sliceSink struct{ b []byte }
+
+func (s *sliceSink) Write(p []byte) (int, error) {
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+// bodyEncoder is an open arrow-go stream writer for one (schema, codec):
+// its first Write emitted the schema message, every later Write emits one
+// record-batch message, which EncodeBody cuts out of the sink.
+type bodyEncoder struct {
+	sink sliceSink
+	w    *ipc.Writer
+}
+
+type encoderKey struct {
+	schema *arrow.Schema
+	c      Compression
+}
+
+// encoderPools caches stream writers per *arrow.Schema; it is cleared when
+// it grows past maxEncoderPools (schemas are long-lived per table version,
+// so this only bounds a pathological caller).
+var (
+	encoderMu       sync.Mutex
+	encoderPools    = map[encoderKey]*sync.Pool{}
+	maxEncoderPools = 4096
+)
+
+func encoderPool(k encoderKey) *sync.Pool {
+	encoderMu.Lock()
+	defer encoderMu.Unlock()
+	p := encoderPools[k]
+	if p == nil {
+		if len(encoderPools) >= maxEncoderPools {
+			clear(encoderPools)
+		}
+		p = &sync.Pool{}
+		encoderPools[k] = p
+	}
+	return p
+}
+
+func newBodyEncoder(schema *arrow.Schema, c Compression) *bodyEncoder {
+	e := &bodyEncoder{}
+	opts := []ipc.Option{ipc.WithSchema(schema)}
+	switch c {
+	case CompressionLZ4Frame:
+		opts = append(opts, ipc.WithLZ4())
+	case CompressionZSTD:
+		opts = append(opts, ipc.WithZstd())
+	}
+	e.w = ipc.NewWriter(&e.sink, opts...)
+	return e
+}
+
+// EncodeBody encodes rec as one encapsulated Arrow IPC record-batch message
+// (FORMAT.md §1 Body) with its buffers compressed by c. zstdLevel is
+// accepted for the table property but arrow-go v18 always uses its default
+// zstd encoder (klauspost SpeedDefault ≈ level 3). The result is a fresh
+// slice owned by the caller.
+func EncodeBody(rec arrow.Record, c Compression, zstdLevel int) ([]byte, error) {
+	_ = zstdLevel
+	if c > CompressionZSTD {
+		return nil, fmt.Errorf("%w: compression %d", ErrBadCompression, c)
+	}
+	pool := encoderPool(encoderKey{rec.Schema(), c})
+	e, _ := pool.Get().(*bodyEncoder)
+	fresh := e == nil
+	if fresh {
+		e = newBodyEncoder(rec.Schema(), c)
+	}
+	if err := e.w.Write(rec); err != nil {
+		// A failed writer is sticky: drop it.
+		return nil, fmt.Errorf("encode arrow body: %w", err)
+	}
+	out := e.sink.b
+	if fresh {
+		// The first Write of a stream writer emits the schema message
+		// first (no body): skip its 8-byte prefix and metadata.
+		if len(out) < 8 {
+			return nil, fmt.Errorf("encode arrow body: short schema message")
+		}
+		skip := 8 + int(binary.LittleEndian.Uint32(out[4:]))
+		if skip > len(out) {
+			return nil, fmt.Errorf("encode arrow body: bad schema message")
+		}
+		out = out[skip:]
+	}
+	out = bytes.Clone(out)
+	e.sink.b = e.sink.b[:0]
+	// Keep big scratch buffers out of the pool.
+	if cap(e.sink.b) <= 8<<20 {
+		pool.Put(e)
+	}
+	return out, nil
+}
+
+// SchemaMessage returns the encapsulated Arrow IPC schema message of
+// schema (cached per *arrow.Schema; callers must not modify it).
+func SchemaMessage(schema *arrow.Schema) []byte {
+	if v, ok := schemaMsgs.Load(schema); ok {
+		return v.([]byte)
+	}
+	var sink sliceSink
+	w := ipc.NewWriter(&sink, ipc.WithSchema(schema))
+	_ = w.Close() // writes the schema message, then the 8-byte end-of-stream marker
+	msg := sink.b
+	if len(msg) >= 8 {
+		msg = msg[:len(msg)-8]
+	}
+	schemaMsgs.Store(schema, msg)
+	return msg
+}
+
+var schemaMsgs sync.Map // *arrow.Schema -> []byte
+
+// StreamPrefix is the schema message; StreamSuffix ends an IPC stream.
+// [StreamPrefix][body]…[StreamSuffix] is a complete Arrow IPC stream.
+var StreamSuffix = []byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0}
+
+// DecodeBody decodes a body written for schema. The record is built with
+// mem (nil = Go allocator) and owned by the caller (Release it). The body
+// bytes are copied, so body may be reused afterwards.
+func DecodeBody(schema *arrow.Schema, body []byte, mem memory.Allocator) (arrow.Record, error) {
+	if len(body) < 8 || binary.LittleEndian.Uint32(body) != 0xFFFFFFFF {
+		return nil, fmt.Errorf("%w: does not start with an Arrow IPC message", ErrBadBody)
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(SchemaMessage(schema)), bytes.NewReader(body)),
+		ipc.WithAllocator(mem), ipc.WithSchema(schema))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
+	}
+	defer r.Release()
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
+		}
+		return nil, fmt.Errorf("%w: no record batch message", ErrBadBody)
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	// arrow-go does not check buffer sizes and offsets against the row
+	// count: do it before anyone indexes into the arrays.
+	if err := validateRecord(rec); err != nil {
+		rec.Release()
+		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
+	}
+	return rec, nil
+}
+
+func validateRecord(rec arrow.Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("invalid record: %v", p)
+		}
+	}()
+	return array.ValidateRecordFull(rec)
+}
+
+// ValidateRecord checks that rec fits table schema s: the same column
+// names in the same order with the same Arrow types, and no nulls in NOT
+// NULL columns. Errors wrap ErrRecordMismatch and name the column.
+func ValidateRecord(s *Schema, rec arrow.Record) error {
+	if int(rec.NumCols()) != len(s.Columns) {
+		return fmt.Errorf("%w: record has %d columns, table has %d", ErrRecordMismatch, rec.NumCols(), len(s.Columns))
+	}
+	rs := rec.Schema()
+	for i, c := range s.Columns {
+		f := rs.Field(i)
+		if f.Name != c.Name {
+			return fmt.Errorf("%w: column %d is named %q, table column %d is %q", ErrRecordMismatch, i, f.Name, i, c.Name)
+		}
+		if want := c.Type.ArrowType(); !arrow.TypeEqual(f.Type, want) {
+			return fmt.Errorf("%w: column %q has Arrow type %s, %s needs %s", ErrRecordMismatch, c.Name, f.Type, c.Type, want)
+		}
+		if !c.Nullable {
+			if n := rec.Column(i).NullN(); n > 0 {
+				return fmt.Errorf("%w: column %q is NOT NULL but has %d null values", ErrRecordMismatch, c.Name, n)
+			}
+		}
+	}
+	return nil
+}

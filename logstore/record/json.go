@@ -1,0 +1,625 @@
+package record
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/valyala/fastjson"
+)
+
+// ErrBadRow wraps every JSON row decoding failure. Messages name the row
+// (0-based) and the column.
+var ErrBadRow = errors.New("bad row")
+
+var jsonParsers fastjson.ParserPool
+
+// DecodeJSONRows converts rows, a JSON array of objects {"column": value},
+// into an Arrow record with schema s.ArrowSchema(). Conversions are exact
+// (FORMAT.md §2); errors wrap ErrBadRow. mem nil means the Go allocator. The
+// record is owned by the caller.
+func DecodeJSONRows(s *Schema, rows []byte, mem memory.Allocator) (arrow.Record, error) {
+	return decodeJSONRows(s, rows, nil, mem)
+}
+
+// DecodeJSONRowsPartial is DecodeJSONRows for partial updates: only the
+// columns whose indexes are in target may appear in a row (NOT NULL ones
+// among them must); every other column is null in the result, whatever its
+// nullability. The result therefore does not pass ValidateRecord when a
+// NOT NULL column is outside target. Checking that target holds the primary
+// key is the caller's business.
+func DecodeJSONRowsPartial(s *Schema, rows []byte, target []int, mem memory.Allocator) (arrow.Record, error) {
+	if target == nil {
+		target = []int{}
+	}
+	return decodeJSONRows(s, rows, target, mem)
+}
+
+type jsonDecoder struct {
+	s       *Schema
+	rb      *array.RecordBuilder
+	index   map[string]int
+	seen    []int
+	allowed []bool
+	scratch []byte
+}
+
+func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) (rec arrow.Record, err error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	p := jsonParsers.Get()
+	defer jsonParsers.Put(p)
+	v, err := p.ParseBytes(rows)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rows are not valid JSON: %v", ErrBadRow, err)
+	}
+	arr, err := v.Array()
+	if err != nil {
+		return nil, fmt.Errorf("%w: rows must be a JSON array of objects, got %s", ErrBadRow, v.Type())
+	}
+	d := &jsonDecoder{
+		s:     s,
+		index: make(map[string]int, len(s.Columns)),
+		seen:  make([]int, len(s.Columns)),
+	}
+	for i, c := range s.Columns {
+		d.index[c.Name] = i
+	}
+	if target != nil {
+		d.allowed = make([]bool, len(s.Columns))
+		for _, t := range target {
+			if t < 0 || t >= len(s.Columns) {
+				return nil, fmt.Errorf("%w: target column index %d out of range", ErrBadRow, t)
+			}
+			d.allowed[t] = true
+		}
+	}
+	d.rb = array.NewRecordBuilder(mem, s.ArrowSchema())
+	defer d.rb.Release()
+	d.rb.Reserve(len(arr))
+
+	var (
+		row  int
+		ferr error
+	)
+	visit := func(key []byte, v *fastjson.Value) {
+		if ferr != nil {
+			return
+		}
+		ci, ok := d.index[string(key)]
+		if !ok {
+			ferr = fmt.Errorf("%w: row %d: unknown column %q", ErrBadRow, row, key)
+			return
+		}
+		if d.allowed != nil && !d.allowed[ci] {
+			ferr = fmt.Errorf("%w: row %d: column %q is not one of the target columns", ErrBadRow, row, key)
+			return
+		}
+		if d.seen[ci] == row+1 {
+			ferr = fmt.Errorf("%w: row %d: column %q given twice", ErrBadRow, row, key)
+			return
+		}
+		d.seen[ci] = row + 1
+		if msg := d.appendValue(ci, v); msg != "" {
+			ferr = fmt.Errorf("%w: row %d, column %q: %s", ErrBadRow, row, key, msg)
+		}
+	}
+	for i, rv := range arr {
+		row = i
+		obj, oerr := rv.Object()
+		if oerr != nil {
+			return nil, fmt.Errorf("%w: row %d: not an object but %s", ErrBadRow, row, rv.Type())
+		}
+		obj.Visit(visit)
+		if ferr != nil {
+			return nil, ferr
+		}
+		for ci := range d.seen {
+			if d.seen[ci] == row+1 {
+				continue
+			}
+			c := &s.Columns[ci]
+			if !c.Nullable && (d.allowed == nil || d.allowed[ci]) {
+				return nil, fmt.Errorf("%w: row %d: missing NOT NULL column %q", ErrBadRow, row, c.Name)
+			}
+			d.rb.Field(ci).AppendNull()
+		}
+	}
+	return d.rb.NewRecordBatch(), nil
+}
+
+// appendValue appends v to column ci; it returns a non-empty message when
+// v does not fit.
+func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
+	c := &d.s.Columns[ci]
+	b := d.rb.Field(ci)
+	t := v.Type()
+	if t == fastjson.TypeNull {
+		if !c.Nullable {
+			return "null in a NOT NULL column"
+		}
+		b.AppendNull()
+		return ""
+	}
+	switch c.Type.Kind {
+	case KindBoolean:
+		switch t {
+		case fastjson.TypeTrue:
+			b.(*array.BooleanBuilder).Append(true)
+		case fastjson.TypeFalse:
+			b.(*array.BooleanBuilder).Append(false)
+		default:
+			return wrongType("true or false", v)
+		}
+	case KindTinyInt, KindSmallInt, KindInt, KindBigInt:
+		text, msg := d.numberText(v, "an integer (JSON number or string)")
+		if msg != "" {
+			return msg
+		}
+		n, msg := parseInt64Text(text)
+		if msg != "" {
+			return msg
+		}
+		switch c.Type.Kind {
+		case KindTinyInt:
+			if n < math.MinInt8 || n > math.MaxInt8 {
+				return fmt.Sprintf("%d is out of range for TINYINT (-128..127)", n)
+			}
+			b.(*array.Int8Builder).Append(int8(n))
+		case KindSmallInt:
+			if n < math.MinInt16 || n > math.MaxInt16 {
+				return fmt.Sprintf("%d is out of range for SMALLINT (-32768..32767)", n)
+			}
+			b.(*array.Int16Builder).Append(int16(n))
+		case KindInt:
+			if n < math.MinInt32 || n > math.MaxInt32 {
+				return fmt.Sprintf("%d is out of range for INT (-2147483648..2147483647)", n)
+			}
+			b.(*array.Int32Builder).Append(int32(n))
+		default:
+			b.(*array.Int64Builder).Append(n)
+		}
+	case KindFloat, KindDouble:
+		f, msg := d.parseFloat(v, c.Type.Kind == KindFloat)
+		if msg != "" {
+			return msg
+		}
+		if c.Type.Kind == KindFloat {
+			b.(*array.Float32Builder).Append(float32(f))
+		} else {
+			b.(*array.Float64Builder).Append(f)
+		}
+	case KindDecimal:
+		text, msg := d.numberText(v, "a decimal (JSON number or string)")
+		if msg != "" {
+			return msg
+		}
+		n, msg := parseDecimalText(text, c.Type.Precision, c.Type.Scale, &d.scratch)
+		if msg != "" {
+			return msg
+		}
+		b.(*array.Decimal128Builder).Append(n)
+	case KindString:
+		sb, msg := stringBytes(v, "a string")
+		if msg != "" {
+			return msg
+		}
+		if !utf8.Valid(sb) {
+			return "string is not valid UTF-8"
+		}
+		b.(*array.StringBuilder).BinaryBuilder.Append(sb)
+	case KindBytes:
+		sb, msg := stringBytes(v, "a base64 string")
+		if msg != "" {
+			return msg
+		}
+		n := base64.StdEncoding.DecodedLen(len(sb))
+		if cap(d.scratch) < n {
+			d.scratch = make([]byte, n)
+		}
+		n, err := base64.StdEncoding.Decode(d.scratch[:n], sb)
+		if err != nil {
+			return "not valid base64 (standard alphabet, padded): " + err.Error()
+		}
+		b.(*array.BinaryBuilder).Append(d.scratch[:n])
+	case KindDate:
+		sb, msg := stringBytes(v, `a date string "YYYY-MM-DD"`)
+		if msg != "" {
+			return msg
+		}
+		days, ok := parseDate(sb)
+		if !ok || len(sb) != 10 {
+			return fmt.Sprintf("%q is not a date YYYY-MM-DD", sb)
+		}
+		b.(*array.Date32Builder).Append(arrow.Date32(days))
+	case KindTime:
+		sb, msg := stringBytes(v, `a time string "HH:MM:SS[.fff]"`)
+		if msg != "" {
+			return msg
+		}
+		nanos, n, ok := parseClock(sb, true)
+		if !ok || n != len(sb) {
+			return fmt.Sprintf("%q is not a time HH:MM:SS[.fffffffff]", sb)
+		}
+		if nanos%pow10[9-c.Type.Precision] != 0 {
+			return fmt.Sprintf("%q has more fractional digits than %s holds", sb, c.Type)
+		}
+		switch c.Type.TimeUnit() {
+		case arrow.Millisecond:
+			b.(*array.Time32Builder).Append(arrow.Time32(nanos / 1e6))
+		case arrow.Microsecond:
+			b.(*array.Time64Builder).Append(arrow.Time64(nanos / 1e3))
+		default:
+			b.(*array.Time64Builder).Append(arrow.Time64(nanos))
+		}
+	case KindTimestamp, KindTimestampLTZ:
+		ts, msg := d.parseTimestamp(v, c.Type)
+		if msg != "" {
+			return msg
+		}
+		b.(*array.TimestampBuilder).Append(arrow.Timestamp(ts))
+	default:
+		return fmt.Sprintf("type %s is not supported in JSON rows", c.Type)
+	}
+	return ""
+}
+
+func wrongType(want string, v *fastjson.Value) string {
+	return "want " + want + ", got " + v.Type().String()
+}
+
+func stringBytes(v *fastjson.Value, want string) ([]byte, string) {
+	if v.Type() != fastjson.TypeString {
+		return nil, wrongType(want, v)
+	}
+	sb, _ := v.StringBytes()
+	return sb, ""
+}
+
+// numberText returns the text of a JSON number (validated against the JSON
+// grammar: fastjson itself is lenient) or of a JSON string.
+func (d *jsonDecoder) numberText(v *fastjson.Value, want string) ([]byte, string) {
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		d.scratch = v.MarshalTo(d.scratch[:0])
+		if !validJSONNumber(d.scratch) {
+			return nil, fmt.Sprintf("%q is not a JSON number", d.scratch)
+		}
+		return d.scratch, ""
+	case fastjson.TypeString:
+		sb, _ := v.StringBytes()
+		return sb, ""
+	}
+	return nil, wrongType(want, v)
+}
+
+// validJSONNumber checks RFC 8259 number syntax.
+func validJSONNumber(s []byte) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// parseInt64Text parses an optionally signed run of decimal digits exactly.
+func parseInt64Text(s []byte) (int64, string) {
+	i, neg := 0, false
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		neg = s[0] == '-'
+		i++
+	}
+	if i == len(s) {
+		return 0, fmt.Sprintf("%q is not an integer", s)
+	}
+	var u uint64
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, fmt.Sprintf("%q is not an integer (no fraction or exponent allowed)", s)
+		}
+		if u > (math.MaxUint64-9)/10 {
+			return 0, fmt.Sprintf("%s is out of range for BIGINT", s)
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, fmt.Sprintf("%s is out of range for BIGINT", s)
+		}
+		return int64(-u), ""
+	}
+	if u > math.MaxInt64 {
+		return 0, fmt.Sprintf("%s is out of range for BIGINT", s)
+	}
+	return int64(u), ""
+}
+
+func (d *jsonDecoder) parseFloat(v *fastjson.Value, is32 bool) (float64, string) {
+	bitSize := 64
+	if is32 {
+		bitSize = 32
+	}
+	var text []byte
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		d.scratch = v.MarshalTo(d.scratch[:0])
+		if !validJSONNumber(d.scratch) {
+			return 0, fmt.Sprintf("%q is not a JSON number", d.scratch)
+		}
+		text = d.scratch
+	case fastjson.TypeString:
+		sb, _ := v.StringBytes()
+		switch strings.ToLower(string(sb)) {
+		case "nan":
+			return math.NaN(), ""
+		case "infinity", "+infinity", "inf":
+			return math.Inf(1), ""
+		case "-infinity", "-inf":
+			return math.Inf(-1), ""
+		}
+		if !validJSONNumber(sb) {
+			return 0, fmt.Sprintf("%q is not a number (or \"NaN\", \"Infinity\", \"-Infinity\")", sb)
+		}
+		text = sb
+	default:
+		return 0, wrongType("a number", v)
+	}
+	f, err := strconv.ParseFloat(string(text), bitSize)
+	if err != nil {
+		return 0, fmt.Sprintf("%s is out of range for %s", text, map[bool]string{true: "FLOAT", false: "DOUBLE"}[is32])
+	}
+	return f, ""
+}
+
+// parseDecimalText parses [sign] digits [. digits] [e [sign] digits] into
+// the unscaled value at scale, exactly. scratch is reused for digits.
+func parseDecimalText(s []byte, precision, scale int, scratch *[]byte) (decimal128.Num, string) {
+	bad := func() (decimal128.Num, string) {
+		return decimal128.Num{}, fmt.Sprintf("%q is not a decimal number", s)
+	}
+	i, neg := 0, false
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		neg = s[0] == '-'
+		i++
+	}
+	dg := (*scratch)[:0]
+	frac, nd := 0, 0
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		dg = append(dg, s[i])
+		nd++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			dg = append(dg, s[i])
+			frac++
+			nd++
+		}
+	}
+	if nd == 0 {
+		return bad()
+	}
+	exp := 0
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(s) && (s[i] == '-' || s[i] == '+') {
+			eneg = s[i] == '-'
+			i++
+		}
+		j := i
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			if exp > 1000 {
+				return decimal128.Num{}, fmt.Sprintf("%s: exponent out of range", s)
+			}
+			exp = exp*10 + int(s[i]-'0')
+		}
+		if i == j {
+			return bad()
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	if i != len(s) {
+		return bad()
+	}
+	*scratch = dg
+	// value = dg × 10^(exp-frac); the input's scale is frac-exp.
+	inScale := frac - exp
+	for len(dg) > 0 && dg[0] == '0' {
+		dg = dg[1:]
+	}
+	if inScale > scale {
+		drop := inScale - scale
+		if drop > len(dg) {
+			drop = len(dg)
+		}
+		for _, c := range dg[len(dg)-drop:] {
+			if c != '0' {
+				return decimal128.Num{}, fmt.Sprintf("%s has more than %d fraction digits", s, scale)
+			}
+		}
+		dg = dg[:len(dg)-drop]
+		inScale = scale
+	}
+	pad := scale - inScale
+	if len(dg)+pad > precision && len(dg) > 0 {
+		return decimal128.Num{}, fmt.Sprintf("%s does not fit DECIMAL(%d,%d) (more than %d digits)", s, precision, scale, precision)
+	}
+	var hi, lo uint64
+	mul10add := func(d uint64) {
+		h1, l1 := bits.Mul64(lo, 10)
+		var c uint64
+		lo, c = bits.Add64(l1, d, 0)
+		hi = hi*10 + h1 + c
+	}
+	for _, c := range dg {
+		mul10add(uint64(c - '0'))
+	}
+	if len(dg) > 0 {
+		for k := 0; k < pad; k++ {
+			mul10add(0)
+		}
+	}
+	n := decimal128.New(int64(hi), lo)
+	if neg {
+		n = n.Negate()
+	}
+	return n, ""
+}
+
+// unitsPerSecond of an Arrow time unit.
+func unitsPerSecond(u arrow.TimeUnit) int64 {
+	switch u {
+	case arrow.Second:
+		return 1
+	case arrow.Millisecond:
+		return 1e3
+	case arrow.Microsecond:
+		return 1e6
+	}
+	return 1e9
+}
+
+// parseTimestamp returns the value of a TIMESTAMP(_LTZ) column in its unit.
+func (d *jsonDecoder) parseTimestamp(v *fastjson.Value, t Type) (int64, string) {
+	ups := unitsPerSecond(t.TimeUnit())
+	var sec, nanos int64
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		d.scratch = v.MarshalTo(d.scratch[:0])
+		ms, msg := parseInt64Text(d.scratch)
+		if msg != "" || !validJSONNumber(d.scratch) {
+			return 0, fmt.Sprintf("%s is not an integer count of epoch milliseconds", d.scratch)
+		}
+		var r int64
+		sec, r = floorDiv(ms, 1000)
+		nanos = r * 1e6
+	case fastjson.TypeString:
+		sb, _ := v.StringBytes()
+		var ok bool
+		sec, nanos, ok = parseTimestampText(sb)
+		if !ok {
+			return 0, fmt.Sprintf("%q is not a timestamp YYYY-MM-DDTHH:MM:SS[.fffffffff][Z|+HH:MM]", sb)
+		}
+	default:
+		return 0, wrongType("an ISO-8601 string or epoch milliseconds", v)
+	}
+	if day, _ := floorDiv(sec, secondsPerDay); day < minDay || day > maxDay {
+		return 0, "timestamp is outside years 0000..9999"
+	}
+	if nanos%pow10[9-t.Precision] != 0 {
+		return 0, fmt.Sprintf("more fractional seconds than %s holds", t)
+	}
+	frac := nanos / (nanosPerSec / ups)
+	rangeErr := func() string {
+		return fmt.Sprintf("timestamp is out of range for %s (stored as int64 %ss)", t, t.TimeUnit())
+	}
+	if sec >= 0 {
+		if sec > (math.MaxInt64-frac)/ups {
+			return 0, rangeErr()
+		}
+		return sec*ups + frac, ""
+	}
+	// sec*ups + frac == (sec+1)*ups + (frac-ups), which cannot overflow
+	// early at the bottom of the range.
+	s1 := sec + 1
+	if s1 < math.MinInt64/ups {
+		return 0, rangeErr()
+	}
+	val, add := s1*ups, frac-ups
+	if val < math.MinInt64-add {
+		return 0, rangeErr()
+	}
+	return val + add, ""
+}
+
+// parseTimestampText parses an ISO-8601 local or offset date-time and
+// returns UTC epoch seconds and nanoseconds.
+func parseTimestampText(s []byte) (sec, nanos int64, ok bool) {
+	days, ok := parseDate(s)
+	if !ok || len(s) < 11 || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') {
+		return 0, 0, false
+	}
+	clock, n, ok := parseClock(s[11:], false)
+	if !ok {
+		return 0, 0, false
+	}
+	rest := s[11+n:]
+	var off int64
+	switch {
+	case len(rest) == 0:
+	case len(rest) == 1 && (rest[0] == 'Z' || rest[0] == 'z'):
+	case rest[0] == '+' || rest[0] == '-':
+		oh, ok1 := digits(rest, 1, 2)
+		var om int64
+		var ok2 bool
+		switch len(rest) {
+		case 6:
+			if rest[3] != ':' {
+				return 0, 0, false
+			}
+			om, ok2 = digits(rest, 4, 2)
+		case 5:
+			om, ok2 = digits(rest, 3, 2)
+		case 3:
+			ok2 = true
+		}
+		if !ok1 || !ok2 || oh > 18 || om > 59 {
+			return 0, 0, false
+		}
+		off = oh*3600 + om*60
+		if rest[0] == '-' {
+			off = -off
+		}
+	default:
+		return 0, 0, false
+	}
+	sec = days*secondsPerDay + clock/nanosPerSec - off
+	return sec, clock % nanosPerSec, true
+}

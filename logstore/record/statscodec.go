@@ -1,0 +1,308 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+)
+
+// Stats block tags (FORMAT.md §1).
+const (
+	statTagNone    = 0
+	statTagInt     = 1
+	statTagFloat   = 2
+	statTagDecimal = 3
+	statTagBytes   = 4
+)
+
+// ComputeStats returns one ColumnStats per column of rec. STRING/BYTES
+// bounds are copied (they do not alias rec).
+func ComputeStats(rec arrow.Record) []ColumnStats {
+	out := make([]ColumnStats, rec.NumCols())
+	for i := range out {
+		out[i] = columnStats(rec.Column(i))
+	}
+	return out
+}
+
+func intStats[T int8 | int16 | int32 | int64](vals []T, a arrow.Array, st *ColumnStats) {
+	first := true
+	var mn, mx T
+	noNulls := a.NullN() == 0
+	for j, v := range vals {
+		if !noNulls && a.IsNull(j) {
+			continue
+		}
+		if first {
+			mn, mx, first = v, v, false
+			continue
+		}
+		if v < mn {
+			mn = v
+		}
+		if v > mx {
+			mx = v
+		}
+	}
+	if !first {
+		st.HasMinMax, st.MinInt, st.MaxInt = true, int64(mn), int64(mx)
+	}
+}
+
+func floatStats[T float32 | float64](vals []T, a arrow.Array, st *ColumnStats) {
+	first := true
+	var mn, mx T
+	noNulls := a.NullN() == 0
+	for j, v := range vals {
+		if (!noNulls && a.IsNull(j)) || v != v {
+			continue
+		}
+		if first {
+			mn, mx, first = v, v, false
+			continue
+		}
+		if v < mn {
+			mn = v
+		}
+		if v > mx {
+			mx = v
+		}
+	}
+	if !first {
+		st.HasMinMax, st.MinFloat, st.MaxFloat = true, float64(mn), float64(mx)
+	}
+}
+
+func columnStats(a arrow.Array) ColumnStats {
+	st := ColumnStats{NullCount: int32(a.NullN())}
+	if a.NullN() == a.Len() {
+		return st
+	}
+	switch c := a.(type) {
+	case *array.Boolean:
+		seen0, seen1 := false, false
+		for j := 0; j < c.Len(); j++ {
+			if c.IsNull(j) {
+				continue
+			}
+			if c.Value(j) {
+				seen1 = true
+			} else {
+				seen0 = true
+			}
+		}
+		st.HasMinMax = true
+		st.MinInt, st.MaxInt = 1, 0
+		if seen0 {
+			st.MinInt = 0
+		}
+		if seen1 {
+			st.MaxInt = 1
+		}
+	case *array.Int8:
+		intStats(c.Int8Values(), a, &st)
+	case *array.Int16:
+		intStats(c.Int16Values(), a, &st)
+	case *array.Int32:
+		intStats(c.Int32Values(), a, &st)
+	case *array.Int64:
+		intStats(c.Int64Values(), a, &st)
+	case *array.Date32:
+		intStats(arrow.Int32Traits.CastFromBytes(arrow.Date32Traits.CastToBytes(c.Date32Values())), a, &st)
+	case *array.Time32:
+		intStats(arrow.Int32Traits.CastFromBytes(arrow.Time32Traits.CastToBytes(c.Time32Values())), a, &st)
+	case *array.Time64:
+		intStats(arrow.Int64Traits.CastFromBytes(arrow.Time64Traits.CastToBytes(c.Time64Values())), a, &st)
+	case *array.Timestamp:
+		intStats(arrow.Int64Traits.CastFromBytes(arrow.TimestampTraits.CastToBytes(c.TimestampValues())), a, &st)
+	case *array.Float32:
+		floatStats(c.Float32Values(), a, &st)
+	case *array.Float64:
+		floatStats(c.Float64Values(), a, &st)
+	case *array.Decimal128:
+		first := true
+		for j := 0; j < c.Len(); j++ {
+			if c.IsNull(j) {
+				continue
+			}
+			v := c.Value(j)
+			if first {
+				st.MinDecimal, st.MaxDecimal, first = v, v, false
+				continue
+			}
+			if v.Less(st.MinDecimal) {
+				st.MinDecimal = v
+			}
+			if st.MaxDecimal.Less(v) {
+				st.MaxDecimal = v
+			}
+		}
+		st.HasMinMax = !first
+	case *array.String:
+		offs, data := c.ValueOffsets(), c.ValueBytes()
+		bytesStats(c.Len(), c.IsNull, func(j int) []byte { return data[offs[j]-offs[0] : offs[j+1]-offs[0]] }, &st)
+	case *array.Binary:
+		bytesStats(c.Len(), c.IsNull, c.Value, &st)
+	}
+	return st
+}
+
+func bytesStats(n int, isNull func(int) bool, val func(int) []byte, st *ColumnStats) {
+	var mn, mx []byte
+	first := true
+	for j := 0; j < n; j++ {
+		if isNull(j) {
+			continue
+		}
+		v := val(j)
+		if first {
+			mn, mx, first = v, v, false
+			continue
+		}
+		if bytes.Compare(v, mn) < 0 {
+			mn = v
+		}
+		if bytes.Compare(v, mx) > 0 {
+			mx = v
+		}
+	}
+	if first || len(mn) > MaxStatBytes || len(mx) > MaxStatBytes {
+		return
+	}
+	st.HasMinMax = true
+	st.MinBytes = append([]byte{}, mn...)
+	st.MaxBytes = append([]byte{}, mx...)
+}
+
+// statTag decides the block encoding of one ColumnStats. A ColumnStats does
+// not carry its kind, so the tag follows from which fields are set: bytes
+// first, then decimal, float, int.
+func statTag(st *ColumnStats) byte {
+	switch {
+	case !st.HasMinMax:
+		return statTagNone
+	case st.MinBytes != nil || st.MaxBytes != nil:
+		if len(st.MinBytes) > MaxStatBytes || len(st.MaxBytes) > MaxStatBytes {
+			return statTagNone
+		}
+		return statTagBytes
+	case st.MinDecimal != (decimal128.Num{}) || st.MaxDecimal != (decimal128.Num{}):
+		return statTagDecimal
+	case st.MinFloat != 0 || st.MaxFloat != 0:
+		return statTagFloat
+	}
+	return statTagInt
+}
+
+// appendStatsBlock encodes stats as FORMAT.md §1 describes. A column whose
+// min/max are all zero is written as an int column (0, 0), which a reader of
+// any kind interprets as the same bounds.
+func appendStatsBlock(dst []byte, stats []ColumnStats) []byte {
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(stats)))
+	for i := range stats {
+		st := &stats[i]
+		tag := statTag(st)
+		dst = append(dst, tag)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(st.NullCount))
+		switch tag {
+		case statTagInt:
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MinInt))
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MaxInt))
+		case statTagFloat:
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(st.MinFloat))
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(st.MaxFloat))
+		case statTagDecimal:
+			dst = binary.LittleEndian.AppendUint64(dst, st.MinDecimal.LowBits())
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MinDecimal.HighBits()))
+			dst = binary.LittleEndian.AppendUint64(dst, st.MaxDecimal.LowBits())
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MaxDecimal.HighBits()))
+		case statTagBytes:
+			dst = append(dst, byte(len(st.MinBytes)))
+			dst = append(dst, st.MinBytes...)
+			dst = append(dst, byte(len(st.MaxBytes)))
+			dst = append(dst, st.MaxBytes...)
+		}
+	}
+	return dst
+}
+
+// parseStatsBlock decodes a stats block from the start of b and returns the
+// number of bytes used. Bytes bounds alias b.
+func parseStatsBlock(b []byte) ([]ColumnStats, int, error) {
+	bad := func(what string) ([]ColumnStats, int, error) {
+		return nil, 0, fmt.Errorf("%w: stats block: %s", ErrCorruptBatch, what)
+	}
+	if len(b) < 2 {
+		return bad("missing column count")
+	}
+	n := int(binary.LittleEndian.Uint16(b))
+	// Each column needs at least 5 bytes: bound the allocation by the input.
+	if n*5 > len(b)-2 {
+		return bad(fmt.Sprintf("%d columns do not fit in %d bytes", n, len(b)))
+	}
+	out := make([]ColumnStats, n)
+	p := 2
+	for i := range out {
+		if len(b)-p < 5 {
+			return bad(fmt.Sprintf("column %d truncated", i))
+		}
+		tag := b[p]
+		nc := int32(binary.LittleEndian.Uint32(b[p+1:]))
+		if nc < 0 {
+			return bad(fmt.Sprintf("column %d: negative null count", i))
+		}
+		p += 5
+		st := &out[i]
+		st.NullCount = nc
+		switch tag {
+		case statTagNone:
+		case statTagInt, statTagFloat:
+			if len(b)-p < 16 {
+				return bad(fmt.Sprintf("column %d truncated", i))
+			}
+			lo, hi := binary.LittleEndian.Uint64(b[p:]), binary.LittleEndian.Uint64(b[p+8:])
+			p += 16
+			st.HasMinMax = true
+			if tag == statTagInt {
+				st.MinInt, st.MaxInt = int64(lo), int64(hi)
+			} else {
+				st.MinFloat, st.MaxFloat = math.Float64frombits(lo), math.Float64frombits(hi)
+			}
+		case statTagDecimal:
+			if len(b)-p < 32 {
+				return bad(fmt.Sprintf("column %d truncated", i))
+			}
+			st.HasMinMax = true
+			st.MinDecimal = decimal128.New(int64(binary.LittleEndian.Uint64(b[p+8:])), binary.LittleEndian.Uint64(b[p:]))
+			st.MaxDecimal = decimal128.New(int64(binary.LittleEndian.Uint64(b[p+24:])), binary.LittleEndian.Uint64(b[p+16:]))
+			p += 32
+		case statTagBytes:
+			for k := 0; k < 2; k++ {
+				if len(b)-p < 1 {
+					return bad(fmt.Sprintf("column %d truncated", i))
+				}
+				l := int(b[p])
+				p++
+				if l > MaxStatBytes || len(b)-p < l {
+					return bad(fmt.Sprintf("column %d: bound of %d bytes", i, l))
+				}
+				v := b[p : p+l : p+l]
+				p += l
+				if k == 0 {
+					st.MinBytes = v
+				} else {
+					st.MaxBytes = v
+				}
+			}
+			st.HasMinMax = true
+		default:
+			return bad(fmt.Sprintf("column %d: unknown tag %d", i, tag))
+		}
+	}
+	return out, p, nil
+}

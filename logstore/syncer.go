@@ -1,0 +1,186 @@
+package logstore
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Syncable is a file the Syncer can make durable. *os.File and the File
+// of this package's filesystems satisfy it.
+type Syncable interface {
+	Sync() error
+}
+
+// Syncer is the node-wide group commit for file syncs (DESIGN §5). One
+// loop goroutine collects every file whose sync was requested, syncs each
+// distinct file once (concurrently, one goroutine per file, at most
+// maxParallel at a time; or one syncfs(2) per filesystem when a round has
+// at least SyncfsThreshold files), and wakes every waiter of that round.
+// Requests that arrive during a round go into the next one.
+type Syncer struct {
+	log *slog.Logger
+
+	// SyncfsThreshold switches a round to syncfs(2) when it has at least
+	// this many distinct files that expose Fd(). 0 (default) never does.
+	// Set it before the first Sync.
+	SyncfsThreshold int
+
+	mu     sync.Mutex
+	cur    *syncRound
+	closed bool
+	kick   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+
+	rounds, files, waits atomic.Int64
+}
+
+type syncRound struct {
+	idx   map[Syncable]int
+	order []Syncable
+	errs  []error
+	done  chan struct{}
+}
+
+func newRound() *syncRound {
+	return &syncRound{idx: map[Syncable]int{}, done: make(chan struct{})}
+}
+
+const maxParallel = 128
+
+// NewSyncer starts a Syncer. logger may be nil.
+func NewSyncer(logger *slog.Logger) *Syncer {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Syncer{log: logger, cur: newRound(), kick: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+// Sync blocks until f is durable: f is synced in a round that starts after
+// this call. Safe for concurrent use. After Close it syncs f directly.
+func (s *Syncer) Sync(f Syncable) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return f.Sync()
+	}
+	r := s.cur
+	i, ok := r.idx[f]
+	if !ok {
+		i = len(r.order)
+		r.idx[f] = i
+		r.order = append(r.order, f)
+	}
+	s.mu.Unlock()
+	s.waits.Add(1)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	<-r.done
+	return r.errs[i]
+}
+
+// SyncerStats are cumulative counters.
+type SyncerStats struct {
+	Rounds int64 // flush rounds run
+	Files  int64 // file syncs (or files covered by syncfs) done
+	Waits  int64 // Sync calls
+}
+
+// Stats returns the cumulative counters.
+func (s *Syncer) Stats() SyncerStats {
+	return SyncerStats{Rounds: s.rounds.Load(), Files: s.files.Load(), Waits: s.waits.Load()}
+}
+
+// Close runs a last round for pending requests and stops the loop.
+func (s *Syncer) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.quit)
+	<-s.done
+}
+
+func (s *Syncer) loop() {
+	defer close(s.done)
+	for {
+		quit := false
+		select {
+		case <-s.kick:
+		case <-s.quit:
+			quit = true
+		}
+		s.mu.Lock()
+		r := s.cur
+		s.cur = newRound()
+		s.mu.Unlock()
+		if len(r.order) > 0 {
+			s.run(r)
+		}
+		close(r.done)
+		if quit {
+			return
+		}
+	}
+}
+
+type fder interface{ Fd() uintptr }
+
+func (s *Syncer) run(r *syncRound) {
+	r.errs = make([]error, len(r.order))
+	s.rounds.Add(1)
+	s.files.Add(int64(len(r.order)))
+	if s.SyncfsThreshold > 0 && len(r.order) >= s.SyncfsThreshold {
+		s.runSyncfs(r)
+		return
+	}
+	if len(r.order) == 1 {
+		r.errs[0] = r.order[0].Sync()
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallel)
+	for i, f := range r.order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			r.errs[i] = f.Sync()
+			<-sem
+		}()
+	}
+	wg.Wait()
+}
+
+// runSyncfs syncs each filesystem once; files without a descriptor are
+// synced one by one.
+func (s *Syncer) runSyncfs(r *syncRound) {
+	byDev := map[uint64][]int{}
+	for i, f := range r.order {
+		fd, ok := f.(fder)
+		var st unix.Stat_t
+		if !ok || unix.Fstat(int(fd.Fd()), &st) != nil {
+			r.errs[i] = f.Sync()
+			continue
+		}
+		byDev[st.Dev] = append(byDev[st.Dev], i)
+	}
+	for _, idxs := range byDev {
+		fd := r.order[idxs[0]].(fder).Fd()
+		err := unix.Syncfs(int(fd))
+		for _, i := range idxs {
+			r.errs[i] = err
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package logstore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// fakeFile counts writes and records the write count at its last sync.
+type fakeFile struct {
+	written atomic.Int64
+	synced  atomic.Int64
+	syncs   atomic.Int64
+	block   chan struct{} // if non-nil, Sync waits on it
+	entered chan struct{}
+}
+
+func (f *fakeFile) Sync() error {
+	if f.entered != nil {
+		f.entered <- struct{}{}
+	}
+	if f.block != nil {
+		<-f.block
+	}
+	f.synced.Store(f.written.Load())
+	f.syncs.Add(1)
+	return nil
+}
+
+func TestSyncerConcurrentCallers(t *testing.T) {
+	s := NewSyncer(nil)
+	defer s.Close()
+	files := make([]*fakeFile, 8)
+	for i := range files {
+		files[i] = &fakeFile{}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := files[w%len(files)]
+			for range 50 {
+				n := f.written.Add(1)
+				if err := s.Sync(f); err != nil {
+					errs <- err
+					return
+				}
+				if got := f.synced.Load(); got < n {
+					errs <- fmt.Errorf("Sync returned with write %d not synced (synced through %d)", n, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.Waits != 64*50 {
+		t.Fatalf("waits = %d, want %d", st.Waits, 64*50)
+	}
+	var syncs int64
+	for _, f := range files {
+		syncs += f.syncs.Load()
+	}
+	if syncs != st.Files {
+		t.Fatalf("files synced %d, stats say %d", syncs, st.Files)
+	}
+}
+
+// TestSyncerBatchesRound blocks one round and checks that every request
+// made meanwhile is served by exactly one following round.
+func TestSyncerBatchesRound(t *testing.T) {
+	s := NewSyncer(nil)
+	defer s.Close()
+	blocker := &fakeFile{block: make(chan struct{}), entered: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() { done <- s.Sync(blocker) }()
+	<-blocker.entered // round 1 is running
+	files := make([]*fakeFile, 20)
+	var wg sync.WaitGroup
+	for i := range files {
+		files[i] = &fakeFile{}
+		for range 3 { // three waiters per file
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = s.Sync(files[i]) }()
+		}
+	}
+	// Wait until all 60 requests are queued in round 2.
+	for {
+		s.mu.Lock()
+		n := len(s.cur.order)
+		s.mu.Unlock()
+		if n == len(files) && s.Stats().Waits == 61 {
+			break
+		}
+		runtimeGosched()
+	}
+	close(blocker.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if st := s.Stats(); st.Rounds != 2 || st.Files != 21 {
+		t.Fatalf("stats %+v, want 2 rounds syncing 21 files", st)
+	}
+	for i, f := range files {
+		if f.syncs.Load() != 1 {
+			t.Fatalf("file %d synced %d times, want 1", i, f.syncs.Load())
+		}
+	}
+}
+
+func TestSyncerSyncfs(t *testing.T) {
+	s := NewSyncer(nil)
+	s.SyncfsThreshold = 1
+	defer s.Close()
+	f, err := OSFS{}.OpenFile(filepath.Join(t.TempDir(), "f"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(f); err != nil {
+		t.Fatalf("syncfs: %v", err)
+	}
+}

@@ -1,0 +1,150 @@
+// Command fluss-node is the whole of fluss-node: the server (serve, join)
+// and the client commands that drive it over the Connect API. It parses
+// flags and config and calls node or rpc/client; it holds no domain logic.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fluss-node/fluss-node/node"
+)
+
+func main() {
+	if err := rootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "fluss-node:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fluss-node",
+		Short:         "Streaming storage for real-time analytics: Arrow log tables and primary-key tables in one binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCmd(), versionCmd())
+	addClientCommands(root)
+	return root
+}
+
+// version is the module version from build info, or "dev".
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the binary version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), "fluss-node", version())
+			return nil
+		},
+	}
+}
+
+// serverFlags are the flags shared by serve (and join, later).
+type serverFlags struct {
+	config                                               string
+	dataDir, clientAddr, peerAddr, gossipAddr, advertise string
+	nodeID                                               int32
+}
+
+func (f *serverFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "TOML config file (see config.example.toml)")
+	fl.StringVar(&f.dataDir, "data-dir", "", "data directory (default ./fluss-data)")
+	fl.Int32Var(&f.nodeID, "node-id", 0, "node id (default: stored in <data-dir>/node.id, 1 on a new single node)")
+	fl.StringVar(&f.clientAddr, "client-addr", "", "client (Connect API) listen address (default 127.0.0.1:9123)")
+	fl.StringVar(&f.peerAddr, "peer-addr", "", "peer (Raft) listen address (default 127.0.0.1:9124)")
+	fl.StringVar(&f.gossipAddr, "gossip-addr", "", "gossip listen address (default 127.0.0.1:9125)")
+	fl.StringVar(&f.advertise, "advertise", "", "host other nodes and clients use to reach this node")
+}
+
+// load builds the config: defaults, then the file, then flags.
+func (f *serverFlags) load() (node.Config, error) {
+	cfg := node.Default()
+	if f.config != "" {
+		if err := node.LoadFile(f.config, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.DataDir, f.dataDir)
+	set(&cfg.ClientAddr, f.clientAddr)
+	set(&cfg.PeerAddr, f.peerAddr)
+	set(&cfg.GossipAddr, f.gossipAddr)
+	set(&cfg.Advertise, f.advertise)
+	if f.nodeID != 0 {
+		cfg.NodeID = f.nodeID
+	}
+	return cfg, cfg.Validate()
+}
+
+func serveCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a node (with no flags: a single-node cluster in ./fluss-data on 127.0.0.1:9123)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load()
+			if err != nil {
+				return err
+			}
+			return runNode(cfg)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// runNode starts a node and serves until SIGINT or SIGTERM.
+func runNode(cfg node.Config) error {
+	logger := newLogger(cfg.Log)
+	node.Version = version()
+	n, err := node.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := n.Start(ctx); err != nil {
+		n.Close()
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	if err := n.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func newLogger(c node.LogConfig) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,203 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config mirrors config.example.toml; every field documents its default.
+type Config struct {
+	// NodeID is this node's id (>0). 0 means: read <data_dir>/node.id, or,
+	// on a fresh data dir, use 1 for a bootstrapping node.
+	NodeID int32 `toml:"node_id"`
+	// DataDir holds everything the node stores. Default "./fluss-data".
+	DataDir string `toml:"data_dir"`
+	// ClientAddr is the Connect API listener. Default "127.0.0.1:9123".
+	ClientAddr string `toml:"client_addr"`
+	// PeerAddr is the node-to-node listener (Raft). Default "127.0.0.1:9124".
+	PeerAddr string `toml:"peer_addr"`
+	// GossipAddr is the membership listener. Default "127.0.0.1:9125".
+	GossipAddr string `toml:"gossip_addr"`
+	// Advertise is the host other nodes and clients use to reach this one.
+	// Default "": the host of each listener address.
+	Advertise string `toml:"advertise"`
+
+	Log     LogConfig     `toml:"log"`
+	Storage StorageConfig `toml:"storage"`
+	Limits  LimitsConfig  `toml:"limits"`
+	Raft    RaftConfig    `toml:"raft"`
+}
+
+// LogConfig configures the process log (log/slog).
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default "info".
+	Level string `toml:"level"`
+	// Format is text or json. Default "text".
+	Format string `toml:"format"`
+}
+
+// StorageConfig configures the bucket logs.
+type StorageConfig struct {
+	// Fsync is "always" (acknowledge only after fsync; default) or
+	// "interval" (fsync every FsyncInterval; an acknowledged write can be
+	// lost by a machine crash — weaker, documented).
+	Fsync string `toml:"fsync"`
+	// FsyncInterval applies to Fsync = "interval". Default 50ms.
+	FsyncInterval Duration `toml:"fsync_interval"`
+	// SegmentBytes rolls a segment at this size. Default 128 MiB.
+	SegmentBytes int64 `toml:"segment_bytes"`
+	// SegmentMaxAge rolls a segment at this age. Default 1h.
+	SegmentMaxAge Duration `toml:"segment_max_age"`
+	// RetentionCheckInterval is how often table.log.ttl is enforced. Default 5m.
+	RetentionCheckInterval Duration `toml:"retention_check_interval"`
+	// DefaultLogTTL applies to tables without table.log.ttl. Default 168h (7 days, as Fluss).
+	DefaultLogTTL Duration `toml:"default_log_ttl"`
+}
+
+// LimitsConfig bounds what one request may cost.
+type LimitsConfig struct {
+	// MaxRequestBytes bounds a request body. Default 64 MiB.
+	MaxRequestBytes int64 `toml:"max_request_bytes"`
+	// MaxBatchBytes bounds one encoded batch for one bucket. Default 16 MiB.
+	MaxBatchBytes int64 `toml:"max_batch_bytes"`
+	// MaxFetchBytes bounds one Fetch response. Default 16 MiB.
+	MaxFetchBytes int64 `toml:"max_fetch_bytes"`
+	// MaxRowsPerRequest bounds the rows of one Append. Default 1,000,000.
+	MaxRowsPerRequest int `toml:"max_rows_per_request"`
+	// MaxWait bounds a Fetch long-poll. Default 30s.
+	MaxWait Duration `toml:"max_wait"`
+}
+
+// RaftConfig tunes the per-bucket Raft groups (DESIGN.md §5).
+type RaftConfig struct {
+	// HeartbeatTimeout of bucket groups. Default 1s.
+	HeartbeatTimeout Duration `toml:"heartbeat_timeout"`
+	// ElectionTimeout of bucket groups. Default 1s.
+	ElectionTimeout Duration `toml:"election_timeout"`
+	// CommitTimeout of bucket groups. Default 1s (idle cost, not latency).
+	CommitTimeout Duration `toml:"commit_timeout"`
+}
+
+// Duration is a time.Duration that TOML reads from strings like "1s".
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", b, err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// Default returns the configuration of `fluss-node serve` with no flags.
+func Default() Config {
+	return Config{
+		DataDir:    "./fluss-data",
+		ClientAddr: "127.0.0.1:9123",
+		PeerAddr:   "127.0.0.1:9124",
+		GossipAddr: "127.0.0.1:9125",
+		Log:        LogConfig{Level: "info", Format: "text"},
+		Storage: StorageConfig{
+			Fsync:                  "always",
+			FsyncInterval:          Duration{50 * time.Millisecond},
+			SegmentBytes:           128 << 20,
+			SegmentMaxAge:          Duration{time.Hour},
+			RetentionCheckInterval: Duration{5 * time.Minute},
+			DefaultLogTTL:          Duration{7 * 24 * time.Hour},
+		},
+		Limits: LimitsConfig{
+			MaxRequestBytes:   64 << 20,
+			MaxBatchBytes:     16 << 20,
+			MaxFetchBytes:     16 << 20,
+			MaxRowsPerRequest: 1_000_000,
+			MaxWait:           Duration{30 * time.Second},
+		},
+		Raft: RaftConfig{
+			HeartbeatTimeout: Duration{time.Second},
+			ElectionTimeout:  Duration{time.Second},
+			CommitTimeout:    Duration{time.Second},
+		},
+	}
+}
+
+// LoadFile reads a TOML file over the defaults. Unknown keys are errors, so
+// a typo never silently falls back to a default.
+func LoadFile(path string, cfg *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	md, err := toml.Decode(string(b), cfg)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if undec := md.Undecoded(); len(undec) > 0 {
+		return fmt.Errorf("config %s: unknown key %q", path, undec[0].String())
+	}
+	return nil
+}
+
+// Validate checks cross-field rules.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID < 0 {
+		errs = append(errs, fmt.Errorf("node_id must be > 0, got %d", c.NodeID))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir must be set"))
+	}
+	for _, a := range [...]struct{ name, addr string }{
+		{"client_addr", c.ClientAddr}, {"peer_addr", c.PeerAddr}, {"gossip_addr", c.GossipAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", a.name, a.addr, err))
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level must be debug, info, warn or error, got %q", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format must be text or json, got %q", c.Log.Format))
+	}
+	switch c.Storage.Fsync {
+	case "always", "interval":
+	default:
+		errs = append(errs, fmt.Errorf("storage.fsync must be always or interval, got %q", c.Storage.Fsync))
+	}
+	if c.Storage.Fsync == "interval" && c.Storage.FsyncInterval.Duration <= 0 {
+		errs = append(errs, errors.New("storage.fsync_interval must be > 0"))
+	}
+	if c.Storage.SegmentBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("storage.segment_bytes must be >= 1 MiB, got %d", c.Storage.SegmentBytes))
+	}
+	if c.Storage.SegmentMaxAge.Duration <= 0 || c.Storage.RetentionCheckInterval.Duration <= 0 || c.Storage.DefaultLogTTL.Duration <= 0 {
+		errs = append(errs, errors.New("storage durations must be > 0"))
+	}
+	if c.Limits.MaxRequestBytes <= 0 || c.Limits.MaxBatchBytes <= 0 || c.Limits.MaxFetchBytes <= 0 || c.Limits.MaxRowsPerRequest <= 0 {
+		errs = append(errs, errors.New("limits must be > 0"))
+	}
+	if c.Limits.MaxBatchBytes > c.Limits.MaxRequestBytes {
+		errs = append(errs, errors.New("limits.max_batch_bytes must not exceed limits.max_request_bytes"))
+	}
+	if c.Raft.HeartbeatTimeout.Duration < 5*time.Millisecond || c.Raft.ElectionTimeout.Duration < c.Raft.HeartbeatTimeout.Duration {
+		errs = append(errs, errors.New("raft: need heartbeat_timeout >= 5ms and election_timeout >= heartbeat_timeout"))
+	}
+	if c.Raft.CommitTimeout.Duration <= 0 {
+		errs = append(errs, errors.New("raft.commit_timeout must be > 0"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,75 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// The example config must load to exactly the defaults: it documents them.
+func TestExampleConfigIsDefault(t *testing.T) {
+	cfg := Default()
+	if err := LoadFile("../config.example.toml", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg != Default() {
+		t.Fatalf("config.example.toml differs from Default():\n%+v\n%+v", cfg, Default())
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Every key of Default() appears in the example.
+	var m map[string]any
+	b, _ := os.ReadFile("../config.example.toml")
+	if _, err := toml.Decode(string(b), &m); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	if err := toml.NewEncoder(&sb).Encode(Default()); err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if _, err := toml.Decode(sb.String(), &d); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range d {
+		if _, ok := m[k]; !ok {
+			t.Errorf("key %q missing from config.example.toml", k)
+		}
+		if sub, ok := v.(map[string]any); ok {
+			for k2 := range sub {
+				if _, ok := m[k].(map[string]any)[k2]; !ok {
+					t.Errorf("key %s.%s missing from config.example.toml", k, k2)
+				}
+			}
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml, want string
+	}{
+		{"unknown key", "bogus = 1\n", `unknown key "bogus"`},
+		{"bad duration", "[raft]\ncommit_timeout = \"soon\"\n", "soon"},
+		{"bad fsync", "[storage]\nfsync = \"never\"\n", "storage.fsync"},
+		{"bad addr", "client_addr = \"nohostport\"\n", "client_addr"},
+		{"batch over request", "[limits]\nmax_batch_bytes = 100\nmax_request_bytes = 10\n", "max_batch_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.toml")
+			os.WriteFile(p, []byte(tc.toml), 0o644)
+			cfg := Default()
+			err := LoadFile(p, &cfg)
+			if err == nil {
+				err = cfg.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,163 @@
+package node
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/logstore"
+	"github.com/fluss-node/fluss-node/node/replica"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// reconcileInterval bounds how long a missed watch notification can delay
+// convergence.
+const reconcileInterval = 10 * time.Second
+
+// reconcileLoop makes the open replicas match the catalog's assignments for
+// this node, on every catalog change.
+func (n *Node) reconcileLoop() {
+	for {
+		watch := n.meta.Watch()
+		n.reconcile()
+		select {
+		case <-n.quit:
+			return
+		case <-watch:
+		case <-time.After(reconcileInterval):
+		}
+	}
+}
+
+// reconcile opens replicas assigned to this node that are not open, and
+// closes and deletes replicas whose bucket is no longer assigned here (its
+// table was dropped). Failures are logged and retried on the next round.
+func (n *Node) reconcile() {
+	want := make(map[raftmeta.BucketID]raftmeta.Assignment)
+	for _, a := range n.meta.Assignments() {
+		if slices.Contains(a.Replicas, n.id) {
+			want[a.BucketID] = a
+		}
+	}
+	for id, a := range want {
+		n.mu.Lock()
+		_, open := n.replicas[id]
+		n.mu.Unlock()
+		if open {
+			continue
+		}
+		r, err := n.openReplica(a)
+		if err != nil {
+			n.logger.Error("open bucket replica", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket, "err", err)
+			continue
+		}
+		n.mu.Lock()
+		select {
+		case <-n.quit:
+			n.mu.Unlock()
+			r.Close()
+			return
+		default:
+		}
+		n.replicas[id] = r
+		n.mu.Unlock()
+	}
+	n.mu.Lock()
+	var drop []raftmeta.BucketID
+	for id := range n.replicas {
+		if _, ok := want[id]; !ok {
+			drop = append(drop, id)
+		}
+	}
+	n.mu.Unlock()
+	for _, id := range drop {
+		n.mu.Lock()
+		r := n.replicas[id]
+		delete(n.replicas, id)
+		n.mu.Unlock()
+		if err := r.Close(); err != nil {
+			n.logger.Warn("close dropped bucket replica", "bucket", id, "err", err)
+		}
+		if err := os.RemoveAll(n.bucketDir(id)); err != nil {
+			n.logger.Warn("remove dropped bucket data", "bucket", id, "err", err)
+		}
+		n.logger.Info("bucket replica removed", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket)
+	}
+}
+
+// bucketDir is <data_dir>/buckets/<table_id>/<partition_id>/<bucket> (DESIGN §11).
+func (n *Node) bucketDir(id raftmeta.BucketID) string {
+	return filepath.Join(n.cfg.DataDir, "buckets",
+		strconv.FormatInt(id.TableID, 10), strconv.FormatInt(id.PartitionID, 10), strconv.Itoa(int(id.Bucket)))
+}
+
+// openReplica opens (or creates) this node's replica of one bucket. A new
+// single-replica group bootstraps itself; groups spanning nodes are the
+// cluster work's.
+func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, error) {
+	localID := raft.ServerID(strconv.Itoa(int(n.id)))
+	addr := raft.ServerAddress(fmt.Sprintf("%s/bucket/%d/%d/%d", n.cfg.PeerAddr, a.TableID, a.PartitionID, a.Bucket))
+	_, transport := raft.NewInmemTransport(addr)
+	sync := logstore.SyncAlways
+	if n.cfg.Storage.Fsync == "interval" {
+		sync = logstore.SyncInterval
+	}
+	return replica.Open(replica.Config{
+		ID:        a.BucketID,
+		Dir:       n.bucketDir(a.BucketID),
+		LocalID:   localID,
+		LocalAddr: addr,
+		Transport: transport,
+		Bootstrap: []raft.Server{{Suffrage: raft.Voter, ID: localID, Address: addr}},
+		Syncer:    n.syncer,
+		Log: logstore.Options{
+			SegmentBytes:  n.cfg.Storage.SegmentBytes,
+			SegmentMaxAge: n.cfg.Storage.SegmentMaxAge.Duration,
+			SyncMode:      sync,
+			SyncInterval:  n.cfg.Storage.FsyncInterval.Duration,
+		},
+		Raft: replica.RaftTuning{
+			HeartbeatTimeout: n.cfg.Raft.HeartbeatTimeout.Duration,
+			ElectionTimeout:  n.cfg.Raft.ElectionTimeout.Duration,
+			CommitTimeout:    n.cfg.Raft.CommitTimeout.Duration,
+		},
+		Logger: n.logger.With("table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket),
+	})
+}
+
+// retentionLoop enforces table.log.ttl on every open replica.
+func (n *Node) retentionLoop() {
+	t := time.NewTicker(n.cfg.Storage.RetentionCheckInterval.Duration)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-t.C:
+		}
+		n.mu.Lock()
+		reps := make(map[raftmeta.BucketID]*replica.Replica, len(n.replicas))
+		for id, r := range n.replicas {
+			reps[id] = r
+		}
+		n.mu.Unlock()
+		for id, r := range reps {
+			ttl := n.cfg.Storage.DefaultLogTTL.Duration
+			if t, err := n.meta.TableByID(id.TableID); err == nil {
+				if v, ok := t.Properties["table.log.ttl"]; ok {
+					if d, err := raftmeta.ParseDuration(v); err == nil {
+						ttl = d
+					}
+				}
+			}
+			if err := r.EnforceRetention(ttl); err != nil {
+				n.logger.Warn("retention", "bucket", id, "err", err)
+			}
+		}
+	}
+}

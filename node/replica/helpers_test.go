@@ -1,0 +1,154 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"go.uber.org/goleak"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testTuning makes elections fast for tests.
+func testTuning() RaftTuning {
+	return RaftTuning{
+		HeartbeatTimeout:   100 * time.Millisecond,
+		ElectionTimeout:    100 * time.Millisecond,
+		LeaderLeaseTimeout: 100 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("REPLICA_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return nil
+}
+
+// makeBatch builds one batch of count records with a small body.
+func makeBatch(count int32, body string) []byte {
+	return record.AppendBatch(nil, record.BatchHeader{RecordCount: count, SchemaID: 1}, nil, []byte(body))
+}
+
+// waitFor polls cond until it returns nil or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", timeout, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// openSingle opens a single-voter replica in dir on a fresh in-memory
+// transport and waits until it accepts appends.
+func openSingle(t testing.TB, dir string, mod func(*Config)) *Replica {
+	t.Helper()
+	addr, tr := raft.NewInmemTransport("single")
+	cfg := Config{
+		ID:        raftmeta.BucketID{TableID: 1, Bucket: 0},
+		Dir:       dir,
+		LocalID:   "n1",
+		LocalAddr: addr,
+		Transport: tr,
+		Bootstrap: []raft.Server{{ID: "n1", Address: addr, Suffrage: raft.Voter}},
+		Raft:      testTuning(),
+		Logger:    testLogger(t),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitLeader(ctx); err != nil {
+		r.Close()
+		t.Fatalf("WaitLeader: %v", err)
+	}
+	return r
+}
+
+// fetchAll reads every committed batch from offset 0 (or log start).
+func fetchAll(t testing.TB, r *Replica) [][]byte {
+	t.Helper()
+	var out [][]byte
+	off := r.LogStartOffset()
+	for {
+		bs, hw, _, err := r.Fetch(context.Background(), off, 64<<10, 0)
+		if err != nil {
+			t.Fatalf("Fetch(%d): %v", off, err)
+		}
+		for _, b := range bs {
+			h, _, err := checkBatch(b)
+			if err != nil {
+				t.Fatalf("fetched batch does not parse: %v", err)
+			}
+			if h.Base+int64(h.Count) <= off {
+				continue
+			}
+			if h.Base != off {
+				t.Fatalf("fetched batch at %d, want dense offset %d", h.Base, off)
+			}
+			out = append(out, b)
+			off = h.Base + int64(h.Count)
+		}
+		if off >= hw {
+			return out
+		}
+		if len(bs) == 0 {
+			t.Fatalf("Fetch(%d) returned nothing below hw %d", off, hw)
+		}
+	}
+}
+
+// ws is a (writer, seq) key.
+type ws struct {
+	w int64
+	s int32
+}
+
+// index maps (writer, seq) to the base offsets stored for it, checking the
+// batch headers on the way.
+func index(t testing.TB, batches [][]byte) map[ws][]int64 {
+	t.Helper()
+	m := map[ws][]int64{}
+	for _, b := range batches {
+		h, _, err := checkBatch(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.CommitTs <= 0 {
+			t.Fatalf("batch at %d has no commit timestamp", h.Base)
+		}
+		k := ws{h.WriterID, h.Seq}
+		m[k] = append(m[k], h.Base)
+	}
+	return m
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%q", err.Error())
+}

@@ -1,0 +1,54 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/logstore"
+)
+
+// dataLog is what a replica needs from its log: raft's log and stable
+// stores plus the data-offset read path. *logstore.Log implements it.
+type dataLog interface {
+	raft.LogStore
+	raft.StableStore
+	// NextOffset is the data offset after the last stored entry.
+	NextOffset() int64
+	// StartOffset is the first data offset still stored.
+	StartOffset() int64
+	// Read visits stored entries overlapping [offset, endOffset) in order;
+	// data (the raft entry Data) must not be retained after fn returns.
+	Read(offset, endOffset int64, maxBytes int, fn func(index uint64, base int64, count int32, data []byte) bool) error
+	OffsetForTimestamp(tsMs int64) (int64, bool)
+	DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error)
+	Close() error
+}
+
+var _ dataLog = (*logstore.Log)(nil)
+
+// openLog opens the bucket's logstore in dir with the replica's OffsetFunc.
+func openLog(dir string, opts logstore.Options, syncer *logstore.Syncer, logger *slog.Logger) (dataLog, error) {
+	opts.Dir = dir
+	opts.OffsetFunc = EntryOffsets
+	if syncer != nil {
+		opts.Syncer = syncer
+	}
+	if opts.Logger == nil {
+		opts.Logger = logger
+	}
+	return logstore.Open(opts)
+}
+
+// mapLogErr maps logstore sentinels to the replica's.
+func mapLogErr(err error) error {
+	if errors.Is(err, logstore.ErrOffsetOutOfRange) {
+		return fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+	}
+	if errors.Is(err, logstore.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}

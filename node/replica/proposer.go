@@ -1,0 +1,338 @@
+package replica
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// appendReq is one Append call waiting for its result.
+type appendReq struct {
+	batches [][]byte
+	writer  int64
+	seq     int32
+	size    int   // total batch bytes
+	count   int32 // total records
+	done    chan appendResult
+
+	// Set by the proposer.
+	base int64
+	vs   *viewSeq     // this request's slot in the writer view (writer != 0)
+	dups []*appendReq // retries of this request that wait for its result; guarded by term.mu
+}
+
+type appendResult struct {
+	base  int64
+	count int32
+	err   error
+}
+
+func (q *appendReq) finish(base int64, count int32, err error) {
+	q.done <- appendResult{base: base, count: count, err: err} // cap 1, sent once
+}
+
+// viewSeq is one sequence of a writer as the leader sees it: applied
+// (req == nil) or in flight (req is the original request).
+type viewSeq struct {
+	SeqResult
+	req *appendReq
+}
+
+// inflight is one proposed raft entry and the requests it carries.
+type inflight struct {
+	f    raft.ApplyFuture
+	reqs []*appendReq
+}
+
+// term is the proposer of one leadership term. Its goroutine (run) exists
+// only while this replica leads; the monitor starts and stops it.
+//
+// Lock order: Replica.mu is never held while taking term.mu.
+type term struct {
+	r      *Replica
+	stop   chan struct{} // closed by the monitor
+	done   chan struct{} // closed when run and its completer have returned
+	signal chan struct{} // cap 1: work queued
+
+	mu          sync.Mutex
+	ready       bool // accepting Appends
+	failed      bool // an entry failed: stop proposing, re-init
+	queue       []*appendReq
+	queuedBytes int
+	view        map[int64][]*viewSeq // writer → window, oldest first
+
+	// Owned by the run goroutine.
+	next   int64 // proposed next offset
+	lastTs int64 // last commit timestamp stamped
+}
+
+func newTerm(r *Replica) *term {
+	return &term{
+		r:      r,
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		signal: make(chan struct{}, 1),
+	}
+}
+
+func (t *term) wake() {
+	select {
+	case t.signal <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue queues q or says why it cannot.
+func (t *term) enqueue(q *appendReq) error {
+	tu := &t.r.tuning
+	t.mu.Lock()
+	if !t.ready {
+		t.mu.Unlock()
+		return t.r.notReadyErr()
+	}
+	if len(t.queue) >= tu.MaxQueuedRequests || t.queuedBytes+q.size > tu.MaxQueuedBytes {
+		n, b := len(t.queue), t.queuedBytes
+		t.mu.Unlock()
+		return fmt.Errorf("%w: bucket %v has %d requests (%d bytes) queued; retry later", ErrBusy, t.r.cfg.ID, n, b)
+	}
+	t.queue = append(t.queue, q)
+	t.queuedBytes += q.size
+	t.mu.Unlock()
+	t.wake()
+	return nil
+}
+
+func (t *term) queued() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queue)
+}
+
+func (t *term) stopped() bool {
+	select {
+	case <-t.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// run is the term goroutine: barrier, init, propose; again after a failed
+// entry while still leader.
+func (t *term) run() {
+	defer close(t.done)
+	defer t.failQueued()
+	for !t.stopped() {
+		if !t.becomeReady() {
+			// Leadership lost before we could serve: wait for the monitor.
+			<-t.stop
+			return
+		}
+		t.proposeLoop()
+	}
+}
+
+// becomeReady waits for a barrier (every entry of earlier terms applied),
+// then starts the proposer view from the applied state.
+func (t *term) becomeReady() bool {
+	r := t.r
+	for {
+		if t.stopped() || r.raft.State() != raft.Leader {
+			return false
+		}
+		err := r.raft.Barrier(0).Error()
+		if err == nil {
+			break
+		}
+		r.logger.Warn("bucket leader barrier failed", "err", err)
+		if err == raft.ErrRaftShutdown {
+			return false
+		}
+	}
+	next, maxTs, writers := r.fsm.view()
+	view := make(map[int64][]*viewSeq, len(writers))
+	for id, rs := range writers {
+		vs := make([]*viewSeq, len(rs))
+		for i, sr := range rs {
+			vs[i] = &viewSeq{SeqResult: sr}
+		}
+		view[id] = vs
+	}
+	t.next, t.lastTs = next, maxTs
+	t.mu.Lock()
+	t.view, t.failed, t.ready = view, false, true
+	t.mu.Unlock()
+	return true
+}
+
+// fail stops the term from proposing after a failed entry (outcome unknown)
+// and fails everything queued.
+func (t *term) fail() {
+	t.mu.Lock()
+	t.failed, t.ready = true, false
+	t.mu.Unlock()
+	t.failQueued()
+	t.wake()
+}
+
+func (t *term) failQueued() {
+	t.mu.Lock()
+	t.ready = false
+	q := t.queue
+	t.queue, t.queuedBytes = nil, 0
+	t.mu.Unlock()
+	err := t.r.lostErr()
+	for _, req := range q {
+		t.finishAll(req, 0, 0, err)
+	}
+}
+
+// finishAll answers req and every duplicate that waits for it.
+func (t *term) finishAll(req *appendReq, base int64, count int32, err error) {
+	t.mu.Lock()
+	dups := req.dups
+	req.dups = nil
+	if req.vs != nil && err == nil {
+		req.vs.req = nil // applied: later retries are answered directly
+	}
+	t.mu.Unlock()
+	req.finish(base, count, err)
+	for _, d := range dups {
+		d.finish(base, count, err)
+	}
+}
+
+// proposeLoop drains the queue into raft entries until stopped or failed.
+func (t *term) proposeLoop() {
+	comp := make(chan inflight, t.r.tuning.MaxInflightEntries)
+	var wg sync.WaitGroup
+	wg.Go(func() { t.complete(comp) })
+	defer wg.Wait()
+	defer close(comp)
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-t.signal:
+		}
+		if h := t.r.hookBeforeDrain; h != nil {
+			h()
+		}
+		t.mu.Lock()
+		if t.failed {
+			t.mu.Unlock()
+			return
+		}
+		reqs := t.queue
+		t.queue, t.queuedBytes = nil, 0
+		accepted := t.dedupe(reqs)
+		t.mu.Unlock()
+		for len(accepted) > 0 {
+			data, packed, rest := t.buildEntry(accepted)
+			if t.isFailed() {
+				// An earlier entry failed: these were never proposed.
+				err := t.r.lostErr()
+				for _, req := range accepted {
+					t.finishAll(req, 0, 0, err)
+				}
+				return
+			}
+			comp <- inflight{f: t.r.raft.Apply(data, 0), reqs: packed}
+			accepted = rest
+		}
+	}
+}
+
+func (t *term) isFailed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
+// dedupe answers or parks duplicates and assigns offsets to the rest, in
+// queue order. Caller holds t.mu.
+func (t *term) dedupe(reqs []*appendReq) []*appendReq {
+	out := reqs[:0]
+	for _, req := range reqs {
+		if req.writer != 0 {
+			win := t.view[req.writer]
+			if n := len(win); n > 0 && req.seq <= win[n-1].Seq {
+				var hit *viewSeq
+				for _, v := range win {
+					if v.Seq == req.seq {
+						hit = v
+						break
+					}
+				}
+				switch {
+				case hit == nil:
+					req.finish(0, 0, fmt.Errorf("%w: bucket %v writer %d sequence %d: newest kept is %d, oldest kept is %d",
+						ErrOutOfOrderSequence, t.r.cfg.ID, req.writer, req.seq, win[n-1].Seq, win[0].Seq))
+				case hit.req == nil:
+					req.finish(hit.Base, hit.Count, nil)
+				default:
+					hit.req.dups = append(hit.req.dups, req)
+				}
+				continue
+			}
+			v := &viewSeq{SeqResult: SeqResult{Seq: req.seq, Base: t.next, Count: req.count}, req: req}
+			win = append(win, v)
+			if len(win) > WriterWindow {
+				win = append(win[:0], win[len(win)-WriterWindow:]...)
+			}
+			t.view[req.writer] = win
+			req.vs = v
+		}
+		req.base = t.next
+		t.next += int64(req.count)
+		out = append(out, req)
+	}
+	return out
+}
+
+// buildEntry packs requests from the front of reqs into one entry of at
+// most MaxEntryBytes (at least one request), stamping offsets and one commit
+// timestamp. It returns the entry, the requests packed and the requests left.
+func (t *term) buildEntry(reqs []*appendReq) (data []byte, packed, rest []*appendReq) {
+	limit := t.r.tuning.MaxEntryBytes
+	n, size := 0, 0
+	for n < len(reqs) && (n == 0 || size+reqs[n].size <= limit) {
+		size += reqs[n].size
+		n++
+	}
+	ts := max(time.Now().UnixMilli(), t.lastTs)
+	t.lastTs = ts
+	data = make([]byte, 1, 1+size)
+	data[0] = cmdAppend
+	for _, req := range reqs[:n] {
+		base := req.base
+		for _, b := range req.batches {
+			start := len(data)
+			data = append(data, b...)
+			stampBatch(data[start:], base, ts, req.writer, req.seq)
+			h, _, _ := peekBatch(b) // validated in Append
+			base += int64(h.Count)
+		}
+	}
+	return data, reqs[:n:n], reqs[n:]
+}
+
+// complete waits for proposed entries in order and answers their requests.
+func (t *term) complete(comp <-chan inflight) {
+	for inf := range comp {
+		if err := inf.f.Error(); err != nil {
+			t.r.logger.Warn("bucket entry not committed; failing its requests", "err", err, "requests", len(inf.reqs))
+			t.fail()
+			lost := t.r.lostErr()
+			for _, req := range inf.reqs {
+				t.finishAll(req, 0, 0, lost)
+			}
+			continue
+		}
+		for _, req := range inf.reqs {
+			t.finishAll(req, req.base, req.count, nil)
+		}
+	}
+}

@@ -1,0 +1,506 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/logstore"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// Sentinel errors. Every error a Replica returns wraps one of these (or is a
+// context error).
+var (
+	// ErrNotLeader: this replica does not lead its group; see NotLeaderError
+	// for the leader. For an Append that was queued or in flight the outcome
+	// is unknown: retry with the same writer id and sequence.
+	ErrNotLeader = errors.New("not the bucket leader")
+	// ErrNoLeader: the group has no leader yet, or this replica was just
+	// elected and waits for its barrier. Retry.
+	ErrNoLeader = errors.New("bucket has no leader")
+	// ErrOffsetOutOfRange: a fetch offset below the log start or beyond the
+	// end of the log.
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrClosed: the replica is closed.
+	ErrClosed = errors.New("bucket replica closed")
+	// ErrOutOfOrderSequence: a writer's sequence older than the newest kept
+	// and not among the kept ones (WriterWindow).
+	ErrOutOfOrderSequence = errors.New("out of order batch sequence")
+	// ErrBusy: the proposal queue is full. Retry later (resource_exhausted).
+	ErrBusy = errors.New("bucket replica busy")
+	// ErrTooLarge: one Append larger than MaxEntryBytes (resource_exhausted).
+	ErrTooLarge = errors.New("append too large")
+	// ErrInvalidBatch: a batch that does not parse or fails its CRC.
+	ErrInvalidBatch = errors.New("invalid record batch")
+)
+
+// NotLeaderError is returned (wrapping ErrNotLeader) when another replica
+// leads: the caller may forward there.
+type NotLeaderError struct {
+	Bucket raftmeta.BucketID
+	Leader raft.ServerID
+	Addr   raft.ServerAddress
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("%v: bucket %v is led by %s (%s)", ErrNotLeader, e.Bucket, e.Leader, e.Addr)
+}
+
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// Config configures one bucket replica.
+type Config struct {
+	ID        raftmeta.BucketID
+	Dir       string             // the replica's directory (log/ and snapshots/ inside)
+	LocalID   raft.ServerID      // this replica's raft server id
+	LocalAddr raft.ServerAddress // this replica's transport address
+	Transport raft.Transport     // owned by the caller; not closed by Close
+	// Bootstrap is the initial configuration, used only when the directory
+	// holds no raft state. Empty: wait to be added by the group's leader.
+	Bootstrap []raft.Server
+	// Syncer is the node-wide group-commit syncer (overrides Log.Syncer).
+	Syncer *logstore.Syncer
+	// Log configures the bucket's logstore; Dir and OffsetFunc are set by
+	// Open.
+	Log    logstore.Options
+	Raft   RaftTuning
+	Logger *slog.Logger // nil: discard
+
+	openLog func(dir string) (dataLog, error) // tests: replaces the logstore
+}
+
+// Replica is one bucket replica: a raft group over the bucket's data log.
+// All methods may be called from any goroutine.
+type Replica struct {
+	cfg    Config
+	tuning RaftTuning
+	logger *slog.Logger
+	log    dataLog
+	fsm    *FSM
+	snaps  *raft.FileSnapshotStore
+	raft   *raft.Raft
+
+	quit chan struct{}
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	term   *term // nil unless leading
+	closed bool
+
+	// hookBeforeDrain, when set (tests), runs in the proposer before it
+	// drains the queue.
+	hookBeforeDrain func()
+}
+
+// Open opens (or creates) the replica in cfg.Dir and starts its raft group.
+func Open(cfg Config) (*Replica, error) {
+	if cfg.Dir == "" || cfg.LocalID == "" || cfg.Transport == nil {
+		return nil, fmt.Errorf("replica %v: Dir, LocalID and Transport are required", cfg.ID)
+	}
+	r := &Replica{
+		cfg:    cfg,
+		tuning: cfg.Raft.withDefaults(),
+		logger: cfg.Logger,
+		fsm:    newFSM(),
+		quit:   make(chan struct{}),
+	}
+	r.fsm.logStartFn = func() int64 { return r.log.StartOffset() }
+	if r.logger == nil {
+		r.logger = slog.New(slog.DiscardHandler)
+	}
+	r.logger = r.logger.With("bucket", fmt.Sprint(cfg.ID), "server", string(cfg.LocalID))
+	hcl := newHCLogger(r.logger, "raft")
+	conf, err := r.tuning.raftConfig(cfg.LocalID, hcl)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replica %v: %w", cfg.ID, err)
+	}
+	open := cfg.openLog
+	if open == nil {
+		open = func(dir string) (dataLog, error) { return openLog(dir, cfg.Log, cfg.Syncer, r.logger) }
+	}
+	r.log, err = open(filepath.Join(cfg.Dir, "log"))
+	if err != nil {
+		return nil, fmt.Errorf("replica %v: open log: %w", cfg.ID, err)
+	}
+	fail := func(err error) (*Replica, error) {
+		r.log.Close()
+		return nil, fmt.Errorf("replica %v: %w", cfg.ID, err)
+	}
+	r.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hcl)
+	if err != nil {
+		return fail(err)
+	}
+	has, err := raft.HasExistingState(r.log, r.log, r.snaps)
+	if err != nil {
+		return fail(err)
+	}
+	if !has && len(cfg.Bootstrap) > 0 {
+		bc := raft.Configuration{Servers: cfg.Bootstrap}
+		if err := raft.BootstrapCluster(conf, r.log, r.log, r.snaps, cfg.Transport, bc); err != nil {
+			return fail(fmt.Errorf("bootstrap: %w", err))
+		}
+	}
+	r.raft, err = raft.NewRaft(conf, r.fsm, r.log, r.log, r.snaps, cfg.Transport)
+	if err != nil {
+		return fail(fmt.Errorf("start raft: %w", err))
+	}
+	r.wg.Go(r.monitor)
+	return r, nil
+}
+
+// monitor starts a proposer term when this replica gains leadership and
+// stops it when it loses it.
+func (r *Replica) monitor() {
+	leaderCh := r.raft.LeaderCh()
+	for {
+		select {
+		case isLeader := <-leaderCh:
+			r.stopTerm()
+			if isLeader {
+				t := newTerm(r)
+				r.mu.Lock()
+				r.term = t
+				r.mu.Unlock()
+				go t.run() // joined through t.done by stopTerm
+			}
+		case <-r.quit:
+			r.stopTerm()
+			return
+		}
+	}
+}
+
+func (r *Replica) stopTerm() {
+	r.mu.Lock()
+	t := r.term
+	r.term = nil
+	r.mu.Unlock()
+	if t != nil {
+		close(t.stop)
+		<-t.done
+	}
+}
+
+// notReadyErr says why Appends are not accepted now.
+func (r *Replica) notReadyErr() error {
+	if r.isClosed() {
+		return ErrClosed
+	}
+	addr, id := r.raft.LeaderWithID()
+	switch id {
+	case "":
+		return fmt.Errorf("%w: bucket %v: election in progress; retry", ErrNoLeader, r.cfg.ID)
+	case r.cfg.LocalID:
+		return fmt.Errorf("%w: bucket %v: leader elected here, waiting for its barrier; retry", ErrNoLeader, r.cfg.ID)
+	default:
+		return &NotLeaderError{Bucket: r.cfg.ID, Leader: id, Addr: addr}
+	}
+}
+
+// lostErr is the error of requests whose outcome is unknown.
+func (r *Replica) lostErr() error {
+	if r.isClosed() {
+		return fmt.Errorf("%w: outcome unknown, retry with the same writer id and sequence", ErrClosed)
+	}
+	if err := r.notReadyErr(); !errors.Is(err, ErrNoLeader) {
+		return err
+	}
+	return fmt.Errorf("%w: bucket %v: leadership lost; outcome unknown, retry with the same writer id and sequence", ErrNotLeader, r.cfg.ID)
+}
+
+func (r *Replica) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// Append stores batches (record batches; the callee owns them after the
+// call) as one request of writer writerID with sequence seq, and returns
+// once they are committed and applied: the base offset of the first batch
+// and the total record count. writerID 0 disables idempotence. A retry of an
+// applied or in-flight (writerID, seq) returns the first attempt's result and
+// stores nothing.
+func (r *Replica) Append(ctx context.Context, batches [][]byte, writerID int64, seq int32) (int64, int32, error) {
+	req := &appendReq{batches: batches, writer: writerID, seq: seq, done: make(chan appendResult, 1)}
+	for i, b := range batches {
+		h, n, err := checkBatch(b)
+		if err == nil && n != len(b) {
+			err = fmt.Errorf("%d trailing bytes after the batch", len(b)-n)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: bucket %v batch %d: %w", ErrInvalidBatch, r.cfg.ID, i, err)
+		}
+		req.size += n
+		if int64(req.count)+int64(h.Count) > 1<<30 {
+			return 0, 0, fmt.Errorf("%w: bucket %v: more than 2^30 records in one append", ErrTooLarge, r.cfg.ID)
+		}
+		req.count += h.Count
+	}
+	if len(batches) == 0 {
+		return 0, 0, fmt.Errorf("%w: bucket %v: no batches", ErrInvalidBatch, r.cfg.ID)
+	}
+	if req.size > r.tuning.MaxEntryBytes {
+		return 0, 0, fmt.Errorf("%w: bucket %v: %d bytes in one append, limit %d", ErrTooLarge, r.cfg.ID, req.size, r.tuning.MaxEntryBytes)
+	}
+	r.mu.Lock()
+	t, closed := r.term, r.closed
+	r.mu.Unlock()
+	if closed {
+		return 0, 0, ErrClosed
+	}
+	if t == nil {
+		return 0, 0, r.notReadyErr()
+	}
+	if err := t.enqueue(req); err != nil {
+		return 0, 0, err
+	}
+	select {
+	case res := <-req.done:
+		return res.base, res.count, res.err
+	case <-ctx.Done():
+		return 0, 0, fmt.Errorf("bucket %v append: %w (outcome unknown)", r.cfg.ID, ctx.Err())
+	}
+}
+
+// Fetch returns copies of committed batches holding offsets >= offset, about
+// maxBytes at most (at least one batch when any is available; 0 means 1 MiB),
+// with the high watermark and log start offset. The first batch may start
+// before offset. When offset is the high watermark (or beyond it but within
+// the stored log, e.g. while a restarted replica replays) it waits up to
+// maxWait for data and returns no batches if none came. Offsets below the
+// log start or beyond the stored log get ErrOffsetOutOfRange.
+func (r *Replica) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (batches [][]byte, hw, logStart int64, err error) {
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	var timer <-chan time.Time
+	for {
+		if r.isClosed() {
+			return nil, 0, 0, ErrClosed
+		}
+		var ch <-chan struct{}
+		hw, ch = r.fsm.wait()
+		logStart = r.LogStartOffset()
+		if offset < logStart || (offset > hw && offset > r.log.NextOffset()) {
+			return nil, hw, logStart, fmt.Errorf("%w: bucket %v: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, r.cfg.ID, offset, logStart, hw)
+		}
+		if offset < hw {
+			break
+		}
+		if maxWait <= 0 {
+			return nil, hw, logStart, nil
+		}
+		if timer == nil {
+			tm := time.NewTimer(maxWait)
+			defer tm.Stop()
+			timer = tm.C
+		}
+		select {
+		case <-ch:
+		case <-timer:
+			return nil, hw, logStart, nil
+		case <-ctx.Done():
+			return nil, hw, logStart, ctx.Err()
+		}
+	}
+	size := 0
+	var ferr error
+	err = r.log.Read(offset, hw, maxBytes, func(index uint64, base int64, count int32, data []byte) bool {
+		if len(data) < 1 || data[0] != cmdAppend {
+			ferr = fmt.Errorf("bucket %v: entry %d holds no append command", r.cfg.ID, index)
+			return false
+		}
+		// The batches taken from one entry are contiguous: copy that span once.
+		from, to, more := -1, 0, true
+		var spans [][2]int
+		pos := 1
+		ferr = forEachBatch(data[1:], func(h batchHeader, b []byte) error {
+			start := pos
+			pos += len(b)
+			if h.Base+int64(h.Count) <= offset {
+				return nil
+			}
+			if h.Base >= hw || (len(batches)+len(spans) > 0 && size+len(b) > maxBytes) {
+				more = false
+				return errStop
+			}
+			if from < 0 {
+				from = start
+			}
+			to = pos
+			spans = append(spans, [2]int{start, pos})
+			size += len(b)
+			return nil
+		})
+		if ferr == errStop {
+			ferr = nil
+		}
+		if ferr != nil || from < 0 {
+			return ferr == nil && more && size < maxBytes
+		}
+		own := append([]byte(nil), data[from:to]...)
+		for _, sp := range spans {
+			batches = append(batches, own[sp[0]-from:sp[1]-from:sp[1]-from])
+		}
+		return more && size < maxBytes
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, hw, logStart, fmt.Errorf("bucket %v fetch at %d: %w", r.cfg.ID, offset, mapLogErr(err))
+	}
+	return batches, hw, logStart, nil
+}
+
+var errStop = errors.New("stop")
+
+// HighWatermark is the offset after the last committed and applied record.
+func (r *Replica) HighWatermark() int64 { return r.fsm.HighWatermark() }
+
+// LogStartOffset is the first offset still stored locally. A log that
+// holds no records (a new follower that installed a snapshot: raft emptied
+// its log) starts at the high watermark.
+func (r *Replica) LogStartOffset() int64 {
+	start := r.log.StartOffset()
+	if r.log.NextOffset() <= start {
+		start = max(start, r.fsm.HighWatermark())
+	}
+	return start
+}
+
+// OffsetForTimestamp is the first committed offset whose commit timestamp
+// is >= ms, or the high watermark if there is none.
+func (r *Replica) OffsetForTimestamp(ms int64) int64 {
+	hw := r.HighWatermark()
+	off, ok := r.log.OffsetForTimestamp(ms)
+	if !ok || off > hw {
+		return hw
+	}
+	return max(off, r.LogStartOffset())
+}
+
+// IsLeader reports whether this replica leads its group.
+func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
+
+// Leader is the current leader's server id ("" if unknown).
+func (r *Replica) Leader() raft.ServerID {
+	_, id := r.raft.LeaderWithID()
+	return id
+}
+
+// WaitLeader waits until the group has a leader and, if it is this replica,
+// until it accepts Appends.
+func (r *Replica) WaitLeader(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if r.isClosed() {
+			return ErrClosed
+		}
+		switch id := r.Leader(); id {
+		case "":
+		case r.cfg.LocalID:
+			r.mu.Lock()
+			t := r.term
+			r.mu.Unlock()
+			if t != nil {
+				t.mu.Lock()
+				ready := t.ready
+				t.mu.Unlock()
+				if ready {
+					return nil
+				}
+			}
+		default:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bucket %v: waiting for a leader: %w", r.cfg.ID, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Raft exposes the raft group (membership changes, leadership transfer).
+func (r *Replica) Raft() *raft.Raft { return r.raft }
+
+// EnforceRetention deletes closed segments whose records are all older than
+// ttl, never beyond the last raft snapshot (it takes one first).
+func (r *Replica) EnforceRetention(ttl time.Duration) error {
+	if ttl <= 0 {
+		return nil
+	}
+	if r.isClosed() {
+		return ErrClosed
+	}
+	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("bucket %v retention: snapshot: %w", r.cfg.ID, err)
+	}
+	metas, err := r.snaps.List()
+	if err != nil {
+		return fmt.Errorf("bucket %v retention: list snapshots: %w", r.cfg.ID, err)
+	}
+	if len(metas) == 0 {
+		return nil
+	}
+	cutoff := time.Now().Add(-ttl).UnixMilli()
+	n, err := r.log.DeleteBefore(cutoff, metas[0].Index)
+	if err != nil {
+		return fmt.Errorf("bucket %v retention: %w", r.cfg.ID, err)
+	}
+	if n > 0 {
+		r.logger.Info("retention deleted segments", "segments", n, "log_start", r.LogStartOffset())
+	}
+	return nil
+}
+
+// Close stops raft, fails pending requests, wakes fetchers and closes the
+// log. The transport stays open.
+func (r *Replica) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	err := r.raft.Shutdown().Error()
+	close(r.quit)
+	r.wg.Wait()
+	r.fsm.close()
+	if lerr := r.log.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return fmt.Errorf("bucket %v close: %w", r.cfg.ID, err)
+	}
+	return nil
+}
+
+// stats reports applied raft index and LogCommand entries applied (tests,
+// benchmarks).
+func (r *Replica) stats() (applied, entries uint64) { return r.fsm.stats() }
+
+// queued is the number of queued requests (tests).
+func (r *Replica) queued() int {
+	r.mu.Lock()
+	t := r.term
+	r.mu.Unlock()
+	if t == nil {
+		return 0
+	}
+	return t.queued()
+}

@@ -1,0 +1,369 @@
+package raftmeta
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/proto/metapb"
+)
+
+// apply executes one decoded command against st. It is deterministic: it
+// reads nothing but st and cmd, and every map iteration it does only
+// deletes or checks, never orders output. It reports whether st changed.
+// A command that fails changes nothing.
+func (st *state) apply(cmd *metapb.Command) (*ApplyResult, bool) {
+	var (
+		id  int64
+		err error
+	)
+	changed := true
+	switch c := cmd.Cmd.(type) {
+	case *metapb.Command_CreateDatabase:
+		changed, err = st.createDatabase(c.CreateDatabase)
+	case *metapb.Command_DropDatabase:
+		changed, err = st.dropDatabase(c.DropDatabase)
+	case *metapb.Command_CreateTable:
+		id, changed, err = st.createTable(c.CreateTable)
+	case *metapb.Command_DropTable:
+		changed, err = st.dropTable(c.DropTable)
+	case *metapb.Command_CreatePartition:
+		id, changed, err = st.createPartition(c.CreatePartition)
+	case *metapb.Command_DropPartition:
+		changed, err = st.dropPartition(c.DropPartition)
+	case *metapb.Command_SetAssignments:
+		err = st.setAssignments(c.SetAssignments.Assignments)
+	case *metapb.Command_RegisterNode:
+		err = st.registerNode(c.RegisterNode.Node)
+	case *metapb.Command_SetNodeState:
+		err = st.setNodeState(c.SetNodeState)
+	case *metapb.Command_SetClusterId:
+		changed, err = st.setClusterID(c.SetClusterId)
+	case *metapb.Command_AddColumns:
+		var sid int32
+		sid, err = st.addColumns(c.AddColumns)
+		id = int64(sid)
+	default:
+		// DecodeCommand rejects these; reaching here is a programming error.
+		panic(fmt.Sprintf("raftmeta: unknown command %T", c))
+	}
+	if err != nil {
+		changed = false
+	}
+	return &ApplyResult{ID: id, Err: err}, changed
+}
+
+func (st *state) createDatabase(c *metapb.CreateDatabase) (bool, error) {
+	d := c.Database
+	if _, ok := st.databases[d.Name]; ok {
+		if c.IgnoreIfExists {
+			return false, nil
+		}
+		return false, fmt.Errorf("database %q: %w", d.Name, ErrDatabaseExists)
+	}
+	if err := ValidateDatabaseName(d.Name); err != nil {
+		return false, err
+	}
+	st.databases[d.Name] = &Database{Name: d.Name, Comment: d.Comment, CreatedAtMs: d.CreatedAtMs}
+	return true, nil
+}
+
+func (st *state) dropDatabase(c *metapb.DropDatabase) (bool, error) {
+	if _, ok := st.databases[c.Name]; !ok {
+		if c.IgnoreIfNotExists {
+			return false, nil
+		}
+		return false, fmt.Errorf("database %q: %w", c.Name, ErrDatabaseNotFound)
+	}
+	var ids []int64
+	for id, t := range st.tables {
+		if t.Database == c.Name {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 && !c.Cascade {
+		return false, fmt.Errorf("database %q has %d tables (drop them first or use cascade): %w", c.Name, len(ids), ErrDatabaseNotEmpty)
+	}
+	for _, id := range ids {
+		st.removeTable(id)
+	}
+	delete(st.databases, c.Name)
+	return true, nil
+}
+
+func (st *state) removeTable(id int64) {
+	t := st.tables[id]
+	delete(st.tableNames, t.FullName())
+	delete(st.tables, id)
+	for _, pid := range st.partNames[id] {
+		delete(st.partitions, pid)
+	}
+	delete(st.partNames, id)
+	delete(st.assignments, id)
+}
+
+func (st *state) createTable(c *metapb.CreateTable) (int64, bool, error) {
+	t, err := tableFromPB(c.Table)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if _, ok := st.databases[t.Database]; !ok {
+		return 0, false, fmt.Errorf("create table %s: database %q: %w", t.FullName(), t.Database, ErrDatabaseNotFound)
+	}
+	if id, ok := st.tableNames[t.FullName()]; ok {
+		if c.IgnoreIfExists {
+			return id, false, nil
+		}
+		return id, false, fmt.Errorf("table %s: %w", t.FullName(), ErrTableExists)
+	}
+	if err := ValidateTableName(t.Name); err != nil {
+		return 0, false, err
+	}
+	if t.BucketCount < 1 || t.BucketCount > MaxBuckets {
+		return 0, false, fmt.Errorf("%w: table %s: bucket count %d outside 1..%d", ErrInvalid, t.FullName(), t.BucketCount, MaxBuckets)
+	}
+	t.ID = st.nextTableID
+	var as []Assignment
+	if len(t.PartitionKeys) > 0 {
+		if len(c.Assignments) != 0 {
+			return 0, false, fmt.Errorf("%w: table %s is partitioned: its buckets are assigned per partition", ErrInvalid, t.FullName())
+		}
+	} else {
+		as, err = st.checkNewBuckets(t, NoPartition, c.Assignments)
+		if err != nil {
+			return 0, false, err
+		}
+	}
+	st.nextTableID++
+	st.tables[t.ID] = t
+	st.tableNames[t.FullName()] = t.ID
+	if len(as) > 0 {
+		st.assignments[t.ID] = as
+	}
+	return t.ID, true, nil
+}
+
+// checkNewBuckets converts the assignments of a new table or partition: they
+// must name every bucket 0..BucketCount-1 exactly once.
+func (st *state) checkNewBuckets(t *Table, partID int64, pbs []*metapb.Assignment) ([]Assignment, error) {
+	if len(pbs) != int(t.BucketCount) {
+		return nil, fmt.Errorf("%w: table %s has %d buckets but %d assignments", ErrInvalid, t.FullName(), t.BucketCount, len(pbs))
+	}
+	as := make([]Assignment, t.BucketCount)
+	seen := make([]bool, t.BucketCount)
+	for _, p := range pbs {
+		a := assignmentFromPB(p)
+		a.TableID, a.PartitionID = t.ID, partID
+		if a.Bucket < 0 || a.Bucket >= t.BucketCount || seen[a.Bucket] {
+			return nil, fmt.Errorf("%w: table %s: bucket %d is out of range or assigned twice", ErrInvalid, t.FullName(), a.Bucket)
+		}
+		if err := checkReplicas(a); err != nil {
+			return nil, err
+		}
+		seen[a.Bucket] = true
+		as[a.Bucket] = a
+	}
+	return as, nil
+}
+
+func checkReplicas(a Assignment) error {
+	if len(a.Replicas) == 0 {
+		return fmt.Errorf("%w: bucket %d of table %d partition %d has no replicas", ErrInvalid, a.Bucket, a.TableID, a.PartitionID)
+	}
+	for i, r := range a.Replicas {
+		if r <= 0 || slices.Contains(a.Replicas[:i], r) {
+			return fmt.Errorf("%w: bucket %d of table %d partition %d: replica %d is invalid or listed twice", ErrInvalid, a.Bucket, a.TableID, a.PartitionID, r)
+		}
+	}
+	return nil
+}
+
+func (st *state) dropTable(c *metapb.DropTable) (bool, error) {
+	full := c.Database + "." + c.Name
+	id, ok := st.tableNames[full]
+	if !ok {
+		if c.IgnoreIfNotExists {
+			return false, nil
+		}
+		if _, ok := st.databases[c.Database]; !ok {
+			return false, fmt.Errorf("table %s: database %q: %w", full, c.Database, ErrDatabaseNotFound)
+		}
+		return false, fmt.Errorf("table %s: %w", full, ErrTableNotFound)
+	}
+	st.removeTable(id)
+	return true, nil
+}
+
+func (st *state) createPartition(c *metapb.CreatePartition) (int64, bool, error) {
+	t, ok := st.tables[c.TableId]
+	if !ok {
+		return 0, false, fmt.Errorf("create partition %q: table id %d: %w", c.Name, c.TableId, ErrTableNotFound)
+	}
+	if id, ok := st.partNames[t.ID][c.Name]; ok {
+		if c.IgnoreIfExists {
+			return id, false, nil
+		}
+		return id, false, fmt.Errorf("partition %q of table %s: %w", c.Name, t.FullName(), ErrPartitionExists)
+	}
+	name, err := PartitionName(t, c.Values)
+	if err != nil {
+		return 0, false, err
+	}
+	if name != c.Name {
+		return 0, false, fmt.Errorf("%w: partition name %q does not match its values (want %q)", ErrInvalid, c.Name, name)
+	}
+	pid := st.nextPartitionID
+	as, err := st.checkNewBuckets(t, pid, c.Assignments)
+	if err != nil {
+		return 0, false, err
+	}
+	st.nextPartitionID++
+	st.partitions[pid] = &Partition{ID: pid, TableID: t.ID, Name: name, Values: maps.Clone(c.Values), CreatedAtMs: c.CreatedAtMs}
+	if st.partNames[t.ID] == nil {
+		st.partNames[t.ID] = map[string]int64{}
+	}
+	st.partNames[t.ID][name] = pid
+	merged := append(slices.Clone(st.assignments[t.ID]), as...)
+	slices.SortFunc(merged, compareAssignments)
+	st.assignments[t.ID] = merged
+	return pid, true, nil
+}
+
+func (st *state) dropPartition(c *metapb.DropPartition) (bool, error) {
+	t, ok := st.tables[c.TableId]
+	if !ok {
+		return false, fmt.Errorf("drop partition %q: table id %d: %w", c.Name, c.TableId, ErrTableNotFound)
+	}
+	pid, ok := st.partNames[t.ID][c.Name]
+	if !ok {
+		if c.IgnoreIfNotExists {
+			return false, nil
+		}
+		return false, fmt.Errorf("partition %q of table %s: %w", c.Name, t.FullName(), ErrPartitionNotFound)
+	}
+	delete(st.partitions, pid)
+	delete(st.partNames[t.ID], c.Name)
+	kept := make([]Assignment, 0, len(st.assignments[t.ID]))
+	for _, a := range st.assignments[t.ID] {
+		if a.PartitionID != pid {
+			kept = append(kept, a)
+		}
+	}
+	st.assignments[t.ID] = kept
+	return true, nil
+}
+
+func (st *state) setAssignments(pbs []*metapb.Assignment) error {
+	// Check everything first: a failed command changes nothing.
+	byTable := map[int64][]Assignment{}
+	var order []int64
+	for _, p := range pbs {
+		a := assignmentFromPB(p)
+		t, ok := st.tables[a.TableID]
+		if !ok {
+			return fmt.Errorf("assign bucket %d: table id %d: %w", a.Bucket, a.TableID, ErrTableNotFound)
+		}
+		if a.PartitionID == NoPartition {
+			if len(t.PartitionKeys) > 0 {
+				return fmt.Errorf("%w: table %s is partitioned: name a partition for bucket %d", ErrInvalid, t.FullName(), a.Bucket)
+			}
+		} else if pt, ok := st.partitions[a.PartitionID]; !ok || pt.TableID != t.ID {
+			return fmt.Errorf("assign bucket %d: partition id %d of table %s: %w", a.Bucket, a.PartitionID, t.FullName(), ErrPartitionNotFound)
+		}
+		if a.Bucket < 0 || a.Bucket >= t.BucketCount {
+			return fmt.Errorf("%w: table %s has no bucket %d (it has %d)", ErrInvalid, t.FullName(), a.Bucket, t.BucketCount)
+		}
+		if err := checkReplicas(a); err != nil {
+			return err
+		}
+		if _, ok := byTable[a.TableID]; !ok {
+			order = append(order, a.TableID)
+		}
+		byTable[a.TableID] = append(byTable[a.TableID], a)
+	}
+	for _, tid := range order {
+		next := slices.Clone(st.assignments[tid])
+		for _, a := range byTable[tid] {
+			i, found := slices.BinarySearchFunc(next, a, compareAssignments)
+			if found {
+				next[i] = a
+			} else {
+				next = slices.Insert(next, i, a)
+			}
+		}
+		st.assignments[tid] = next
+	}
+	return nil
+}
+
+func validNodeState(s NodeState) bool {
+	switch s {
+	case NodeJoining, NodeActive, NodeDraining, NodeLeft:
+		return true
+	}
+	return false
+}
+
+func (st *state) registerNode(p *metapb.Node) error {
+	n := nodeFromPB(p)
+	if n.ID <= 0 {
+		return fmt.Errorf("%w: node id %d must be positive", ErrInvalid, n.ID)
+	}
+	if !validNodeState(n.State) {
+		return fmt.Errorf("%w: node %d: state %q is not joining, active, draining or left", ErrInvalid, n.ID, n.State)
+	}
+	st.nodes[n.ID] = n
+	return nil
+}
+
+func (st *state) setNodeState(c *metapb.SetNodeState) error {
+	n, ok := st.nodes[NodeID(c.Id)]
+	if !ok {
+		return fmt.Errorf("set state of node %d: %w", c.Id, ErrNodeNotFound)
+	}
+	if !validNodeState(NodeState(c.State)) {
+		return fmt.Errorf("%w: node %d: state %q is not joining, active, draining or left", ErrInvalid, c.Id, c.State)
+	}
+	n.State = NodeState(c.State)
+	st.nodes[n.ID] = n
+	return nil
+}
+
+func (st *state) setClusterID(c *metapb.SetClusterID) (bool, error) {
+	if c.ClusterId == "" {
+		return false, fmt.Errorf("%w: empty cluster id", ErrInvalid)
+	}
+	if c.OnlyIfUnset && st.clusterID != "" {
+		return false, nil
+	}
+	if st.clusterID == c.ClusterId {
+		return false, nil
+	}
+	st.clusterID = c.ClusterId
+	return true, nil
+}
+
+// addColumns appends a schema version. The proposer validated the columns
+// (ValidateNewColumns); the FSM re-checks only what keeps the catalog
+// consistent: the table exists, the columns are nullable and new.
+func (st *state) addColumns(c *metapb.AddColumns) (int32, error) {
+	t, ok := st.tables[c.TableId]
+	if !ok {
+		return 0, fmt.Errorf("add columns: table id %d: %w", c.TableId, ErrTableNotFound)
+	}
+	add, err := schemaFromPB(&metapb.Schema{Columns: c.Columns})
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	cur := t.Schema()
+	if err := checkNewColumns(t.FullName(), cur, add.Columns); err != nil {
+		return 0, err
+	}
+	next := &record.Schema{ID: cur.ID + 1, PrimaryKey: slices.Clone(cur.PrimaryKey)}
+	next.Columns = append(slices.Clone(cur.Columns), add.Columns...)
+	nt := *t
+	nt.Schemas = append(slices.Clip(t.Schemas), next)
+	st.tables[t.ID] = &nt
+	return next.ID, nil
+}

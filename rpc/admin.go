@@ -1,0 +1,311 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// tableRef is a parsed table name: "db.table" with an optional virtual
+// suffix ("$changelog" or "$binlog").
+type tableRef struct {
+	Database, Table string
+	Virtual         string // "", "changelog" or "binlog"
+}
+
+func (r tableRef) full() string { return r.Database + "." + r.Table }
+
+func parseTableName(name string) (tableRef, error) {
+	var ref tableRef
+	base := name
+	if i := strings.IndexByte(name, '$'); i >= 0 {
+		base, ref.Virtual = name[:i], name[i+1:]
+		if ref.Virtual != "changelog" && ref.Virtual != "binlog" {
+			return ref, fmt.Errorf("%w: table %q: unknown suffix $%s (want $changelog or $binlog)", ErrInvalidRequest, name, ref.Virtual)
+		}
+	}
+	db, t, ok := strings.Cut(base, ".")
+	if !ok || db == "" || t == "" || strings.Contains(t, ".") {
+		return ref, fmt.Errorf("%w: table name %q must be \"database.table\"", ErrInvalidRequest, name)
+	}
+	ref.Database, ref.Table = db, t
+	return ref, nil
+}
+
+// table resolves a plain (non-virtual) table name.
+func (s *service) table(ctx context.Context, name string) (*raftmeta.Table, tableRef, error) {
+	ref, err := parseTableName(name)
+	if err != nil {
+		return nil, ref, err
+	}
+	t, err := s.b.Table(ctx, ref.full())
+	if err != nil {
+		return nil, ref, fmt.Errorf("table %q: %w", ref.full(), err)
+	}
+	if ref.Virtual != "" {
+		if !t.HasPrimaryKey() {
+			return nil, ref, fmt.Errorf("%w: %q is a log table; $%s exists only for primary-key tables", ErrWrongTableKind, ref.full(), ref.Virtual)
+		}
+		return nil, ref, fmt.Errorf("%w: $%s of primary-key tables", ErrUnimplemented, ref.Virtual)
+	}
+	return t, ref, nil
+}
+
+func noPartition(table, partition string) error {
+	if partition != "" {
+		return fmt.Errorf("%w: partitions (table %q, partition %q)", ErrUnimplemented, table, partition)
+	}
+	return nil
+}
+
+func (s *service) CreateDatabase(ctx context.Context, req *connect.Request[flussv1.CreateDatabaseRequest]) (*connect.Response[flussv1.CreateDatabaseResponse], error) {
+	m := req.Msg
+	if m.GetName() == "" {
+		return nil, fmt.Errorf("%w: database name is empty", ErrInvalidRequest)
+	}
+	if err := s.b.CreateDatabase(ctx, m.GetName(), m.GetComment(), m.GetIgnoreIfExists()); err != nil {
+		return nil, fmt.Errorf("create database %q: %w", m.GetName(), err)
+	}
+	return connect.NewResponse(&flussv1.CreateDatabaseResponse{}), nil
+}
+
+func (s *service) DropDatabase(ctx context.Context, req *connect.Request[flussv1.DropDatabaseRequest]) (*connect.Response[flussv1.DropDatabaseResponse], error) {
+	m := req.Msg
+	if err := s.b.DropDatabase(ctx, m.GetName(), m.GetIgnoreIfNotExists(), m.GetCascade()); err != nil {
+		return nil, fmt.Errorf("drop database %q: %w", m.GetName(), err)
+	}
+	return connect.NewResponse(&flussv1.DropDatabaseResponse{}), nil
+}
+
+func (s *service) ListDatabases(ctx context.Context, req *connect.Request[flussv1.ListDatabasesRequest]) (*connect.Response[flussv1.ListDatabasesResponse], error) {
+	dbs, err := s.b.ListDatabases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list databases: %w", err)
+	}
+	return connect.NewResponse(&flussv1.ListDatabasesResponse{Databases: dbs}), nil
+}
+
+// tableSpecFromProto converts a CreateTable request. A column's type may
+// carry "NOT NULL"; `nullable` absent means nullable, except for
+// primary-key columns, which are always NOT NULL.
+func tableSpecFromProto(m *flussv1.CreateTableRequest) (raftmeta.TableSpec, error) {
+	ref, err := parseTableName(m.GetTable())
+	if err != nil {
+		return raftmeta.TableSpec{}, err
+	}
+	if ref.Virtual != "" {
+		return raftmeta.TableSpec{}, fmt.Errorf("%w: cannot create %q: $%s tables are virtual", ErrInvalidRequest, m.GetTable(), ref.Virtual)
+	}
+	spec := raftmeta.TableSpec{
+		Database:      ref.Database,
+		Name:          ref.Table,
+		PartitionKeys: m.GetPartitionKeys(),
+		BucketKeys:    m.GetBucketKeys(),
+		BucketCount:   m.GetBucketCount(),
+		Properties:    maps.Clone(m.GetProperties()),
+		Comment:       m.GetComment(),
+	}
+	if spec.BucketCount < 0 {
+		return spec, fmt.Errorf("%w: bucketCount %d must be >= 1 (0 means the default)", ErrInvalidRequest, spec.BucketCount)
+	}
+	sch := m.GetSchema()
+	if sch == nil || len(sch.GetColumns()) == 0 {
+		return spec, fmt.Errorf("%w: table %q needs a schema with at least one column", ErrInvalidRequest, m.GetTable())
+	}
+	pk := map[string]bool{}
+	for _, k := range sch.GetPrimaryKey() {
+		pk[k] = true
+	}
+	spec.PrimaryKey = sch.GetPrimaryKey()
+	for _, c := range sch.GetColumns() {
+		typ, notNull, err := record.ParseType(c.GetType())
+		if err != nil {
+			return spec, fmt.Errorf("column %q: %w", c.GetName(), err)
+		}
+		nullable := !notNull && !pk[c.GetName()]
+		if c.Nullable != nil {
+			if c.GetNullable() && notNull {
+				return spec, fmt.Errorf("%w: column %q says nullable but its type says NOT NULL", ErrInvalidRequest, c.GetName())
+			}
+			nullable = c.GetNullable()
+		}
+		spec.Columns = append(spec.Columns, record.Column{Name: c.GetName(), Type: typ, Nullable: nullable, Comment: c.GetComment()})
+	}
+	return spec, nil
+}
+
+func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.CreateTableRequest]) (*connect.Response[flussv1.CreateTableResponse], error) {
+	spec, err := tableSpecFromProto(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.b.CreateTable(ctx, spec, req.Msg.GetIgnoreIfExists())
+	if err != nil {
+		return nil, fmt.Errorf("create table %q: %w", req.Msg.GetTable(), err)
+	}
+	return connect.NewResponse(&flussv1.CreateTableResponse{TableId: id}), nil
+}
+
+func schemaToProto(s *record.Schema) *flussv1.Schema {
+	out := &flussv1.Schema{PrimaryKey: s.PrimaryKey}
+	for _, c := range s.Columns {
+		nullable := c.Nullable
+		out.Columns = append(out.Columns, &flussv1.Column{Name: c.Name, Type: c.Type.String(), Nullable: &nullable, Comment: c.Comment})
+	}
+	return out
+}
+
+func (s *service) GetTable(ctx context.Context, req *connect.Request[flussv1.GetTableRequest]) (*connect.Response[flussv1.GetTableResponse], error) {
+	t, _, err := s.table(ctx, req.Msg.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	sch := t.Schema()
+	return connect.NewResponse(&flussv1.GetTableResponse{
+		TableId:       t.ID,
+		SchemaId:      sch.ID,
+		Schema:        schemaToProto(sch),
+		PartitionKeys: t.PartitionKeys,
+		BucketKeys:    t.BucketKeys,
+		BucketCount:   t.BucketCount,
+		Properties:    t.Properties,
+		CreatedAtMs:   t.CreatedAtMs,
+		Comment:       t.Comment,
+	}), nil
+}
+
+func (s *service) ListTables(ctx context.Context, req *connect.Request[flussv1.ListTablesRequest]) (*connect.Response[flussv1.ListTablesResponse], error) {
+	ts, err := s.b.ListTables(ctx, req.Msg.GetDatabase())
+	if err != nil {
+		return nil, fmt.Errorf("list tables of %q: %w", req.Msg.GetDatabase(), err)
+	}
+	return connect.NewResponse(&flussv1.ListTablesResponse{Tables: ts}), nil
+}
+
+func (s *service) DropTable(ctx context.Context, req *connect.Request[flussv1.DropTableRequest]) (*connect.Response[flussv1.DropTableResponse], error) {
+	ref, err := parseTableName(req.Msg.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if ref.Virtual != "" {
+		return nil, fmt.Errorf("%w: cannot drop %q: $%s tables are virtual", ErrInvalidRequest, req.Msg.GetTable(), ref.Virtual)
+	}
+	if err := s.b.DropTable(ctx, ref.full(), req.Msg.GetIgnoreIfNotExists()); err != nil {
+		return nil, fmt.Errorf("drop table %q: %w", ref.full(), err)
+	}
+	return connect.NewResponse(&flussv1.DropTableResponse{}), nil
+}
+
+func (s *service) CreatePartition(ctx context.Context, req *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error) {
+	return nil, fmt.Errorf("%w: CreatePartition (partitioned tables come later)", ErrUnimplemented)
+}
+
+func (s *service) DropPartition(ctx context.Context, req *connect.Request[flussv1.DropPartitionRequest]) (*connect.Response[flussv1.DropPartitionResponse], error) {
+	return nil, fmt.Errorf("%w: DropPartition (partitioned tables come later)", ErrUnimplemented)
+}
+
+func (s *service) ListPartitions(ctx context.Context, req *connect.Request[flussv1.ListPartitionsRequest]) (*connect.Response[flussv1.ListPartitionsResponse], error) {
+	return nil, fmt.Errorf("%w: ListPartitions (partitioned tables come later)", ErrUnimplemented)
+}
+
+// buckets resolves a request's bucket list (empty: every bucket).
+func buckets(t *raftmeta.Table, req []int32) ([]int32, error) {
+	if len(req) == 0 {
+		out := make([]int32, t.BucketCount)
+		for i := range out {
+			out[i] = int32(i)
+		}
+		return out, nil
+	}
+	for _, b := range req {
+		if err := checkBucket(t, b); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+func checkBucket(t *raftmeta.Table, b int32) error {
+	if b < 0 || b >= t.BucketCount {
+		return fmt.Errorf("%w: table %q has buckets 0..%d, not %d", ErrBucketNotFound, t.FullName(), t.BucketCount-1, b)
+	}
+	return nil
+}
+
+func (s *service) ListOffsets(ctx context.Context, req *connect.Request[flussv1.ListOffsetsRequest]) (*connect.Response[flussv1.ListOffsetsResponse], error) {
+	m := req.Msg
+	t, _, err := s.table(ctx, m.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+		return nil, err
+	}
+	bs, err := buckets(t, m.GetBuckets())
+	if err != nil {
+		return nil, err
+	}
+	var spec OffsetSpec
+	switch m.GetSpec() {
+	case flussv1.ListOffsetsRequest_EARLIEST:
+		spec = OffsetEarliest
+	case flussv1.ListOffsetsRequest_LATEST:
+		spec = OffsetLatest
+	case flussv1.ListOffsetsRequest_TIMESTAMP:
+		spec = OffsetTimestamp
+	default:
+		return nil, fmt.Errorf("%w: unknown offset spec %d (want EARLIEST, LATEST or TIMESTAMP)", ErrInvalidRequest, m.GetSpec())
+	}
+	out := &flussv1.ListOffsetsResponse{}
+	for _, b := range bs {
+		off, err := s.b.ListOffset(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, spec, m.GetTimestampMs())
+		if err != nil {
+			return nil, fmt.Errorf("list offset of %s bucket %d: %w", t.FullName(), b, err)
+		}
+		out.Offsets = append(out.Offsets, &flussv1.BucketOffset{Bucket: b, Offset: off})
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *service) GetTableLayout(ctx context.Context, req *connect.Request[flussv1.GetTableLayoutRequest]) (*connect.Response[flussv1.GetTableLayoutResponse], error) {
+	t, _, err := s.table(ctx, req.Msg.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	lay, err := s.b.Layout(ctx, t.ID)
+	if err != nil {
+		return nil, fmt.Errorf("layout of %s: %w", t.FullName(), err)
+	}
+	out := &flussv1.GetTableLayoutResponse{}
+	for _, l := range lay {
+		bl := &flussv1.BucketLayout{Partition: l.PartitionName, Bucket: l.Bucket, Leader: int32(l.Leader)}
+		for _, r := range l.Replicas {
+			bl.Replicas = append(bl.Replicas, int32(r))
+		}
+		out.Buckets = append(out.Buckets, bl)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flussv1.DescribeClusterRequest]) (*connect.Response[flussv1.DescribeClusterResponse], error) {
+	ci, err := s.b.DescribeCluster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("describe cluster: %w", err)
+	}
+	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader)}
+	for _, n := range ci.Nodes {
+		out.Nodes = append(out.Nodes, &flussv1.NodeInfo{
+			Id: int32(n.ID), ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr,
+			State: string(n.State), Version: n.Version, MetaRole: n.MetaRole,
+			Replicas: n.Replicas, Leaders: n.Leaders,
+		})
+	}
+	return connect.NewResponse(out), nil
+}

@@ -1,0 +1,386 @@
+// Package bench drives a running fluss-node through the Go client and
+// reports whole-system throughput and latency (`fluss-node bench`). Results
+// are printed as a table; nothing here asserts on time.
+//
+// Payloads are generated before the clock starts (realistic 10-column event
+// rows from record.SampleRecord; Arrow payloads are compressed by the
+// client, as the Go client does), so the figures measure the server and the
+// network path, not the generator.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+// ProduceConfig describes one produce run.
+type ProduceConfig struct {
+	Server      string        // base URL, e.g. http://127.0.0.1:9123
+	Table       string        // "db.table"; (re)created with the sample schema
+	Buckets     int           // buckets of the table
+	Clients     int           // concurrent clients, each with its own writer id
+	BatchRows   int           // rows per request
+	Format      string        // "arrow" or "json"
+	Compression string        // arrow only: "zstd", "lz4" or "none"
+	Duration    time.Duration // how long to send
+	Wide        bool          // 20 columns instead of 10
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Requests  int64
+	Rows      int64
+	Bytes     int64 // request payload bytes (rows JSON or Arrow IPC)
+	Errors    int64
+	Elapsed   time.Duration
+	Latencies []time.Duration // sorted
+	DiskBytes int64           // growth of the server's log bytes, -1 if unknown
+}
+
+// Quantile returns the q-quantile of the latencies.
+func (r *Result) Quantile(q float64) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(r.Latencies)-1))
+	return r.Latencies[i]
+}
+
+// Schema returns the bench table schema (10 columns, or 20 when wide).
+func Schema(wide bool) *record.Schema {
+	s := record.SampleSchema()
+	if wide {
+		for _, c := range record.SampleSchema().Columns {
+			c.Name += "_2"
+			s.Columns = append(s.Columns, c)
+		}
+	}
+	return s
+}
+
+// sampleRecord returns n rows of Schema(wide).
+func sampleRecord(n int, seed int64, wide bool) arrow.Record {
+	rec := record.SampleRecord(n, seed)
+	if !wide {
+		return rec
+	}
+	defer rec.Release()
+	other := record.SampleRecord(n, seed+1)
+	defer other.Release()
+	cols := append(append([]arrow.Array{}, rec.Columns()...), other.Columns()...)
+	return array.NewRecordBatch(Schema(true).ArrowSchema(), cols, int64(n))
+}
+
+// CreateTable (re)creates the bench table.
+func CreateTable(ctx context.Context, c *client.Client, table string, buckets int, wide bool, props map[string]string) error {
+	db, _, ok := strings.Cut(table, ".")
+	if !ok {
+		return fmt.Errorf("table %q: want db.table", table)
+	}
+	if err := c.CreateDatabase(ctx, db, true); err != nil {
+		return err
+	}
+	if err := c.DropTable(ctx, table, true); err != nil {
+		return err
+	}
+	s := Schema(wide)
+	cols := make([]*flussv1.Column, len(s.Columns))
+	for i, col := range s.Columns {
+		nullable := col.Nullable
+		cols[i] = &flussv1.Column{Name: col.Name, Type: col.Type.String(), Nullable: &nullable}
+	}
+	_, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       table,
+		Schema:      &flussv1.Schema{Columns: cols},
+		BucketCount: int32(buckets),
+		Properties:  props,
+	})
+	if err != nil {
+		return err
+	}
+	// Wait until every bucket has a leader.
+	for {
+		layout, err := c.GetTableLayout(ctx, table)
+		if err == nil && len(layout) == buckets && !slices.ContainsFunc(layout, func(b *flussv1.BucketLayout) bool { return b.Leader == 0 }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// payloads pre-generates a few distinct request payloads.
+func payloads(cfg ProduceConfig) ([][]byte, error) {
+	const distinct = 8
+	out := make([][]byte, distinct)
+	for i := range out {
+		rec := sampleRecord(cfg.BatchRows, int64(i+1), cfg.Wide)
+		var err error
+		switch cfg.Format {
+		case "json":
+			out[i] = record.AppendJSONRows(nil, rec, 0, int(rec.NumRows()), nil)
+		case "arrow":
+			out[i], err = encodeStream(rec, cfg.Compression)
+		default:
+			err = fmt.Errorf("format %q: want arrow or json", cfg.Format)
+		}
+		rec.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Produce runs the produce benchmark.
+func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
+	admin := client.New(cfg.Server)
+	if err := CreateTable(ctx, admin, cfg.Table, cfg.Buckets, cfg.Wide, nil); err != nil {
+		return nil, fmt.Errorf("create bench table: %w", err)
+	}
+	data, err := payloads(cfg)
+	if err != nil {
+		return nil, err
+	}
+	before := logBytes(ctx, cfg.Server)
+
+	var (
+		res      Result
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		firstErr atomic.Value
+	)
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	start := time.Now()
+	for w := 0; w < cfg.Clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := client.New(cfg.Server)
+			var lat []time.Duration
+			var reqs, rows, bytes, errs int64
+			for i := 0; runCtx.Err() == nil; i++ {
+				p := data[(w+i)%len(data)]
+				bucket := int32((w + i*cfg.Clients) % cfg.Buckets)
+				req := &flussv1.AppendRequest{Table: cfg.Table, Bucket: &bucket}
+				if cfg.Format == "json" {
+					req.Rows = p
+				} else {
+					req.Arrow = p
+				}
+				t0 := time.Now()
+				_, err := c.AppendRequest(runCtx, req)
+				if err != nil {
+					if runCtx.Err() == nil {
+						errs++
+						firstErr.CompareAndSwap(nil, err)
+					}
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+				reqs++
+				rows += int64(cfg.BatchRows)
+				bytes += int64(len(p))
+			}
+			mu.Lock()
+			res.Latencies = append(res.Latencies, lat...)
+			res.Requests += reqs
+			res.Rows += rows
+			res.Bytes += bytes
+			res.Errors += errs
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	slices.Sort(res.Latencies)
+	res.DiskBytes = -1
+	if after := logBytes(ctx, cfg.Server); before >= 0 && after >= 0 {
+		res.DiskBytes = after - before
+	}
+	if res.Requests == 0 {
+		if e, ok := firstErr.Load().(error); ok {
+			return &res, fmt.Errorf("no request succeeded: %w", e)
+		}
+	}
+	return &res, nil
+}
+
+// logBytes reads fluss_log_size_bytes from the server's /metrics (-1 if
+// it cannot).
+func logBytes(ctx context.Context, server string) int64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "fluss_log_size_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return int64(f)
+			}
+		}
+	}
+	return -1
+}
+
+// PrintProduce writes one result as a Markdown table.
+func PrintProduce(w io.Writer, cfg ProduceConfig, r *Result) {
+	secs := r.Elapsed.Seconds()
+	disk := "n/a"
+	if r.DiskBytes >= 0 && r.Rows > 0 {
+		disk = fmt.Sprintf("%.1f", float64(r.DiskBytes)/float64(r.Rows))
+	}
+	fmt.Fprintln(w, "| format | compression | clients | rows/request | buckets | rows/s | requests/s | MB/s | p50 | p99 | errors | disk bytes/row |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	comp := cfg.Compression
+	if cfg.Format == "json" {
+		comp = "server zstd"
+	}
+	fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.0f | %.0f | %.1f | %s | %s | %d | %s |\n",
+		cfg.Format, comp, cfg.Clients, cfg.BatchRows, cfg.Buckets,
+		float64(r.Rows)/secs, float64(r.Requests)/secs, float64(r.Bytes)/secs/1e6,
+		r.Quantile(0.50).Round(time.Microsecond), r.Quantile(0.99).Round(time.Microsecond), r.Errors, disk)
+}
+
+// FetchConfig describes a fetch run: the table is loaded with Rows rows of
+// the wide (20-column) schema, then read back whole and with Columns only.
+type FetchConfig struct {
+	Server  string
+	Table   string
+	Buckets int
+	Rows    int
+	Columns []string // the projection to compare with a full read
+	Format  string   // "arrow" or "json"
+}
+
+// FetchResult compares a full read with a projected one.
+type FetchResult struct {
+	Rows                    int64
+	FullBytes, ProjBytes    int64
+	FullElapsed, ProjElapse time.Duration
+}
+
+// Fetch runs the fetch benchmark.
+func Fetch(ctx context.Context, cfg FetchConfig) (*FetchResult, error) {
+	c := client.New(cfg.Server)
+	if err := CreateTable(ctx, c, cfg.Table, cfg.Buckets, true, nil); err != nil {
+		return nil, fmt.Errorf("create bench table: %w", err)
+	}
+	const batch = 2000
+	for sent, seed := 0, int64(1); sent < cfg.Rows; seed++ {
+		n := min(batch, cfg.Rows-sent)
+		rec := sampleRecord(n, seed, true)
+		_, err := c.AppendRecord(ctx, cfg.Table, int32(int(seed)%cfg.Buckets), rec)
+		rec.Release()
+		if err != nil {
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		sent += n
+	}
+	format := flussv1.Format_ARROW
+	if cfg.Format == "json" {
+		format = flussv1.Format_JSON
+	}
+	readAll := func(columns []string) (rows, bytes int64, elapsed time.Duration, err error) {
+		start := time.Now()
+		for b := 0; b < cfg.Buckets; b++ {
+			offset := int64(0)
+			for {
+				resp, err := c.Fetch(ctx, &flussv1.FetchRequest{
+					Table: cfg.Table, Bucket: int32(b), Offset: offset, Columns: columns,
+					Format: format, MaxBytes: 8 << 20,
+				})
+				if err != nil {
+					return 0, 0, 0, err
+				}
+				bytes += int64(len(resp.Arrow) + len(resp.Rows))
+				rows += resp.NextOffset - offset
+				offset = resp.NextOffset
+				if offset >= resp.HighWatermark {
+					break
+				}
+			}
+		}
+		return rows, bytes, time.Since(start), nil
+	}
+	var r FetchResult
+	var err error
+	if r.Rows, r.FullBytes, r.FullElapsed, err = readAll(nil); err != nil {
+		return nil, fmt.Errorf("full fetch: %w", err)
+	}
+	var rows int64
+	if rows, r.ProjBytes, r.ProjElapse, err = readAll(cfg.Columns); err != nil {
+		return nil, fmt.Errorf("projected fetch: %w", err)
+	}
+	if rows != r.Rows {
+		return nil, errors.New("projected read saw a different number of rows")
+	}
+	return &r, nil
+}
+
+// PrintFetch writes a fetch result as a Markdown table.
+func PrintFetch(w io.Writer, cfg FetchConfig, r *FetchResult) {
+	fmt.Fprintln(w, "| read | columns | rows | bytes moved | rows/s | MB/s |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintf(w, "| full | 20 | %d | %d | %.0f | %.1f |\n", r.Rows, r.FullBytes,
+		float64(r.Rows)/r.FullElapsed.Seconds(), float64(r.FullBytes)/r.FullElapsed.Seconds()/1e6)
+	fmt.Fprintf(w, "| projected | %s | %d | %d | %.0f | %.1f |\n", strings.Join(cfg.Columns, ","), r.Rows, r.ProjBytes,
+		float64(r.Rows)/r.ProjElapse.Seconds(), float64(r.ProjBytes)/r.ProjElapse.Seconds()/1e6)
+	fmt.Fprintf(w, "\nprojected/full: %.1f%% of the bytes, %.1fx faster (%s format)\n",
+		100*float64(r.ProjBytes)/float64(r.FullBytes), r.FullElapsed.Seconds()/r.ProjElapse.Seconds(), cfg.Format)
+}
+
+// encodeStream encodes rec as an Arrow IPC stream with client-side buffer
+// compression, as a producer would send it.
+func encodeStream(rec arrow.Record, compression string) ([]byte, error) {
+	var buf bytes.Buffer
+	opts := []ipc.Option{ipc.WithSchema(rec.Schema())}
+	switch compression {
+	case "zstd":
+		opts = append(opts, ipc.WithZstd())
+	case "lz4":
+		opts = append(opts, ipc.WithLZ4())
+	case "none", "":
+	default:
+		return nil, fmt.Errorf("compression %q: want zstd, lz4 or none", compression)
+	}
+	w := ipc.NewWriter(&buf, opts...)
+	if err := w.Write(rec); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,395 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
+	"github.com/fluss-node/fluss-node/rpc"
+)
+
+// Client talks to one fluss-node server. It is safe for concurrent use.
+type Client struct {
+	admin flussv1connect.AdminServiceClient
+	write flussv1connect.WriteServiceClient
+	read  flussv1connect.ReadServiceClient
+
+	writerID int64
+	seq      atomic.Int32
+	retry    Retry
+}
+
+// Retry bounds how calls that are safe to repeat are retried when the
+// server answers `unavailable` (no leader yet): at most Attempts tries in
+// all, sleeping Base, 2×Base, ... up to Max between them, and never past the
+// context's deadline.
+type Retry struct {
+	Attempts int
+	Base     time.Duration
+	Max      time.Duration
+}
+
+type options struct {
+	httpClient connect.HTTPClient
+	protocol   string // "proto" (default), "json", "grpc"
+	writerID   int64
+	retry      Retry
+	connect    []connect.ClientOption
+}
+
+// Option configures New.
+type Option func(*options)
+
+// WithHTTPClient sets the HTTP client (default: a pooled HTTP/1.1 client,
+// or cleartext HTTP/2 for WithGRPC).
+func WithHTTPClient(h connect.HTTPClient) Option { return func(o *options) { o.httpClient = h } }
+
+// WithJSON makes the client speak Connect JSON (rows inline) instead of
+// Connect proto.
+func WithJSON() Option { return func(o *options) { o.protocol = "json" } }
+
+// WithGRPC makes the client speak gRPC over cleartext HTTP/2.
+func WithGRPC() Option { return func(o *options) { o.protocol = "grpc" } }
+
+// WithWriterID fixes the idempotent writer id (default: random per client).
+func WithWriterID(id int64) Option { return func(o *options) { o.writerID = id } }
+
+// WithRetry sets the retry policy of idempotent calls (default 8 attempts,
+// 50 ms doubling up to 2 s). Attempts 1 disables retries.
+func WithRetry(r Retry) Option { return func(o *options) { o.retry = r } }
+
+// WithConnectOptions passes extra connect-go client options (interceptors,
+// compression, ...).
+func WithConnectOptions(opts ...connect.ClientOption) Option {
+	return func(o *options) { o.connect = append(o.connect, opts...) }
+}
+
+// New returns a client of the server at baseURL ("http://127.0.0.1:9123";
+// a bare "host:port" gets "http://"). Leader routing is not done yet: every
+// call goes to baseURL, which forwards as needed.
+func New(baseURL string, opts ...Option) *Client {
+	o := options{protocol: "proto", retry: Retry{Attempts: 8, Base: 50 * time.Millisecond, Max: 2 * time.Second}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
+	}
+	if o.httpClient == nil {
+		o.httpClient = defaultHTTPClient(o.protocol == "grpc")
+	}
+	if o.writerID == 0 {
+		o.writerID = randomWriterID()
+	}
+	if o.retry.Attempts < 1 {
+		o.retry.Attempts = 1
+	}
+	copts := append([]connect.ClientOption(nil), o.connect...)
+	switch o.protocol {
+	case "json":
+		copts = append(copts, connect.WithCodec(rpc.Codecs()[0])) // "json", rows inline
+	case "grpc":
+		copts = append(copts, connect.WithGRPC())
+	}
+	c := &Client{
+		admin:    flussv1connect.NewAdminServiceClient(o.httpClient, baseURL, copts...),
+		write:    flussv1connect.NewWriteServiceClient(o.httpClient, baseURL, copts...),
+		read:     flussv1connect.NewReadServiceClient(o.httpClient, baseURL, copts...),
+		writerID: o.writerID,
+		retry:    o.retry,
+	}
+	return c
+}
+
+func defaultHTTPClient(h2c bool) *http.Client {
+	t := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	if h2c {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+	}
+	return &http.Client{Transport: t}
+}
+
+func randomWriterID() int64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		id := int64(binary.LittleEndian.Uint64(b[:]) >> 1) // positive
+		if id != 0 {
+			return id
+		}
+	}
+}
+
+// WriterID is the idempotent writer id this client stamps on writes.
+func (c *Client) WriterID() int64 { return c.writerID }
+
+// Admin, Write and Read expose the generated clients for calls the helpers
+// do not cover.
+func (c *Client) Admin() flussv1connect.AdminServiceClient { return c.admin }
+
+// Write returns the generated WriteService client.
+func (c *Client) Write() flussv1connect.WriteServiceClient { return c.write }
+
+// Read returns the generated ReadService client.
+func (c *Client) Read() flussv1connect.ReadServiceClient { return c.read }
+
+// do runs call, retrying while the server answers `unavailable`.
+func (c *Client) do(ctx context.Context, call func() error) error {
+	delay := c.retry.Base
+	for attempt := 1; ; attempt++ {
+		err := call()
+		if err == nil || connect.CodeOf(err) != connect.CodeUnavailable || attempt >= c.retry.Attempts {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up retrying: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+		if delay *= 2; c.retry.Max > 0 && delay > c.retry.Max {
+			delay = c.retry.Max
+		}
+	}
+}
+
+// ---------------------------------------------------------------- admin
+
+// CreateDatabase creates a database.
+func (c *Client) CreateDatabase(ctx context.Context, name string, ignoreIfExists bool) error {
+	_, err := c.admin.CreateDatabase(ctx, connect.NewRequest(&flussv1.CreateDatabaseRequest{Name: name, IgnoreIfExists: ignoreIfExists}))
+	return err
+}
+
+// DropDatabase drops a database (cascade: with its tables).
+func (c *Client) DropDatabase(ctx context.Context, name string, ignoreIfNotExists, cascade bool) error {
+	_, err := c.admin.DropDatabase(ctx, connect.NewRequest(&flussv1.DropDatabaseRequest{Name: name, IgnoreIfNotExists: ignoreIfNotExists, Cascade: cascade}))
+	return err
+}
+
+// ListDatabases lists the databases.
+func (c *Client) ListDatabases(ctx context.Context) ([]string, error) {
+	var out []string
+	err := c.do(ctx, func() error {
+		res, err := c.admin.ListDatabases(ctx, connect.NewRequest(&flussv1.ListDatabasesRequest{}))
+		if err == nil {
+			out = res.Msg.GetDatabases()
+		}
+		return err
+	})
+	return out, err
+}
+
+// CreateTable creates the table spec describes and returns its id.
+func (c *Client) CreateTable(ctx context.Context, spec *flussv1.CreateTableRequest) (int64, error) {
+	res, err := c.admin.CreateTable(ctx, connect.NewRequest(spec))
+	if err != nil {
+		return 0, err
+	}
+	return res.Msg.GetTableId(), nil
+}
+
+// GetTable describes a table ("db.table").
+func (c *Client) GetTable(ctx context.Context, table string) (*flussv1.GetTableResponse, error) {
+	var out *flussv1.GetTableResponse
+	err := c.do(ctx, func() error {
+		res, err := c.admin.GetTable(ctx, connect.NewRequest(&flussv1.GetTableRequest{Table: table}))
+		if err == nil {
+			out = res.Msg
+		}
+		return err
+	})
+	return out, err
+}
+
+// ListTables lists the tables of a database.
+func (c *Client) ListTables(ctx context.Context, database string) ([]string, error) {
+	var out []string
+	err := c.do(ctx, func() error {
+		res, err := c.admin.ListTables(ctx, connect.NewRequest(&flussv1.ListTablesRequest{Database: database}))
+		if err == nil {
+			out = res.Msg.GetTables()
+		}
+		return err
+	})
+	return out, err
+}
+
+// DropTable drops a table.
+func (c *Client) DropTable(ctx context.Context, table string, ignoreIfNotExists bool) error {
+	_, err := c.admin.DropTable(ctx, connect.NewRequest(&flussv1.DropTableRequest{Table: table, IgnoreIfNotExists: ignoreIfNotExists}))
+	return err
+}
+
+// ListOffsets resolves spec for the given buckets (none: every bucket).
+func (c *Client) ListOffsets(ctx context.Context, table string, spec flussv1.ListOffsetsRequest_Spec, timestampMs int64, buckets ...int32) ([]*flussv1.BucketOffset, error) {
+	var out []*flussv1.BucketOffset
+	err := c.do(ctx, func() error {
+		res, err := c.admin.ListOffsets(ctx, connect.NewRequest(&flussv1.ListOffsetsRequest{Table: table, Spec: spec, TimestampMs: timestampMs, Buckets: buckets}))
+		if err == nil {
+			out = res.Msg.GetOffsets()
+		}
+		return err
+	})
+	return out, err
+}
+
+// GetTableLayout lists the buckets of a table with their leaders.
+func (c *Client) GetTableLayout(ctx context.Context, table string) ([]*flussv1.BucketLayout, error) {
+	var out []*flussv1.BucketLayout
+	err := c.do(ctx, func() error {
+		res, err := c.admin.GetTableLayout(ctx, connect.NewRequest(&flussv1.GetTableLayoutRequest{Table: table}))
+		if err == nil {
+			out = res.Msg.GetBuckets()
+		}
+		return err
+	})
+	return out, err
+}
+
+// DescribeCluster describes the cluster.
+func (c *Client) DescribeCluster(ctx context.Context) (*flussv1.DescribeClusterResponse, error) {
+	var out *flussv1.DescribeClusterResponse
+	err := c.do(ctx, func() error {
+		res, err := c.admin.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
+		if err == nil {
+			out = res.Msg
+		}
+		return err
+	})
+	return out, err
+}
+
+// ---------------------------------------------------------------- write
+
+// NoBucket lets the server choose buckets (by bucket key, or rotating).
+const NoBucket int32 = -1
+
+// Append appends rows, a JSON array of objects (`[{"id":1},...]`), to a log
+// table. The write carries this client's writer id and the next batch
+// sequence and is retried on `unavailable` with the same pair, so a retry
+// is never stored twice.
+func (c *Client) Append(ctx context.Context, table string, rowsJSON []byte) ([]*flussv1.AppendResult, error) {
+	return c.AppendRequest(ctx, &flussv1.AppendRequest{Table: table, Rows: rowsJSON})
+}
+
+// AppendArrow appends a complete Arrow IPC stream (schema message, then
+// record batches) to bucket (NoBucket: the server splits by bucket key).
+// Send one bucket's rows per call on multi-bucket tables: the server then
+// stores the client's (compressed) batches as they are.
+func (c *Client) AppendArrow(ctx context.Context, table string, bucket int32, stream []byte) ([]*flussv1.AppendResult, error) {
+	req := &flussv1.AppendRequest{Table: table, Arrow: stream}
+	if bucket >= 0 {
+		req.Bucket = &bucket
+	}
+	return c.AppendRequest(ctx, req)
+}
+
+// AppendRecord encodes rec as an Arrow IPC stream with ZSTD buffer
+// compression and appends it like AppendArrow.
+func (c *Client) AppendRecord(ctx context.Context, table string, bucket int32, rec arrow.Record) ([]*flussv1.AppendResult, error) {
+	stream, err := EncodeArrowStream(nil, rec, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.AppendArrow(ctx, table, bucket, stream)
+}
+
+// EncodeArrowStream appends rec as a complete Arrow IPC stream to dst,
+// compressing buffers with ZSTD when zstd is set.
+func EncodeArrowStream(dst []byte, rec arrow.Record, zstd bool) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	opts := []ipc.Option{ipc.WithSchema(rec.Schema())}
+	if zstd {
+		opts = append(opts, ipc.WithZstd())
+	}
+	w := ipc.NewWriter(buf, opts...)
+	if err := w.Write(rec); err != nil {
+		return dst, fmt.Errorf("encode Arrow stream: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return dst, fmt.Errorf("encode Arrow stream: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// AppendRequest sends req with this client's writer id and the next batch
+// sequence (unless req already carries a writer id), retrying on
+// `unavailable` with the same pair.
+func (c *Client) AppendRequest(ctx context.Context, req *flussv1.AppendRequest) ([]*flussv1.AppendResult, error) {
+	if req.WriterId == 0 {
+		req.WriterId = c.writerID
+		req.BatchSequence = c.seq.Add(1)
+	}
+	var out []*flussv1.AppendResult
+	err := c.do(ctx, func() error {
+		res, err := c.write.Append(ctx, connect.NewRequest(req))
+		if err == nil {
+			out = res.Msg.GetResults()
+		}
+		return err
+	})
+	return out, err
+}
+
+// ---------------------------------------------------------------- read
+
+// Fetch reads one bucket from req.Offset.
+func (c *Client) Fetch(ctx context.Context, req *flussv1.FetchRequest) (*flussv1.FetchResponse, error) {
+	var out *flussv1.FetchResponse
+	err := c.do(ctx, func() error {
+		res, err := c.read.Fetch(ctx, connect.NewRequest(req))
+		if err == nil {
+			out = res.Msg
+		}
+		return err
+	})
+	return out, err
+}
+
+// ErrStop may be returned by a Scan callback to end the scan without error.
+var ErrStop = errors.New("stop scan")
+
+// Scan streams req's results to fn until the server ends the stream (not
+// with follow), fn returns an error (ErrStop ends it cleanly) or ctx ends.
+func (c *Client) Scan(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.read.Scan(ctx, connect.NewRequest(req))
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		if err := fn(stream.Msg()); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return stream.Err()
+}

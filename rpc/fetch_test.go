@@ -1,0 +1,350 @@
+package rpc_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "seed of the random fetch tests (0: random)")
+
+type row map[string]any // values: int64, string, float64, bool, nil
+
+var cities = []string{"a", "b", "c", "d"}
+
+func randomRows(r *rand.Rand, start, n int) []row {
+	out := make([]row, n)
+	for i := range out {
+		x := row{"id": int64(start + i)}
+		x["city"] = nil
+		if r.IntN(5) > 0 {
+			x["city"] = cities[r.IntN(len(cities))]
+		}
+		x["amount"] = nil
+		if r.IntN(6) > 0 {
+			x["amount"] = float64(r.IntN(2000)) / 10
+		}
+		x["n"] = int64(r.IntN(100))
+		out[i] = x
+	}
+	return out
+}
+
+func rowsJSON(rs []row) []byte {
+	b, _ := json.Marshal(rs)
+	return b
+}
+
+// TestFetchProjectionFilter checks Fetch (JSON and ARROW, with column
+// projection, filters and record limits) against the appended rows.
+func TestFetchProjectionFilter(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -seed %d)", seed, seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	e := newEnv(t, rpc.Limits{})
+	ctx := context.Background()
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING"},
+		{"name":"amount","type":"DOUBLE"},{"name":"n","type":"INT NOT NULL"}]}}`)
+	var all []row
+	for i := 0; i < 6; i++ {
+		rs := randomRows(r, len(all), 1+r.IntN(80))
+		all = append(all, rs...)
+		if _, err := e.c.Append(ctx, "s.t", rowsJSON(rs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Half the data again through the Arrow path (stored as sent).
+	rs := randomRows(r, len(all), 50)
+	all = append(all, rs...)
+	if _, err := e.c.AppendRecord(ctx, "s.t", client.NoBucket, recordOf(rs)); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		cols   []string
+		filter string
+		keep   func(row) bool
+	}{
+		{nil, "", nil},
+		{[]string{"city"}, "", nil},
+		{[]string{"n", "id"}, "", nil},
+		{[]string{"id", "amount"}, "amount > 100", func(x row) bool { a, ok := x["amount"].(float64); return ok && a > 100 }},
+		{[]string{"id"}, "city IN ('a','b') OR amount IS NULL", func(x row) bool {
+			c, _ := x["city"].(string)
+			return c == "a" || c == "b" || x["amount"] == nil
+		}},
+		{nil, "n < 10 AND city != 'c'", func(x row) bool { c, ok := x["city"].(string); return x["n"].(int64) < 10 && ok && c != "c" }},
+		{[]string{"city"}, "id >= 1000000", func(row) bool { return false }},
+	} {
+		for _, format := range []flussv1.Format{flussv1.Format_JSON, flussv1.Format_ARROW} {
+			for _, maxRecords := range []int32{0, 7} {
+				name := fmt.Sprintf("%v/%q/%v/max%d", tc.cols, tc.filter, format, maxRecords)
+				t.Run(name, func(t *testing.T) {
+					start := r.Int64N(int64(len(all)))
+					var want []row
+					for _, x := range all[start:] {
+						if tc.keep == nil || tc.keep(x) {
+							want = append(want, project(x, tc.cols))
+						}
+					}
+					var got []row
+					off := start
+					for off < int64(len(all)) {
+						res, err := e.c.Fetch(ctx, &flussv1.FetchRequest{Table: "s.t", Offset: off, Columns: tc.cols, Filter: tc.filter, Format: format, MaxRecords: maxRecords})
+						if err != nil {
+							t.Fatal(err)
+						}
+						var part []row
+						if format == flussv1.Format_ARROW {
+							part = decodeArrow(t, res.GetArrow())
+						} else {
+							part = decodeJSON(t, res.GetRows())
+						}
+						if maxRecords > 0 && len(part) > int(maxRecords) {
+							t.Fatalf("got %d rows, maxRecords %d", len(part), maxRecords)
+						}
+						if res.GetNextOffset() <= off {
+							t.Fatalf("nextOffset %d did not advance from %d", res.GetNextOffset(), off)
+						}
+						got = append(got, part...)
+						off = res.GetNextOffset()
+					}
+					if len(got) != len(want) {
+						t.Fatalf("got %d rows, want %d", len(got), len(want))
+					}
+					for i := range want {
+						if !reflect.DeepEqual(got[i], want[i]) {
+							t.Fatalf("row %d: got %v, want %v", i, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func project(x row, cols []string) row {
+	if cols == nil {
+		cols = []string{"id", "city", "amount", "n"}
+	}
+	out := row{}
+	for _, c := range cols {
+		out[c] = x[c]
+	}
+	return out
+}
+
+func recordOf(rs []row) arrow.Record {
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "city", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "n", Type: arrow.PrimitiveTypes.Int32},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+	defer b.Release()
+	for _, x := range rs {
+		b.Field(0).(*array.Int64Builder).Append(x["id"].(int64))
+		if c, ok := x["city"].(string); ok {
+			b.Field(1).(*array.StringBuilder).Append(c)
+		} else {
+			b.Field(1).AppendNull()
+		}
+		if a, ok := x["amount"].(float64); ok {
+			b.Field(2).(*array.Float64Builder).Append(a)
+		} else {
+			b.Field(2).AppendNull()
+		}
+		b.Field(3).(*array.Int32Builder).Append(int32(x["n"].(int64)))
+	}
+	return b.NewRecord()
+}
+
+func decodeJSON(t *testing.T, raw []byte) []row {
+	t.Helper()
+	if len(raw) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var rs []map[string]any
+	if err := d.Decode(&rs); err != nil {
+		t.Fatalf("rows %s: %v", raw, err)
+	}
+	out := make([]row, len(rs))
+	for i, m := range rs {
+		x := row{}
+		for k, v := range m {
+			switch k {
+			case "id", "n":
+				n, _ := v.(json.Number).Int64()
+				x[k] = n
+			case "amount":
+				if v != nil {
+					f, _ := v.(json.Number).Float64()
+					x[k] = f
+				} else {
+					x[k] = nil
+				}
+			default:
+				x[k] = v
+			}
+		}
+		out[i] = x
+	}
+	return out
+}
+
+// decodeArrow reads an ARROW response as a client would, with arrow-go's
+// IPC reader.
+func decodeArrow(t *testing.T, stream []byte) []row {
+	t.Helper()
+	rd, err := ipc.NewReader(bytes.NewReader(stream))
+	if err != nil {
+		t.Fatalf("arrow stream: %v", err)
+	}
+	defer rd.Release()
+	var out []row
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			x := row{}
+			for c := 0; c < int(rec.NumCols()); c++ {
+				name := rec.Schema().Field(c).Name
+				col := rec.Column(c)
+				if col.IsNull(i) {
+					x[name] = nil
+					continue
+				}
+				switch a := col.(type) {
+				case *array.Int64:
+					x[name] = a.Value(i)
+				case *array.Int32:
+					x[name] = int64(a.Value(i))
+				case *array.String:
+					x[name] = a.Value(i)
+				case *array.Float64:
+					x[name] = a.Value(i)
+				default:
+					t.Fatalf("unexpected column type %T", col)
+				}
+			}
+			out = append(out, x)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatalf("arrow stream: %v", err)
+	}
+	return out
+}
+
+func TestAppendArrowRejectsBadInput(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	ctx := context.Background()
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING"},
+		{"name":"amount","type":"DOUBLE"},{"name":"n","type":"INT NOT NULL"}]}}`)
+	good, err := client.EncodeArrowStream(nil, recordOf(randomRows(rand.New(rand.NewPCG(1, 2)), 0, 20)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wrong schema: a different column type.
+	wrongSch := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, wrongSch)
+	b.Field(0).(*array.Int32Builder).Append(1)
+	wrong, _ := client.EncodeArrowStream(nil, b.NewRecord(), false)
+	// A body whose buffers are cut short: flip the declared value length.
+	corrupt := bytes.Clone(good)
+	if i := bytes.LastIndex(corrupt, []byte{20, 0, 0, 0, 0, 0, 0, 0}); i > 0 {
+		corrupt[i] = 200 // record count 200 with buffers for 20
+	} else {
+		t.Fatal("could not find the record count to corrupt")
+	}
+	for _, tc := range []struct {
+		name   string
+		stream []byte
+		msg    string
+	}{
+		{"garbage", []byte("not arrow at all"), "arrow"},
+		{"wrong schema", wrong, "columns"},
+		{"truncated", good[:len(good)-40], "arrow"},
+		{"corrupt body", corrupt, "record batch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.c.AppendArrow(ctx, "s.t", client.NoBucket, tc.stream)
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v, want invalid_argument mentioning %q", err, tc.msg)
+			}
+		})
+	}
+	if n := e.b.Appends(); n != 0 {
+		t.Fatalf("backend stored %d appends of bad Arrow", n)
+	}
+	if _, err := e.c.AppendArrow(ctx, "s.t", 0, good); err != nil {
+		t.Fatalf("good stream: %v", err)
+	}
+}
+
+func TestClientRetriesWithoutDuplicates(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	e.setupOrders(t)
+	ctx := context.Background()
+	fails := 2
+	c := client.New(e.url, client.WithRetry(client.Retry{Attempts: 5, Base: 1, Max: 2}))
+	// Two attempts fail with unavailable; the third stores the rows.
+	e.b.AppendHook = func(b raftmeta.BucketID) error {
+		if fails > 0 {
+			fails--
+			if fails == 0 {
+				return rpc.ErrNoBucketLeader
+			}
+			return rpc.ErrNotLeader
+		}
+		return nil
+	}
+	res, err := c.Append(ctx, "shop.orders", []byte(`[{"id":1},{"id":2}]`))
+	if err != nil || len(res) != 1 || res[0].GetCount() != 2 {
+		t.Fatalf("append after retries: %v %v", res, err)
+	}
+	// Replay the same (writer, sequence) by hand: stored once.
+	req := &flussv1.AppendRequest{Table: "shop.orders", Rows: []byte(`[{"id":3}]`)}
+	if _, err := c.AppendRequest(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppendRequest(ctx, req); err != nil { // same WriterId and BatchSequence
+		t.Fatal(err)
+	}
+	tab, _ := e.b.Table(ctx, "shop.orders")
+	if got := e.b.Records(tab.ID, 0); got != 3 {
+		t.Fatalf("bucket holds %d records, want 3 (no duplicates)", got)
+	}
+	// Unavailable forever: the client gives up with the server's code.
+	e.b.AppendHook = func(raftmeta.BucketID) error { return rpc.ErrNoBucketLeader }
+	_, err = c.Append(ctx, "shop.orders", []byte(`[{"id":4}]`))
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+}

@@ -1,0 +1,533 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
+	"github.com/fluss-node/fluss-node/logstore/record/filter"
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// readPlan is what a Fetch or Scan asks of each batch: the output columns
+// (schema indexes, in schema order), the filter and the format.
+type readPlan struct {
+	t      *raftmeta.Table
+	sch    *record.Schema
+	out    []int // output columns, ascending schema indexes
+	names  []string
+	filter *filter.Filter
+	need   []int // out ∪ filter columns, ascending: what gets decoded
+	arrow  bool
+
+	outSchema *arrow.Schema // Arrow schema of the output columns
+	outMsg    []byte        // its encapsulated schema message
+	needSch   *arrow.Schema // Arrow schema of the decoded columns
+	layout    *arrowipc.Layout
+}
+
+// caches of immutable per-schema data, keyed by *record.Schema (catalog
+// schemas are immutable) and the column list.
+var (
+	layouts     sync.Map // *record.Schema → *arrowipc.Layout
+	projSchemas sync.Map // projKey → *arrow.Schema
+)
+
+type projKey struct {
+	s    *record.Schema
+	cols string
+}
+
+func projectedSchema(s *record.Schema, cols []int) *arrow.Schema {
+	var b strings.Builder
+	for _, c := range cols {
+		b.WriteString(strconv.Itoa(c))
+		b.WriteByte(',')
+	}
+	k := projKey{s, b.String()}
+	if v, ok := projSchemas.Load(k); ok {
+		return v.(*arrow.Schema)
+	}
+	full := s.ArrowSchema()
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = full.Field(c)
+	}
+	v, _ := projSchemas.LoadOrStore(k, arrow.NewSchema(fields, nil))
+	return v.(*arrow.Schema)
+}
+
+func layoutOf(s *record.Schema) (*arrowipc.Layout, error) {
+	if v, ok := layouts.Load(s); ok {
+		return v.(*arrowipc.Layout), nil
+	}
+	l, err := arrowipc.LayoutOf(record.SchemaMessage(s.ArrowSchema()))
+	if err != nil {
+		return nil, fmt.Errorf("layout of schema %d: %w", s.ID, err)
+	}
+	v, _ := layouts.LoadOrStore(s, l)
+	return v.(*arrowipc.Layout), nil
+}
+
+// newReadPlan resolves columns (empty: all) and the filter of a read.
+func newReadPlan(t *raftmeta.Table, columns []string, filterExpr string, format flussv1.Format) (*readPlan, error) {
+	sch := t.Schema()
+	p := &readPlan{t: t, sch: sch, arrow: format == flussv1.Format_ARROW}
+	switch format {
+	case flussv1.Format_JSON, flussv1.Format_ARROW:
+	default:
+		return nil, fmt.Errorf("%w: unknown format %d (want JSON or ARROW)", ErrInvalidRequest, format)
+	}
+	if len(columns) == 0 {
+		for i := range sch.Columns {
+			p.out = append(p.out, i)
+		}
+	} else {
+		for _, name := range columns {
+			i := sch.Index(name)
+			if i < 0 {
+				return nil, fmt.Errorf("%w: unknown column %q in columns; table %s has: %s", ErrInvalidRequest, name, t.FullName(), columnList(sch))
+			}
+			if !slices.Contains(p.out, i) {
+				p.out = append(p.out, i)
+			}
+		}
+		slices.Sort(p.out)
+	}
+	for _, i := range p.out {
+		p.names = append(p.names, sch.Columns[i].Name)
+	}
+	p.need = slices.Clone(p.out)
+	if strings.TrimSpace(filterExpr) != "" {
+		e, err := filter.Parse(filterExpr)
+		if err != nil {
+			return nil, fmt.Errorf("filter %q: %w", filterExpr, err)
+		}
+		if p.filter, err = filter.Bind(e, sch); err != nil {
+			return nil, fmt.Errorf("filter %q: %w", filterExpr, err)
+		}
+		for _, c := range p.filter.Columns() {
+			if !slices.Contains(p.need, c) {
+				p.need = append(p.need, c)
+			}
+		}
+		slices.Sort(p.need)
+	}
+	var err error
+	if p.layout, err = layoutOf(sch); err != nil {
+		return nil, err
+	}
+	p.outSchema = projectedSchema(sch, p.out)
+	p.needSch = projectedSchema(sch, p.need)
+	p.outMsg = record.SchemaMessage(p.outSchema)
+	return p, nil
+}
+
+func (p *readPlan) allColumns(cols []int) bool { return len(cols) == len(p.sch.Columns) }
+
+// readOut is the converted result of one read of one bucket.
+type readOut struct {
+	rows       []byte   // JSON array (JSON format)
+	arrowMsgs  [][]byte // record-batch messages (ARROW format)
+	nextOffset int64
+	records    int
+}
+
+// convert turns fetched batches into the plan's output, starting at
+// offset, keeping at most maxRecords rows (0: no limit) and about maxBytes
+// bytes of output (at least one batch). nextOffset is the offset after the
+// last row examined: rows a filter drops still advance it.
+func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes int) (*readOut, error) {
+	o := &readOut{nextOffset: offset}
+	if !p.arrow {
+		o.rows = append(o.rows, '[')
+	}
+	outBytes := 0
+	var sel []int32
+	for _, raw := range batches {
+		if maxRecords > 0 && o.records >= maxRecords {
+			break
+		}
+		if outBytes > 0 && outBytes >= maxBytes {
+			break
+		}
+		b, _, err := record.ParseBatch(raw)
+		if err != nil {
+			return nil, fmt.Errorf("stored batch: %v", err) // corruption: internal
+		}
+		count := int64(b.RecordCount)
+		last := b.BaseOffset + count // one past
+		if last <= o.nextOffset {
+			continue // wholly before the requested offset
+		}
+		from := max(o.nextOffset-b.BaseOffset, 0)
+		to := count
+		if maxRecords > 0 && p.filter == nil {
+			to = min(to, from+int64(maxRecords-o.records))
+		}
+		if b.SchemaID != p.sch.ID {
+			return nil, fmt.Errorf("%w: batch at offset %d has schema %d, table %s has %d (schema evolution is not served yet)", ErrUnimplemented, b.BaseOffset, b.SchemaID, p.t.FullName(), p.sch.ID)
+		}
+		if p.filter != nil && b.Stats != nil && !p.filter.MayMatch(b.Stats) {
+			o.nextOffset = b.BaseOffset + to
+			continue
+		}
+		// Fast path: a whole batch, no filter, ARROW: buffer-level projection.
+		if p.arrow && p.filter == nil && from == 0 && to == count {
+			msg := b.Body
+			if !p.allColumns(p.out) {
+				if msg, err = arrowipc.Project(nil, b.Body, p.out, p.layout); err != nil {
+					return nil, fmt.Errorf("project stored batch at offset %d: %v", b.BaseOffset, err)
+				}
+			}
+			o.arrowMsgs = append(o.arrowMsgs, msg)
+			outBytes += len(msg)
+			o.records += int(count)
+			o.nextOffset = last
+			continue
+		}
+		n, err := p.convertSlow(o, &b, from, to, maxRecords, &sel, &outBytes)
+		if err != nil {
+			return nil, err
+		}
+		o.nextOffset = b.BaseOffset + n
+	}
+	if !p.arrow {
+		o.rows = append(o.rows, ']')
+	}
+	return o, nil
+}
+
+// convertSlow decodes the needed columns of one batch, filters and writes
+// the selected rows; it returns the batch-relative offset after the last
+// row examined.
+func (p *readPlan) convertSlow(o *readOut, b *record.Batch, from, to int64, maxRecords int, selp *[]int32, outBytes *int) (int64, error) {
+	body := b.Body
+	if !p.allColumns(p.need) {
+		var err error
+		if body, err = arrowipc.Project(nil, b.Body, p.need, p.layout); err != nil {
+			return 0, fmt.Errorf("project stored batch at offset %d: %v", b.BaseOffset, err)
+		}
+	}
+	rec, err := record.DecodeBody(p.needSch, body, memory.DefaultAllocator)
+	if err != nil {
+		return 0, fmt.Errorf("decode stored batch at offset %d: %v", b.BaseOffset, err)
+	}
+	defer rec.Release()
+	// Columns of the decoded record: position in p.need.
+	colIndex := func(schemaCol int) int {
+		i, _ := slices.BinarySearch(p.need, schemaCol)
+		return i
+	}
+	sel := (*selp)[:0]
+	end := to
+	if p.filter != nil {
+		if sel, err = p.filter.Eval(rec, colIndex, sel); err != nil {
+			return 0, fmt.Errorf("filter on stored batch at offset %d: %v", b.BaseOffset, err)
+		}
+		// Keep rows in [from, to); stop at maxRecords.
+		k := 0
+		for _, r := range sel {
+			if int64(r) < from || int64(r) >= to {
+				continue
+			}
+			if maxRecords > 0 && o.records+k >= maxRecords {
+				end = int64(r)
+				break
+			}
+			sel[k] = r
+			k++
+		}
+		sel = sel[:k]
+	} else {
+		for r := from; r < to; r++ {
+			sel = append(sel, int32(r))
+		}
+	}
+	*selp = sel
+	outCols := make([]int, len(p.out))
+	for i, c := range p.out {
+		outCols[i] = colIndex(c)
+	}
+	if len(sel) == 0 {
+		return end, nil
+	}
+	if p.arrow {
+		outRec, err := takeRows(rec, outCols, p.outSchema, sel)
+		if err != nil {
+			return 0, err
+		}
+		defer outRec.Release()
+		msg, err := record.EncodeBody(outRec, b.Compression(), 3)
+		if err != nil {
+			return 0, fmt.Errorf("encode fetched rows: %v", err)
+		}
+		o.arrowMsgs = append(o.arrowMsgs, msg)
+		*outBytes += len(msg)
+	} else {
+		before := len(o.rows)
+		if o.records > 0 {
+			o.rows = append(o.rows, ',')
+		}
+		o.rows = appendJSONRows(o.rows, rec, outCols, p.names, sel)
+		*outBytes += len(o.rows) - before
+	}
+	o.records += len(sel)
+	return end, nil
+}
+
+// arrowStream builds the complete IPC stream of a read.
+func (p *readPlan) arrowStream(msgs [][]byte) []byte {
+	return arrowipc.AppendStream(nil, p.outMsg, msgs...)
+}
+
+func (s *service) fetchLimits(maxBytes, maxWaitMs int32) (int, time.Duration) {
+	mb := s.lim.MaxFetchBytes
+	if maxBytes > 0 && int(maxBytes) < mb {
+		mb = int(maxBytes)
+	}
+	wait := time.Duration(max(maxWaitMs, 0)) * time.Millisecond
+	if wait > s.lim.MaxWait {
+		wait = s.lim.MaxWait
+	}
+	return mb, wait
+}
+
+// Fetch reads one bucket of a log table.
+func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchRequest]) (*connect.Response[flussv1.FetchResponse], error) {
+	m := req.Msg
+	t, err := s.logTable(ctx, m.GetTable(), "Fetch")
+	if err != nil {
+		return nil, err
+	}
+	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+		return nil, err
+	}
+	if err := checkBucket(t, m.GetBucket()); err != nil {
+		return nil, err
+	}
+	if m.GetOffset() < 0 {
+		return nil, fmt.Errorf("%w: offset %d is negative; use ListOffsets to find EARLIEST", ErrOffsetOutOfRange, m.GetOffset())
+	}
+	if m.GetMaxRecords() < 0 {
+		return nil, fmt.Errorf("%w: maxRecords %d is negative", ErrInvalidRequest, m.GetMaxRecords())
+	}
+	plan, err := newReadPlan(t, m.GetColumns(), m.GetFilter(), m.GetFormat())
+	if err != nil {
+		return nil, err
+	}
+	maxBytes, wait := s.fetchLimits(m.GetMaxBytes(), m.GetMaxWaitMs())
+	bid := raftmeta.BucketID{TableID: t.ID, Bucket: m.GetBucket()}
+	res, err := s.b.Fetch(ctx, bid, m.GetOffset(), maxBytes, wait)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s bucket %d at offset %d: %w", t.FullName(), m.GetBucket(), m.GetOffset(), err)
+	}
+	if m.GetOffset() > res.HighWatermark || m.GetOffset() < res.LogStartOffset {
+		return nil, fmt.Errorf("%w: offset %d of %s bucket %d is outside the log [%d, %d]", ErrOffsetOutOfRange, m.GetOffset(), t.FullName(), m.GetBucket(), res.LogStartOffset, res.HighWatermark)
+	}
+	out, err := plan.convert(res.Batches, m.GetOffset(), int(m.GetMaxRecords()), maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	resp := &flussv1.FetchResponse{NextOffset: out.nextOffset, HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset}
+	if plan.arrow {
+		resp.Arrow = plan.arrowStream(out.arrowMsgs)
+	} else if out.records > 0 {
+		resp.Rows = out.rows
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// Scan streams a table's buckets from a start position: until the high
+// watermark each bucket had when the scan started, or, with follow, until
+// the client cancels. One goroutine per bucket fetches (long-polling when
+// following); the handler goroutine alone sends on the stream.
+func (s *service) Scan(ctx context.Context, req *connect.Request[flussv1.ScanRequest], stream *connect.ServerStream[flussv1.ScanResponse]) error {
+	m := req.Msg
+	t, err := s.logTable(ctx, m.GetTable(), "Scan")
+	if err != nil {
+		return err
+	}
+	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+		return err
+	}
+	plan, err := newReadPlan(t, m.GetColumns(), m.GetFilter(), m.GetFormat())
+	if err != nil {
+		return err
+	}
+	start := map[int32]int64{}
+	var bs []int32
+	if m.GetFrom() == flussv1.ScanRequest_OFFSETS {
+		if len(m.GetOffsets()) == 0 {
+			return fmt.Errorf("%w: from OFFSETS needs offsets [{bucket, offset}]", ErrInvalidRequest)
+		}
+		for _, bo := range m.GetOffsets() {
+			if err := checkBucket(t, bo.GetBucket()); err != nil {
+				return err
+			}
+			start[bo.GetBucket()] = bo.GetOffset()
+		}
+		if bs, err = buckets(t, m.GetBuckets()); err != nil {
+			return err
+		}
+		if len(m.GetBuckets()) == 0 {
+			bs = bs[:0]
+			for b := range start {
+				bs = append(bs, b)
+			}
+			slices.Sort(bs)
+		}
+	} else if bs, err = buckets(t, m.GetBuckets()); err != nil {
+		return err
+	}
+	ends := map[int32]int64{}
+	for _, b := range bs {
+		bid := raftmeta.BucketID{TableID: t.ID, Bucket: b}
+		if _, ok := start[b]; !ok {
+			var spec OffsetSpec
+			switch m.GetFrom() {
+			case flussv1.ScanRequest_EARLIEST:
+				spec = OffsetEarliest
+			case flussv1.ScanRequest_LATEST:
+				spec = OffsetLatest
+			case flussv1.ScanRequest_TIMESTAMP:
+				spec = OffsetTimestamp
+			case flussv1.ScanRequest_OFFSETS:
+				return fmt.Errorf("%w: from OFFSETS: no offset given for bucket %d", ErrInvalidRequest, b)
+			default:
+				return fmt.Errorf("%w: unknown scan start %d (want EARLIEST, LATEST, TIMESTAMP or OFFSETS)", ErrInvalidRequest, m.GetFrom())
+			}
+			off, err := s.b.ListOffset(ctx, bid, spec, m.GetTimestampMs())
+			if err != nil {
+				return fmt.Errorf("scan %s bucket %d: start offset: %w", t.FullName(), b, err)
+			}
+			start[b] = off
+		}
+		if !m.GetFollow() {
+			end, err := s.b.ListOffset(ctx, bid, OffsetLatest, 0)
+			if err != nil {
+				return fmt.Errorf("scan %s bucket %d: end offset: %w", t.FullName(), b, err)
+			}
+			ends[b] = end
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan *flussv1.ScanResponse)
+	errc := make(chan error, len(bs))
+	var wg sync.WaitGroup
+	maxBytes, _ := s.fetchLimits(0, 0)
+	for _, b := range bs {
+		wg.Go(func() {
+			if err := s.scanBucket(ctx, plan, b, start[b], ends, m.GetFollow(), maxBytes, msgs); err != nil {
+				errc <- err
+				cancel()
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		select {
+		case msg := <-msgs:
+			if err := stream.Send(msg); err != nil {
+				cancel()
+				<-done
+				return err
+			}
+		case <-done:
+			select {
+			case err := <-errc:
+				return err
+			default:
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// scanBucket reads one bucket from offset and hands each non-empty step to
+// msgs. Without follow it stops at ends[b].
+func (s *service) scanBucket(ctx context.Context, plan *readPlan, b int32, offset int64, ends map[int32]int64, follow bool, maxBytes int, msgs chan<- *flussv1.ScanResponse) error {
+	bid := raftmeta.BucketID{TableID: plan.t.ID, Bucket: b}
+	end, bounded := ends[b]
+	for {
+		if bounded && offset >= end {
+			return nil
+		}
+		wait := time.Duration(0)
+		if follow {
+			wait = s.lim.MaxWait
+		}
+		res, err := s.b.Fetch(ctx, bid, offset, maxBytes, wait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("scan %s bucket %d at offset %d: %w", plan.t.FullName(), b, offset, err)
+		}
+		out, err := plan.convert(res.Batches, offset, 0, maxBytes)
+		if err != nil {
+			return err
+		}
+		if out.nextOffset == offset {
+			if !follow {
+				return nil // nothing more below the end
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
+		msg := &flussv1.ScanResponse{Bucket: b, NextOffset: out.nextOffset}
+		if plan.arrow {
+			if len(out.arrowMsgs) > 0 {
+				msg.Arrow = plan.arrowStream(out.arrowMsgs)
+			}
+		} else if out.records > 0 {
+			msg.Rows = out.rows
+		}
+		offset = out.nextOffset
+		select {
+		case msgs <- msg:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Lookup is for primary-key tables, which come later.
+func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.LookupRequest]) (*connect.Response[flussv1.LookupResponse], error) {
+	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "Lookup"); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: Lookup (primary-key tables)", ErrUnimplemented)
+}
+
+// PrefixLookup is for primary-key tables, which come later.
+func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1.PrefixLookupRequest]) (*connect.Response[flussv1.PrefixLookupResponse], error) {
+	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "PrefixLookup"); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: PrefixLookup (primary-key tables)", ErrUnimplemented)
+}
+
+// LimitScan is for primary-key tables, which come later.
+func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.LimitScanRequest]) (*connect.Response[flussv1.LimitScanResponse], error) {
+	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "LimitScan"); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: LimitScan (primary-key tables)", ErrUnimplemented)
+}

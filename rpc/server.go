@@ -1,0 +1,225 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
+)
+
+// Limits bounds what one request may cost. Zero fields take the defaults of
+// DefaultLimits.
+type Limits struct {
+	// MaxRequestBytes bounds a request message (after decompression).
+	// Default 64 MiB.
+	MaxRequestBytes int
+	// MaxBatchBytes bounds one encoded bucket batch of an Append. Default 16 MiB.
+	MaxBatchBytes int
+	// MaxFetchBytes bounds the record bytes one Fetch (or one Scan message)
+	// returns; a request's maxBytes is clamped to it. Default 16 MiB.
+	MaxFetchBytes int
+	// MaxRowsPerRequest bounds the rows of one Append. Default 1,000,000.
+	MaxRowsPerRequest int
+	// MaxWait bounds a Fetch long-poll (maxWaitMs). Default 30 s.
+	MaxWait time.Duration
+}
+
+// DefaultLimits returns the documented defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxRequestBytes:   64 << 20,
+		MaxBatchBytes:     16 << 20,
+		MaxFetchBytes:     16 << 20,
+		MaxRowsPerRequest: 1_000_000,
+		MaxWait:           30 * time.Second,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxRequestBytes <= 0 {
+		l.MaxRequestBytes = d.MaxRequestBytes
+	}
+	if l.MaxBatchBytes <= 0 {
+		l.MaxBatchBytes = d.MaxBatchBytes
+	}
+	if l.MaxFetchBytes <= 0 {
+		l.MaxFetchBytes = d.MaxFetchBytes
+	}
+	if l.MaxRowsPerRequest <= 0 {
+		l.MaxRowsPerRequest = d.MaxRowsPerRequest
+	}
+	if l.MaxWait <= 0 {
+		l.MaxWait = d.MaxWait
+	}
+	return l
+}
+
+// service implements the three Connect services over a Backend.
+type service struct {
+	b   Backend
+	lim Limits
+	log *slog.Logger
+	rr  atomic.Uint32 // rotates the bucket of key-less log-table appends
+}
+
+// NewHandler returns the client-facing HTTP handler: the Admin, Write and
+// Read services (Connect JSON with inline rows, Connect proto and gRPC, all
+// served by connect-go), /healthz, /readyz and /metrics (for reg; a nil reg
+// gets a private registry). The caller wraps it in h2c for gRPC over
+// cleartext HTTP/2.
+func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	lim = lim.withDefaults()
+	s := &service{b: b, lim: lim, log: logger}
+	m := newMetrics(reg)
+	opts := []connect.HandlerOption{
+		connect.WithReadMaxBytes(lim.MaxRequestBytes),
+		connect.WithInterceptors(&interceptor{m: m, log: logger}),
+	}
+	for _, c := range Codecs() {
+		opts = append(opts, connect.WithCodec(c))
+	}
+	mux := http.NewServeMux()
+	ew := connect.NewErrorWriter(opts...)
+	mount := func(path string, h http.Handler) {
+		mux.Handle(path, limitBody(h, lim.MaxRequestBytes, ew, m))
+	}
+	mount(flussv1connect.NewAdminServiceHandler(s, opts...))
+	mount(flussv1connect.NewWriteServiceHandler(s, opts...))
+	mount(flussv1connect.NewReadServiceHandler(s, opts...))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := b.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// limitBody rejects, before reading it, a request whose declared length is
+// over the limit, with a message that names the limit. Bodies of unknown
+// length are bounded by connect.WithReadMaxBytes.
+func limitBody(h http.Handler, maxBytes int, ew *connect.ErrorWriter, m *metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > int64(maxBytes) && ew.IsSupported(r) {
+			err := connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
+				"%w: request body of %d bytes is over max_request_bytes (%d); send smaller requests",
+				ErrResourceExhausted, r.ContentLength, maxBytes))
+			m.observe(r.URL.Path, connect.CodeResourceExhausted.String(), 0)
+			_ = ew.Write(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ---------------------------------------------------------------- metrics
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(reg *prometheus.Registry) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fluss", Subsystem: "rpc", Name: "requests_total",
+			Help: "Client RPCs handled, by procedure and Connect code.",
+		}, []string{"procedure", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "fluss", Subsystem: "rpc", Name: "request_duration_seconds",
+			Help:    "Client RPC latency, by procedure and Connect code (streams: until the stream ends).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"procedure", "code"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				switch c.(type) {
+				case *prometheus.CounterVec:
+					m.requests = are.ExistingCollector.(*prometheus.CounterVec)
+				case *prometheus.HistogramVec:
+					m.latency = are.ExistingCollector.(*prometheus.HistogramVec)
+				}
+			}
+		}
+	}
+	return m
+}
+
+func (m *metrics) observe(procedure, code string, d time.Duration) {
+	m.requests.WithLabelValues(procedure, code).Inc()
+	m.latency.WithLabelValues(procedure, code).Observe(d.Seconds())
+}
+
+func codeLabel(err *connect.Error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Code().String()
+}
+
+// interceptor maps handler errors to Connect errors (toConnectError, the
+// one mapping) and records per-procedure counts and latency. Requests that
+// fail while connect-go decodes them (malformed input, over
+// MaxRequestBytes) never reach a handler and are not counted here.
+type interceptor struct {
+	m   *metrics
+	log *slog.Logger
+}
+
+func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		res, err := next(ctx, req)
+		var ce *connect.Error
+		if err != nil {
+			ce = toConnectErrorLog(err, i.log)
+			err = ce
+		}
+		i.m.observe(req.Spec().Procedure, codeLabel(ce), time.Since(start))
+		return res, err
+	}
+}
+
+func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		err := next(ctx, conn)
+		var ce *connect.Error
+		if err != nil {
+			ce = toConnectErrorLog(err, i.log)
+			err = ce
+		}
+		i.m.observe(conn.Spec().Procedure, codeLabel(ce), time.Since(start))
+		return err
+	}
+}

@@ -1,0 +1,429 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// Table properties read by the write path (Fluss's names).
+const (
+	propCompression = "table.log.arrow.compression.type"
+	propZstdLevel   = "table.log.arrow.compression.zstd.level"
+)
+
+// tableCompression returns the table's log compression (default ZSTD level
+// 3, as Fluss).
+func tableCompression(t *raftmeta.Table) (record.Compression, int, error) {
+	c := record.CompressionZSTD
+	if v, ok := t.Properties[propCompression]; ok {
+		var err error
+		if c, err = record.ParseCompression(v); err != nil {
+			return 0, 0, fmt.Errorf("%w: table %s property %s=%q: %v", ErrInvalidRequest, t.FullName(), propCompression, v, err)
+		}
+	}
+	level := 3
+	if v, ok := t.Properties[propZstdLevel]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: table %s property %s=%q is not an integer", ErrInvalidRequest, t.FullName(), propZstdLevel, v)
+		}
+		level = n
+	}
+	return c, level, nil
+}
+
+// logTable resolves a table that must be a log table for op.
+func (s *service) logTable(ctx context.Context, name, op string) (*raftmeta.Table, error) {
+	t, _, err := s.table(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if t.HasPrimaryKey() {
+		return nil, fmt.Errorf("%w: %s is for log tables; %q is a primary-key table (use Upsert/Delete, Lookup)", ErrWrongTableKind, op, t.FullName())
+	}
+	return t, nil
+}
+
+// pkTable resolves a table that must be a primary-key table for op.
+func (s *service) pkTable(ctx context.Context, name, op string) (*raftmeta.Table, error) {
+	t, _, err := s.table(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !t.HasPrimaryKey() {
+		return nil, fmt.Errorf("%w: %s is for primary-key tables; %q is a log table (use Append, Fetch or Scan)", ErrWrongTableKind, op, t.FullName())
+	}
+	return t, nil
+}
+
+// bucketBatches is what one Append stores in one bucket.
+type bucketBatches struct {
+	bucket  int32
+	batches [][]byte
+	count   int64
+}
+
+// Append stores rows (JSON) or an Arrow IPC stream in a log table. Every
+// input is decoded, validated and encoded before anything is stored: a bad
+// row or batch fails the whole request with nothing written. When the rows
+// go to several buckets, the buckets are written concurrently; if one fails
+// the request fails, and a retry with the same (writerId, batchSequence)
+// stores only what is missing.
+func (s *service) Append(ctx context.Context, req *connect.Request[flussv1.AppendRequest]) (*connect.Response[flussv1.AppendResponse], error) {
+	m := req.Msg
+	t, err := s.logTable(ctx, m.GetTable(), "Append")
+	if err != nil {
+		return nil, err
+	}
+	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+		return nil, err
+	}
+	if m.Bucket != nil {
+		if err := checkBucket(t, m.GetBucket()); err != nil {
+			return nil, err
+		}
+	}
+	var parts []bucketBatches
+	switch {
+	case len(m.GetRows()) > 0 && len(m.GetArrow()) > 0:
+		return nil, fmt.Errorf("%w: send either rows or arrow, not both", ErrInvalidRequest)
+	case len(m.GetRows()) > 0:
+		parts, err = s.prepareJSON(t, m)
+	case len(m.GetArrow()) > 0:
+		parts, err = s.prepareArrow(t, m)
+	default:
+		return nil, fmt.Errorf("%w: Append needs rows (a JSON array of objects) or arrow (an Arrow IPC stream)", ErrInvalidRequest)
+	}
+	if err != nil {
+		return nil, err
+	}
+	results, err := s.store(ctx, t, parts, m.GetWriterId(), m.GetBatchSequence())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&flussv1.AppendResponse{Results: results}), nil
+}
+
+// store proposes every bucket's batches, concurrently when several.
+func (s *service) store(ctx context.Context, t *raftmeta.Table, parts []bucketBatches, writerID int64, seq int32) ([]*flussv1.AppendResult, error) {
+	results := make([]*flussv1.AppendResult, len(parts))
+	errs := make([]error, len(parts))
+	one := func(i int) {
+		p := parts[i]
+		r, err := s.b.Append(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: p.bucket}, p.batches, writerID, seq)
+		if err != nil {
+			errs[i] = fmt.Errorf("append to %s bucket %d: %w", t.FullName(), p.bucket, err)
+			return
+		}
+		results[i] = &flussv1.AppendResult{Bucket: p.bucket, BaseOffset: r.BaseOffset, Count: r.Count}
+	}
+	if len(parts) == 1 {
+		one(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range parts {
+			wg.Go(func() { one(i) })
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// chooseBuckets splits rec by the table's bucket key, or puts it in one
+// bucket (the requested one, bucket 0 of a one-bucket table, or a rotating
+// one for key-less tables). The returned records are owned by the caller.
+func (s *service) chooseBuckets(t *raftmeta.Table, m *flussv1.AppendRequest, rec arrow.Record) (map[int32]arrow.Record, error) {
+	if m.Bucket != nil {
+		rec.Retain()
+		return map[int32]arrow.Record{m.GetBucket(): rec}, nil
+	}
+	if t.BucketCount <= 1 {
+		rec.Retain()
+		return map[int32]arrow.Record{0: rec}, nil
+	}
+	if len(t.BucketKeys) == 0 {
+		b := int32(s.rr.Add(1) % uint32(t.BucketCount))
+		rec.Retain()
+		return map[int32]arrow.Record{b: rec}, nil
+	}
+	sch := t.Schema()
+	keys := make([]int, len(t.BucketKeys))
+	for i, k := range t.BucketKeys {
+		if keys[i] = sch.Index(k); keys[i] < 0 {
+			return nil, fmt.Errorf("table %s: bucket key %q is not a column", t.FullName(), k)
+		}
+	}
+	return splitByBucket(rec, keys, t.BucketCount)
+}
+
+func (s *service) checkRows(n int64) error {
+	if n > int64(s.lim.MaxRowsPerRequest) {
+		return fmt.Errorf("%w: %d rows in one request is over max_rows_per_request (%d); split the request", ErrResourceExhausted, n, s.lim.MaxRowsPerRequest)
+	}
+	return nil
+}
+
+func (s *service) checkBatch(t *raftmeta.Table, bucket int32, n int) error {
+	if n > s.lim.MaxBatchBytes {
+		return fmt.Errorf("%w: a batch of %d bytes for %s bucket %d is over max_batch_bytes (%d); send fewer rows per request", ErrResourceExhausted, n, t.FullName(), bucket, s.lim.MaxBatchBytes)
+	}
+	return nil
+}
+
+func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bucketBatches, error) {
+	sch := t.Schema()
+	comp, level, err := tableCompression(t)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := record.DecodeJSONRows(sch, m.GetRows(), memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("rows for %s: %w", t.FullName(), err)
+	}
+	defer rec.Release()
+	if err := s.checkRows(rec.NumRows()); err != nil {
+		return nil, err
+	}
+	split, err := s.chooseBuckets(t, m, rec)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseAll(split)
+	var out []bucketBatches
+	for _, b := range sortedBuckets(split) {
+		part := split[b]
+		if part.NumRows() == 0 {
+			continue
+		}
+		batch, err := encodeBatch(part, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+		if err != nil {
+			return nil, err
+		}
+		if err := s.checkBatch(t, b, len(batch)); err != nil {
+			return nil, err
+		}
+		out = append(out, bucketBatches{bucket: b, batches: [][]byte{batch}, count: part.NumRows()})
+	}
+	return out, nil
+}
+
+func encodeBatch(rec arrow.Record, schemaID int32, comp record.Compression, level int, writerID int64, seq int32) ([]byte, error) {
+	body, err := record.EncodeBody(rec, comp, level)
+	if err != nil {
+		return nil, fmt.Errorf("encode batch: %w", err)
+	}
+	h := record.BatchHeader{
+		Attributes:    uint16(comp),
+		RecordCount:   int32(rec.NumRows()),
+		WriterID:      writerID,
+		BatchSequence: seq,
+		SchemaID:      schemaID,
+	}
+	return record.AppendBatch(nil, h, record.ComputeStats(rec), body), nil
+}
+
+// prepareArrow checks a client's Arrow IPC stream against the table and
+// keeps the client's record-batch messages as they are (DESIGN §7: no
+// recompression). Every batch is decoded once to validate it (buffer
+// bounds, NOT NULL) and to compute its stats. Without a bucket on a
+// multi-bucket table with bucket keys, batches are split by key and
+// re-encoded: clients should send per-bucket streams.
+func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bucketBatches, error) {
+	sch := t.Schema()
+	want := sch.ArrowSchema()
+	schemaMsg, msgs, err := arrowipc.SplitStream(m.GetArrow())
+	if err != nil {
+		return nil, fmt.Errorf("%w: arrow for %s: %w", ErrInvalidRequest, t.FullName(), err)
+	}
+	got, err := readSchemaMessage(schemaMsg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: arrow for %s: schema message: %v", ErrInvalidRequest, t.FullName(), err)
+	}
+	if err := sameFields(sch, got); err != nil {
+		return nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
+	}
+	var total int64
+	split := m.Bucket == nil && t.BucketCount > 1 && len(t.BucketKeys) > 0
+	byBucket := map[int32]*bucketBatches{}
+	add := func(b int32, batch []byte, n int64) error {
+		if err := s.checkBatch(t, b, len(batch)); err != nil {
+			return err
+		}
+		p := byBucket[b]
+		if p == nil {
+			p = &bucketBatches{bucket: b}
+			byBucket[b] = p
+		}
+		p.batches = append(p.batches, batch)
+		p.count += n
+		return nil
+	}
+	fixed := int32(-1)
+	if !split {
+		switch {
+		case m.Bucket != nil:
+			fixed = m.GetBucket()
+		case t.BucketCount <= 1:
+			fixed = 0
+		default:
+			fixed = int32(s.rr.Add(1) % uint32(t.BucketCount))
+		}
+	}
+	comp, level, err := tableCompression(t)
+	if err != nil {
+		return nil, err
+	}
+	for i, msg := range msgs {
+		rec, err := record.DecodeBody(want, msg, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)
+		}
+		err = func() error {
+			defer rec.Release()
+			if err := record.ValidateRecord(sch, rec); err != nil {
+				return fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)
+			}
+			n := rec.NumRows()
+			if n == 0 {
+				return nil
+			}
+			total += n
+			if err := s.checkRows(total); err != nil {
+				return err
+			}
+			if !split {
+				h := record.BatchHeader{
+					RecordCount:   int32(n),
+					WriterID:      m.GetWriterId(),
+					BatchSequence: m.GetBatchSequence(),
+					SchemaID:      sch.ID,
+				}
+				return add(fixed, record.AppendBatch(nil, h, record.ComputeStats(rec), msg), n)
+			}
+			parts, err := s.chooseBuckets(t, m, rec)
+			if err != nil {
+				return err
+			}
+			defer releaseAll(parts)
+			for _, b := range sortedBuckets(parts) {
+				p := parts[b]
+				if p.NumRows() == 0 {
+					continue
+				}
+				batch, err := encodeBatch(p, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+				if err != nil {
+					return err
+				}
+				if err := add(b, batch, p.NumRows()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]bucketBatches, 0, len(byBucket))
+	for _, p := range byBucket {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b bucketBatches) int { return int(a.bucket - b.bucket) })
+	return out, nil
+}
+
+// readSchemaMessage decodes an encapsulated schema message with arrow-go.
+func readSchemaMessage(msg []byte) (*arrow.Schema, error) {
+	var buf bytes.Buffer
+	buf.Write(msg)
+	buf.Write(record.StreamSuffix)
+	r, err := ipc.NewReader(&buf)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	return r.Schema(), nil
+}
+
+// sameFields checks that an Arrow schema has the table's columns, in
+// order, with the table's Arrow types. Nullability flags are not compared:
+// NOT NULL is checked on the values.
+func sameFields(s *record.Schema, got *arrow.Schema) error {
+	if got.NumFields() != len(s.Columns) {
+		return fmt.Errorf("stream has %d columns, the table has %d (%s)", got.NumFields(), len(s.Columns), columnList(s))
+	}
+	for i, c := range s.Columns {
+		f := got.Field(i)
+		if f.Name != c.Name {
+			return fmt.Errorf("stream column %d is %q, the table's is %q (%s)", i, f.Name, c.Name, columnList(s))
+		}
+		if want := c.Type.ArrowType(); !arrow.TypeEqual(f.Type, want) {
+			return fmt.Errorf("column %q has Arrow type %s, the table's %s needs %s", c.Name, f.Type, c.Type, want)
+		}
+	}
+	return nil
+}
+
+func columnList(s *record.Schema) string {
+	var b strings.Builder
+	for i, c := range s.Columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.Name)
+		b.WriteByte(' ')
+		b.WriteString(c.Type.String())
+	}
+	return b.String()
+}
+
+func sortedBuckets(m map[int32]arrow.Record) []int32 {
+	out := make([]int32, 0, len(m))
+	for b := range m {
+		out = append(out, b)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func releaseAll(m map[int32]arrow.Record) {
+	for _, r := range m {
+		r.Release()
+	}
+}
+
+// Upsert is for primary-key tables, which come later.
+func (s *service) Upsert(ctx context.Context, req *connect.Request[flussv1.UpsertRequest]) (*connect.Response[flussv1.UpsertResponse], error) {
+	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "Upsert"); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: Upsert (primary-key tables)", ErrUnimplemented)
+}
+
+// Delete is for primary-key tables, which come later.
+func (s *service) Delete(ctx context.Context, req *connect.Request[flussv1.DeleteRequest]) (*connect.Response[flussv1.DeleteResponse], error) {
+	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "Delete"); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: Delete (primary-key tables)", ErrUnimplemented)
+}
