@@ -3,69 +3,48 @@ module github.com/fluss-node/fluss-node
 go 1.26.0
 
 require (
-	connectrpc.com/connect v1.21.1
-	github.com/BurntSushi/toml v1.6.0
-	github.com/anishathalye/porcupine v1.3.1
-	github.com/apache/arrow-go/v18 v18.8.0
-	github.com/dgraph-io/badger/v4 v4.9.6
-	github.com/google/flatbuffers v25.12.19+incompatible
-	github.com/hashicorp/go-hclog v1.6.3
-	github.com/hashicorp/memberlist v0.5.4
-	github.com/hashicorp/raft v1.7.3
-	github.com/hashicorp/raft-boltdb/v2 v2.3.1
-	github.com/hashicorp/yamux v0.1.2
-	github.com/klauspost/compress v1.20.4
-	github.com/pierrec/lz4/v4 v4.1.33
-	github.com/prometheus/client_golang v1.25.0
-	github.com/spf13/cobra v1.10.2
-	github.com/valyala/fastjson v1.6.10
-	go.uber.org/goleak v1.3.0
-	golang.org/x/net v0.63.0
-	golang.org/x/sys v0.50.0
-	google.golang.org/protobuf v1.36.12
+	connectrpc.com/connect v1.21.1 // Connect JSON, Connect proto and gRPC on one handler (client API)
+	github.com/BurntSushi/toml v1.6.0 // config.toml parsing (strict: unknown keys are errors)
+	github.com/apache/arrow-go/v18 v18.8.0 // Arrow columnar batches: IPC encode/decode, buffer compression
+	github.com/cespare/xxhash/v2 v2.3.0 // bucket hash of key columns (logstore/record/FORMAT.md)
+	github.com/google/flatbuffers v25.12.19+incompatible // Arrow IPC Message flatbuffers for buffer-level projection
+	github.com/hashicorp/go-hclog v1.6.3 // adapter from hashicorp/raft logging to log/slog
+	github.com/hashicorp/raft v1.7.3 // metadata group and one group per bucket; v1.7.3 (not 1.8) builds with raft-boltdb/v2, DESIGN §13
+	github.com/hashicorp/raft-boltdb/v2 v2.3.1 // metadata Raft log and stable store
+	github.com/prometheus/client_golang v1.25.0 // /metrics
+	github.com/spf13/cobra v1.10.2 // CLI
+	github.com/valyala/fastjson v1.6.10 // fast, exact (no float round trip) JSON row parsing
+	go.etcd.io/bbolt v1.3.5 // open options (timeout) for raft-boltdb/v2
+	go.uber.org/goleak v1.3.0 // goroutine leak checks in tests
+	golang.org/x/net v0.63.0 // h2c: HTTP/2 without TLS for gRPC on the client port
+	golang.org/x/sys v0.50.0 // flock, fdatasync, fallocate
+	google.golang.org/protobuf v1.36.12 // protobuf messages, protojson
 )
 
 require (
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/boltdb/bolt v1.3.1 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
-	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/fatih/color v1.13.0 // indirect
-	github.com/go-logr/logr v1.4.3 // indirect
-	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/goccy/go-json v0.10.6 // indirect
-	github.com/google/btree v1.1.3 // indirect
-	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.0.0 // indirect
-	github.com/hashicorp/go-metrics v0.5.4 // indirect
+	github.com/hashicorp/go-metrics v0.5.4 // indirect; pinned: v0.7 drops the compat package raft-boltdb/v2 imports
 	github.com/hashicorp/go-msgpack/v2 v2.1.5 // indirect
-	github.com/hashicorp/go-multierror v1.1.1 // indirect
-	github.com/hashicorp/go-sockaddr v1.0.7 // indirect
 	github.com/hashicorp/golang-lru v0.5.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect; ZSTD of Arrow buffers (through arrow-go)
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/miekg/dns v1.1.68 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect; LZ4_FRAME of Arrow buffers (through arrow-go)
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
-	go.etcd.io/bbolt v1.3.5 // indirect
-	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
-	go.opentelemetry.io/otel v1.41.0 // indirect
-	go.opentelemetry.io/otel/metric v1.41.0 // indirect
-	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
-	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-	golang.org/x/tools v0.52.0 // indirect
 )
 
 tool (

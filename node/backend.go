@@ -43,8 +43,46 @@ func (n *Node) ListDatabases(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// CreateTable creates the table and then waits (up to createWait) until
+// this node's replicas of it are open with a leader, so that a client's
+// first write does not meet an election.
 func (n *Node) CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreIfExists bool) (int64, error) {
-	return n.meta.CreateTable(ctx, spec, ignoreIfExists)
+	id, err := n.meta.CreateTable(ctx, spec, ignoreIfExists)
+	if err != nil {
+		return 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, createWait)
+	defer cancel()
+	n.waitTableLeaders(wctx, id)
+	return id, nil
+}
+
+// createWait bounds how long CreateTable waits for bucket leaders.
+const createWait = 10 * time.Second
+
+// waitTableLeaders waits until every bucket of the table assigned to this
+// node has an open replica with a known leader, or ctx ends.
+func (n *Node) waitTableLeaders(ctx context.Context, tableID int64) {
+	for {
+		ready := true
+		for _, a := range n.meta.AssignmentsForTable(tableID) {
+			if !slices.Contains(a.Replicas, n.id) {
+				continue
+			}
+			if r := n.replica(a.BucketID); r == nil || r.WaitLeader(ctx) != nil {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (n *Node) Table(ctx context.Context, name string) (*raftmeta.Table, error) {
@@ -205,7 +243,8 @@ func (n *Node) ListOffset(ctx context.Context, b raftmeta.BucketID, spec rpc.Off
 	}
 }
 
-// replicaError maps replica sentinels onto the rpc ones, keeping the text.
+// replicaError maps replica sentinels onto the rpc ones, keeping the
+// replica's message.
 func replicaError(err error) error {
 	var sentinel error
 	switch {
@@ -215,12 +254,20 @@ func replicaError(err error) error {
 		sentinel = rpc.ErrNoBucketLeader
 	case errors.Is(err, replica.ErrOffsetOutOfRange):
 		sentinel = rpc.ErrOffsetOutOfRange
-	case errors.Is(err, replica.ErrBusy):
+	case errors.Is(err, replica.ErrBusy), errors.Is(err, replica.ErrTooLarge):
 		sentinel = rpc.ErrResourceExhausted
 	case errors.Is(err, replica.ErrOutOfOrderSequence):
+		sentinel = rpc.ErrSequence
+	case errors.Is(err, replica.ErrInvalidBatch):
 		sentinel = raftmeta.ErrInvalid
 	default:
 		return err
 	}
-	return fmt.Errorf("%w: %v", sentinel, err)
+	return &mappedError{sentinel: sentinel, err: err}
 }
+
+// mappedError is err, also matching sentinel with errors.Is.
+type mappedError struct{ sentinel, err error }
+
+func (e *mappedError) Error() string   { return e.err.Error() }
+func (e *mappedError) Unwrap() []error { return []error{e.sentinel, e.err} }

@@ -106,4 +106,8 @@ var (
 	ErrOffsetOutOfRange  = errors.New("offset out of range")
 	ErrWrongTableKind    = errors.New("operation does not fit the table kind")
 	ErrResourceExhausted = errors.New("over a size limit")
+	// ErrSequence: an idempotent writer sent a batch sequence older than the
+	// ones the bucket remembers for it; the batch is neither stored nor
+	// known to be stored.
+	ErrSequence = errors.New("writer batch sequence out of order")
 )

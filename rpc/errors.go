@@ -37,7 +37,7 @@ var codeRules = []codeRule{
 	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed}},
 	{connect.CodeNotFound, []error{raftmeta.ErrDatabaseNotFound, raftmeta.ErrTableNotFound, raftmeta.ErrPartitionNotFound, ErrBucketNotFound}},
 	{connect.CodeAlreadyExists, []error{raftmeta.ErrDatabaseExists, raftmeta.ErrTableExists, raftmeta.ErrPartitionExists}},
-	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind}},
+	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind, ErrSequence}},
 	{connect.CodeUnimplemented, []error{ErrUnimplemented}},
 	{connect.CodeInvalidArgument, append([]error{
 		raftmeta.ErrInvalid, ErrInvalidRequest, ErrBadJSON,
@@ -47,8 +47,7 @@ var codeRules = []codeRule{
 
 // toConnectError maps err to a Connect error in ONE place. Known domain
 // errors keep their message (it names what was wrong); anything else is an
-// internal error, logged here, with a generic message so that internals do
-// not leak.
+// internal error, logged here.
 func toConnectError(err error) *connect.Error {
 	return toConnectErrorLog(err, slog.Default())
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ type testCluster struct {
 	mu     sync.Mutex
 	reps   []*Replica // nil while closed
 	layout []raft.Server
+
+	retries atomic.Int64 // client retries after a retryable error
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
@@ -135,6 +138,7 @@ func (c *testCluster) append(batches [][]byte, w int64, s int32) (int64, error) 
 			return base, nil
 		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrClosed),
 			errors.Is(err, ErrBusy), errors.Is(err, context.DeadlineExceeded):
+			c.retries.Add(1)
 			time.Sleep(2 * time.Millisecond)
 		default:
 			return 0, err
@@ -233,5 +237,61 @@ func TestClusterFailoverKeepsEveryAckExactlyOnce(t *testing.T) {
 	if !errors.As(err, &nl) || nl.Leader != c.layout[newLeader].ID {
 		t.Fatalf("append on follower: %s, want NotLeaderError naming %s", errString(err), c.layout[newLeader].ID)
 	}
-	t.Logf("old leader %d, new leader %d, %d batches, hw %d", old, newLeader, len(want), hw)
+	t.Logf("old leader %d, new leader %d, %d batches, hw %d, %d client retries", old, newLeader, len(want), hw, c.retries.Load())
+}
+
+func TestClusterLeadershipTransferDuringWrites(t *testing.T) {
+	c := newTestCluster(t, 3)
+	defer c.closeAll()
+	waitFor(t, 10*time.Second, func() error {
+		if c.leader() < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	const writers, perWriter = 4, 50
+	var mu sync.Mutex
+	acked := map[ws]int64{}
+	progress := make(chan struct{}, writers*perWriter)
+	var wg sync.WaitGroup
+	for w := 1; w <= writers; w++ {
+		wg.Go(func() {
+			for s := int32(0); s < perWriter; s++ {
+				base, err := c.append([][]byte{makeBatch(1, fmt.Sprintf("w%d/s%d", w, s))}, int64(w), s)
+				if err != nil {
+					t.Errorf("%v", err)
+					return
+				}
+				mu.Lock()
+				acked[ws{int64(w), s}] = base
+				mu.Unlock()
+				progress <- struct{}{}
+			}
+		})
+	}
+	for i := 0; i < writers*perWriter/4; i++ {
+		<-progress
+	}
+	old := c.leader()
+	if err := c.reps[old].Raft().LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	l := c.leader()
+	if l == old {
+		t.Logf("leadership came back to %d", old)
+	}
+	stored := index(t, fetchAll(t, c.reps[l]))
+	if len(stored) != writers*perWriter {
+		t.Fatalf("%d requests stored, %d acknowledged", len(stored), writers*perWriter)
+	}
+	for k, base := range acked {
+		if bases := stored[k]; len(bases) != 1 || bases[0] != base {
+			t.Fatalf("acknowledged %+v at %d is stored at %v", k, base, bases)
+		}
+	}
+	t.Logf("transfer %d -> %d, %d client retries", old, l, c.retries.Load())
 }

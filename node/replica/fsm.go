@@ -205,6 +205,17 @@ func (f *FSM) view() (next, maxTs int64, writers map[int64][]SeqResult) {
 	return f.st.NextOffset, f.st.MaxTs, writers
 }
 
+// writerIDs returns the set of tracked writers.
+func (f *FSM) writerIDs() map[int64]struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m := make(map[int64]struct{}, len(f.st.Writers))
+	for id := range f.st.Writers {
+		m[id] = struct{}{}
+	}
+	return m
+}
+
 // Snapshot implements raft.FSM: it encodes the (small) state under the lock;
 // Persist only writes the bytes.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {

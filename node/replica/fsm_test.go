@@ -288,3 +288,19 @@ func FuzzEntryOffsets(f *testing.F) {
 		}
 	})
 }
+
+func TestPruneViewKeepsLiveAndInflightWriters(t *testing.T) {
+	r := &Replica{fsm: newFSM()}
+	r.fsm.ApplyBatch([]*raft.Log{entry(1, 0, 10, 2, 1, 1)})
+	tm := newTerm(r)
+	inflightReq := &appendReq{}
+	tm.view = map[int64][]*viewSeq{
+		1: {{SeqResult: SeqResult{Seq: 1}}},                   // expired by the FSM, idle: dropped
+		2: {{SeqResult: SeqResult{Seq: 1}}},                   // tracked by the FSM: kept
+		3: {{SeqResult: SeqResult{Seq: 4}, req: inflightReq}}, // in flight: kept
+	}
+	tm.pruneView()
+	if _, ok := tm.view[1]; ok || len(tm.view) != 2 || tm.view[2] == nil || tm.view[3] == nil {
+		t.Fatalf("view after prune has writers %v", tm.view)
+	}
+}

@@ -88,13 +88,14 @@ func openSingle(t testing.TB, dir string, mod func(*Config)) *Replica {
 	return r
 }
 
-// fetchAll reads every committed batch from offset 0 (or log start).
+// fetchAll reads every batch this replica has applied, from its log start
+// (leader or not: replicas are compared with it).
 func fetchAll(t testing.TB, r *Replica) [][]byte {
 	t.Helper()
 	var out [][]byte
 	off := r.LogStartOffset()
 	for {
-		bs, hw, _, err := r.Fetch(context.Background(), off, 64<<10, 0)
+		bs, hw, _, err := r.FetchLocal(context.Background(), off, 64<<10, 0)
 		if err != nil {
 			t.Fatalf("Fetch(%d): %v", off, err)
 		}

@@ -64,8 +64,35 @@ type term struct {
 	view        map[int64][]*viewSeq // writer → window, oldest first
 
 	// Owned by the run goroutine.
-	next   int64 // proposed next offset
-	lastTs int64 // last commit timestamp stamped
+	next     int64  // proposed next offset
+	lastTs   int64  // last commit timestamp stamped
+	proposed uint64 // entries proposed in this term
+}
+
+// viewPruneEvery is how many proposed entries pass between prunes of the
+// writer view (writers the FSM expired and with nothing in flight are
+// dropped, so a long leadership does not grow the view without bound).
+const viewPruneEvery = 4096
+
+// pruneView drops writers the FSM no longer tracks and that have nothing in
+// flight. Answering a retry from a pruned writer's window would still have
+// been correct; pruning only bounds memory.
+func (t *term) pruneView() {
+	live := t.r.fsm.writerIDs()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, win := range t.view {
+		if _, ok := live[id]; ok {
+			continue
+		}
+		busy := false
+		for _, v := range win {
+			busy = busy || v.req != nil
+		}
+		if !busy {
+			delete(t.view, id)
+		}
+	}
 }
 
 func newTerm(r *Replica) *term {
@@ -149,6 +176,12 @@ func (t *term) becomeReady() bool {
 		r.logger.Warn("bucket leader barrier failed", "err", err)
 		if err == raft.ErrRaftShutdown {
 			return false
+		}
+		// E.g. a leadership transfer in progress: back off, don't spin.
+		select {
+		case <-t.stop:
+			return false
+		case <-time.After(r.tuning.HeartbeatTimeout / 10):
 		}
 	}
 	next, maxTs, writers := r.fsm.view()
@@ -241,6 +274,9 @@ func (t *term) proposeLoop() {
 			}
 			comp <- inflight{f: t.r.raft.Apply(data, 0), reqs: packed}
 			accepted = rest
+			if t.proposed++; t.proposed%viewPruneEvery == 0 {
+				t.pruneView()
+			}
 		}
 	}
 }
@@ -274,6 +310,7 @@ func (t *term) dedupe(reqs []*appendReq) []*appendReq {
 					req.finish(hit.Base, hit.Count, nil)
 				default:
 					hit.req.dups = append(hit.req.dups, req)
+					t.r.parked.Add(1)
 				}
 				continue
 			}

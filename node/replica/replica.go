@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -94,6 +95,9 @@ type Replica struct {
 	mu     sync.Mutex
 	term   *term // nil unless leading
 	closed bool
+
+	// parked counts retries that waited for an in-flight original.
+	parked atomic.Int64
 
 	// hookBeforeDrain, when set (tests), runs in the proposer before it
 	// drains the queue.
@@ -208,6 +212,25 @@ func (r *Replica) notReadyErr() error {
 	}
 }
 
+// servingReads returns nil when this replica is the leader and its barrier
+// has applied every entry of earlier terms. Reads are served by the leader
+// only: a restarted or lagging replica's applied state can be behind what
+// clients were already acknowledged, and a read must never go backwards.
+func (r *Replica) servingReads() error {
+	r.mu.Lock()
+	t := r.term
+	r.mu.Unlock()
+	if t != nil {
+		t.mu.Lock()
+		ready := t.ready
+		t.mu.Unlock()
+		if ready {
+			return nil
+		}
+	}
+	return r.notReadyErr()
+}
+
 // lostErr is the error of requests whose outcome is unknown.
 func (r *Replica) lostErr() error {
 	if r.isClosed() {
@@ -280,7 +303,20 @@ func (r *Replica) Append(ctx context.Context, batches [][]byte, writerID int64, 
 // the stored log, e.g. while a restarted replica replays) it waits up to
 // maxWait for data and returns no batches if none came. Offsets below the
 // log start or beyond the stored log get ErrOffsetOutOfRange.
+//
+// Fetch is served by the leader only (see servingReads); FetchLocal reads
+// this replica's own applied state, wherever it is.
 func (r *Replica) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (batches [][]byte, hw, logStart int64, err error) {
+	if err := r.servingReads(); err != nil {
+		return nil, 0, 0, err
+	}
+	return r.FetchLocal(ctx, offset, maxBytes, maxWait)
+}
+
+// FetchLocal is Fetch without the leadership check: it serves what this
+// replica has applied, which is committed but may lag the leader. It is for
+// comparing replicas and for follower reads that accept lag.
+func (r *Replica) FetchLocal(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (batches [][]byte, hw, logStart int64, err error) {
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
@@ -412,16 +448,8 @@ func (r *Replica) WaitLeader(ctx context.Context) error {
 		switch id := r.Leader(); id {
 		case "":
 		case r.cfg.LocalID:
-			r.mu.Lock()
-			t := r.term
-			r.mu.Unlock()
-			if t != nil {
-				t.mu.Lock()
-				ready := t.ready
-				t.mu.Unlock()
-				if ready {
-					return nil
-				}
+			if r.servingReads() == nil {
+				return nil
 			}
 		default:
 			return nil

@@ -9,10 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/logstore"
 )
 
 func TestAppendDenseOffsets(t *testing.T) {
@@ -84,12 +87,25 @@ func TestAppendRejectsBadInput(t *testing.T) {
 }
 
 func TestReopenKeepsAcknowledged(t *testing.T) {
+	for _, snapshot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshot=%v", snapshot), func(t *testing.T) { testReopen(t, snapshot) })
+	}
+}
+
+// testReopen appends, optionally snapshots midway (so the restart restores
+// the snapshot and replays only the entries after it), closes and reopens.
+func testReopen(t *testing.T, snapshot bool) {
 	dir := t.TempDir()
 	r := openSingle(t, dir, nil)
 	ctx := context.Background()
 	for i := 0; i < 50; i++ {
 		if _, _, err := r.Append(ctx, [][]byte{makeBatch(2, fmt.Sprint(i))}, 1, int32(i)); err != nil {
 			t.Fatal(err)
+		}
+		if snapshot && i == 30 {
+			if err := r.Raft().Snapshot().Error(); err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
 		}
 	}
 	before := fetchAll(t, r)
@@ -288,6 +304,9 @@ func TestIdempotentRetry(t *testing.T) {
 		if first.base != hw || first.count != 3 {
 			t.Fatalf("in-flight result (%d,%d), want (%d,3)", first.base, first.count, hw)
 		}
+		if n := r.parked.Load(); n != 2 {
+			t.Fatalf("%d retries parked on the in-flight original, want 2", n)
+		}
 	})
 	got := index(t, fetchAll(t, r))
 	for k, bases := range got {
@@ -399,6 +418,15 @@ func TestFetch(t *testing.T) {
 		if h, _, _ := peekBatch(bs[0]); h.Base != 2 || h.Count != 3 {
 			t.Fatalf("Fetch(3) returned batch at %d (%d records), want the batch at 2", h.Base, h.Count)
 		}
+		// The caller owns what Fetch returns: scribbling on it changes nothing stored.
+		keep := bytes.Clone(bs[0])
+		for i := range bs[0] {
+			bs[0][i] = 0
+		}
+		again, _, _, err := r.Fetch(ctx, 3, 0, 0)
+		if err != nil || len(again) != 1 || !bytes.Equal(again[0], keep) {
+			t.Fatalf("refetch after modifying the returned batch: %v", err)
+		}
 	})
 	t.Run("at hw times out empty", func(t *testing.T) {
 		bs, hw, _, err := r.Fetch(ctx, 5, 0, 20*time.Millisecond)
@@ -500,4 +528,106 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-var _ = raft.Voter
+// gatedLog holds StoreLogs while armed, so an entry stays in flight.
+type gatedLog struct {
+	*logstore.Log
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedLog) StoreLogs(logs []*raft.Log) error {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Log.StoreLogs(logs)
+}
+
+func (g *gatedLog) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
+
+func TestRetryOfProposedEntryWaitsForOriginal(t *testing.T) {
+	g := &gatedLog{entered: make(chan struct{}), release: make(chan struct{})}
+	r := openSingle(t, t.TempDir(), func(c *Config) {
+		c.openLog = func(dir string) (dataLog, error) {
+			l, err := logstore.Open(logstore.Options{Dir: dir, OffsetFunc: EntryOffsets})
+			g.Log = l
+			return g, err
+		}
+	})
+	defer r.Close()
+	ctx := context.Background()
+	if _, _, err := r.Append(ctx, [][]byte{makeBatch(1, "first")}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	type res struct {
+		base  int64
+		count int32
+		err   error
+	}
+	orig, retry := make(chan res, 1), make(chan res, 1)
+	go func() {
+		b, c, err := r.Append(ctx, [][]byte{makeBatch(2, "orig")}, 42, 7)
+		orig <- res{b, c, err}
+	}()
+	<-g.entered // the original's entry is in raft, being stored
+	go func() {
+		b, c, err := r.Append(ctx, [][]byte{makeBatch(2, "retry")}, 42, 7)
+		retry <- res{b, c, err}
+	}()
+	waitFor(t, 5*time.Second, func() error {
+		if n := r.parked.Load(); n != 1 {
+			return fmt.Errorf("%d retries parked on the original", n)
+		}
+		select {
+		case got := <-retry:
+			return fmt.Errorf("retry answered before the original committed: %+v", got)
+		default:
+		}
+		return nil
+	})
+	// The proposer drained the retry; it must not be proposed again.
+	_, entriesBefore := r.stats()
+	close(g.release)
+	o, rt := <-orig, <-retry
+	if o.err != nil || o != rt || o.base != 1 || o.count != 2 {
+		t.Fatalf("original %+v, retry %+v; want both (1,2,nil)", o, rt)
+	}
+	_, entriesAfter := r.stats()
+	if entriesAfter-entriesBefore != 1 {
+		t.Fatalf("%d entries applied for one request and its retry", entriesAfter-entriesBefore)
+	}
+	if got := index(t, fetchAll(t, r))[ws{42, 7}]; len(got) != 1 {
+		t.Fatalf("(42,7) stored at %v", got)
+	}
+}
+
+// A follower refuses Fetch (its applied state may lag what the leader
+// acknowledged) and names the leader; FetchLocal serves it.
+func TestFetchIsLeaderOnly(t *testing.T) {
+	c := newTestCluster(t, 3)
+	defer c.closeAll()
+	ctx := context.Background()
+	if _, err := c.append([][]byte{makeBatch(2, "x")}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	li := c.leader()
+	for i, r := range c.reps {
+		if i == li {
+			continue
+		}
+		_, _, _, err := r.Fetch(ctx, 0, 0, 0)
+		var nl *NotLeaderError
+		if !errors.As(err, &nl) || nl.Leader != c.layout[li].ID {
+			t.Fatalf("follower Fetch: %v, want NotLeaderError naming %s", err, c.layout[li].ID)
+		}
+		waitFor(t, 5*time.Second, func() error {
+			bs, hw, _, err := r.FetchLocal(ctx, 0, 0, 0)
+			if err != nil || hw != 2 || len(bs) != 1 {
+				return fmt.Errorf("FetchLocal: %d batches, hw %d, %v", len(bs), hw, err)
+			}
+			return nil
+		})
+	}
+}
