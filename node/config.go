@@ -31,6 +31,13 @@ type Config struct {
 	Storage StorageConfig `toml:"storage"`
 	Limits  LimitsConfig  `toml:"limits"`
 	Raft    RaftConfig    `toml:"raft"`
+	Debug   DebugConfig   `toml:"debug"`
+}
+
+// DebugConfig enables diagnostics on the client listener.
+type DebugConfig struct {
+	// Pprof serves net/http/pprof under /debug/pprof/. Default false.
+	Pprof bool `toml:"pprof"`
 }
 
 // LogConfig configures the process log (log/slog).

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -194,7 +195,15 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("client listener: %w", err)
 	}
 	n.listener = lis
-	handler := rpc.NewHandler(n, n.limits(), n.registry, n.logger)
+	var handler http.Handler = rpc.NewHandler(n, n.limits(), n.registry, n.logger)
+	if n.cfg.Debug.Pprof {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		handler = mux
+	}
 	n.server = &http.Server{
 		Handler:           h2c.NewHandler(handler, &http2.Server{}),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -227,7 +227,15 @@ func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bu
 	return out, nil
 }
 
+// smallBatchRows: batches with fewer rows are stored uncompressed.
+// Compressing a handful of values saves a few bytes and costs a codec
+// set-up per buffer, which dominated the CPU of 1-row appends.
+const smallBatchRows = 32
+
 func encodeBatch(rec arrow.Record, schemaID int32, comp record.Compression, level int, writerID int64, seq int32) ([]byte, error) {
+	if rec.NumRows() < smallBatchRows {
+		comp = record.CompressionNone
+	}
 	body, err := record.EncodeBody(rec, comp, level)
 	if err != nil {
 		return nil, fmt.Errorf("encode batch: %w", err)
