@@ -47,6 +47,8 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
+require github.com/hashicorp/yamux v0.1.2 // indirect
+
 tool (
 	connectrpc.com/connect/cmd/protoc-gen-connect-go
 	google.golang.org/protobuf/cmd/protoc-gen-go

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -178,4 +179,163 @@ func jsonInt(v any) int64 {
 		return int64(x)
 	}
 	return 0
+}
+
+// stop sends SIGTERM and waits (bounded) for a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.kill()
+		t.Fatalf("fluss-node did not exit within 30s of SIGTERM:\n%s", p.logText())
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("fluss-node exited with status %d after SIGTERM:\n%s", code, p.logText())
+	}
+}
+
+// logText is the node's stderr so far. It is read only after the process
+// ended or for diagnostics.
+func (p *proc) logText() string {
+	return p.logs.String()
+}
+
+// startNodeWithConfig writes config (TOML) to a file and starts a node with
+// --config pointing at it.
+func startNodeWithConfig(t *testing.T, dataDir, config string) *proc {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fluss.toml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startNode(t, dataDir, "--config", path)
+}
+
+// mustCall retries a Connect JSON call until it succeeds (a fresh node has
+// no leader for a moment) and fails the test after 20s.
+func mustCall(t *testing.T, addr, procedure string, req, out any) {
+	t.Helper()
+	waitFor(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return call(ctx, addr, procedure, req, out)
+	})
+}
+
+// callOnce is one Connect JSON call with a 10s bound.
+func callOnce(addr, procedure string, req, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return call(ctx, addr, procedure, req, out)
+}
+
+// postRaw posts body as it is (no JSON encoding) to a Connect JSON
+// procedure and returns the status and reply body.
+func postRaw(addr, procedure string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/fluss.v1."+procedure, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// wantCode checks that err is a Connect error with code and a message
+// containing every one of words.
+func wantCode(t *testing.T, what string, err error, code string, words ...string) {
+	t.Helper()
+	var ce *connectErr
+	if !errors.As(err, &ce) {
+		t.Errorf("%s: want Connect error %s, got %v", what, code, err)
+		return
+	}
+	if ce.Code != code {
+		t.Errorf("%s: code %q, want %q (message %q)", what, ce.Code, code, ce.Message)
+	}
+	for _, w := range words {
+		if !strings.Contains(ce.Message, w) {
+			t.Errorf("%s: message %q does not mention %q", what, ce.Message, w)
+		}
+	}
+}
+
+// fetchAllRaw reads every bucket of table from offset 0 to its high
+// watermark as JSON and returns the rows' raw bytes per bucket.
+func fetchAllRaw(t *testing.T, addr, table string, buckets int) [][]json.RawMessage {
+	t.Helper()
+	out := make([][]json.RawMessage, buckets)
+	for b := 0; b < buckets; b++ {
+		var offset int64
+		for {
+			var resp struct {
+				Rows          []json.RawMessage `json:"rows"`
+				NextOffset    any               `json:"nextOffset"`
+				HighWatermark any               `json:"highWatermark"`
+			}
+			mustCall(t, addr, "ReadService/Fetch", map[string]any{"table": table, "bucket": b, "offset": offset}, &resp)
+			out[b] = append(out[b], resp.Rows...)
+			next, hw := jsonInt(resp.NextOffset), jsonInt(resp.HighWatermark)
+			if next >= hw {
+				break
+			}
+			if next <= offset {
+				t.Fatalf("fetch %s bucket %d at %d: no progress (next %d, hw %d)", table, b, offset, next, hw)
+			}
+			offset = next
+		}
+	}
+	return out
+}
+
+// cliResult is one run of the fluss-node binary as a client.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the binary with args against addr (via $FLUSS_SERVER and
+// --server), feeding stdin, bounded to 60s.
+func runCLI(t *testing.T, addr, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(args, "--server", addr)...)
+	cmd.Env = append(os.Environ(), "FLUSS_SERVER="+addr)
+	cmd.Stdin = strings.NewReader(stdin)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := cliResult{stdout: so.String(), stderr: se.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("run fluss-node %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("fluss-node %v did not finish within 60s", args)
+	}
+	return r
+}
+
+// mustCLI runs the binary and fails the test on a non-zero exit.
+func mustCLI(t *testing.T, addr, stdin string, args ...string) cliResult {
+	t.Helper()
+	r := runCLI(t, addr, stdin, args...)
+	if r.code != 0 {
+		t.Fatalf("fluss-node %q: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r
 }

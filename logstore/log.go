@@ -263,6 +263,9 @@ func (l *Log) recover() error {
 			if err := s.flushIndexes(l.fs, false); err != nil {
 				l.log.Warn("logstore: cannot rewrite segment indexes", "segment", s.name(), "err", err)
 			}
+			if !lastSeg {
+				s.closeIndexes()
+			}
 		}
 	}
 	// Drop segments entirely below the logical first index.
@@ -386,6 +389,7 @@ func (l *Log) removeSegment(s *segment) {
 	if s.f != nil {
 		s.f.Close()
 	}
+	s.closeIndexes()
 	for _, p := range []string{s.logPath(), s.idxPath(), s.tidxPath()} {
 		if err := l.fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.log.Warn("logstore: cannot remove file", "path", p, "err", err)
@@ -398,6 +402,7 @@ func (l *Log) closeFiles() {
 		if s.f != nil {
 			s.f.Close()
 		}
+		s.closeIndexes()
 	}
 }
 
@@ -653,6 +658,7 @@ func (l *Log) seal(s *segment) error {
 	if err := s.flushIndexes(l.fs, true); err != nil {
 		l.log.Warn("logstore: cannot write segment indexes", "segment", s.name(), "err", err)
 	}
+	s.closeIndexes() // no more appends: do not hold descriptors for it
 	return nil
 }
 

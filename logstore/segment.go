@@ -45,12 +45,14 @@ type segment struct {
 
 	index          []indexEntry
 	tindex         []timeEntry
-	sinceIdx       int64 // bytes written since the last index entry
-	sinceTime      int64 // bytes written since the last time entry
-	idxWritten     int   // entries of index already in the .index file
-	tidxWritten    int   // entries of tindex already in the .timeindex file
-	indexesDirty   bool  // files must be rewritten from scratch
-	syncedThrough  int64 // durable size (SyncAlways bookkeeping)
+	sinceIdx       int64  // bytes written since the last index entry
+	sinceTime      int64  // bytes written since the last time entry
+	idxWritten     int    // entries of index already in the .index file
+	tidxWritten    int    // entries of tindex already in the .timeindex file
+	indexesDirty   bool   // files must be rewritten from scratch
+	syncedThrough  int64  // durable size (SyncAlways bookkeeping)
+	idxF, tidxF    File   // open index files (nil until the first flush, or after close)
+	scratch        []byte // encoding buffer of flushIndexes
 	deletedOnClose bool
 }
 
@@ -107,52 +109,80 @@ func (s *segment) sealTimeIndex() {
 // flushIndexes appends new in-memory entries to the index files (or
 // rewrites them). Index files are a cache: they are never synced except
 // at roll, and errors are only logged by the caller.
+//
+// The index files stay open while the segment takes appends, so the common
+// case (a few new entries) is one pwrite per file at the end; a file is
+// truncated only when it is rewritten from scratch (indexesDirty: after
+// recovery found it inconsistent, after tail truncation, or after a failed
+// write). The file size is therefore always idxWritten (tidxWritten)
+// entries when indexesDirty is false.
 func (s *segment) flushIndexes(fs FS, sync bool) error {
 	if s.indexesDirty {
 		s.idxWritten, s.tidxWritten = 0, 0
 	}
-	err1 := writeEntries(fs, s.idxPath(), s.indexesDirty, s.idxWritten, len(s.index), func(b []byte, i int) {
+	err1 := writeEntries(fs, &s.idxF, s.idxPath(), s.indexesDirty, s.idxWritten, len(s.index), func(b []byte, i int) {
 		e := s.index[i]
 		binary.LittleEndian.PutUint64(b[0:], uint64(e.offset))
 		binary.LittleEndian.PutUint32(b[8:], e.rel)
 		binary.LittleEndian.PutUint32(b[12:], e.pos)
-	}, sync)
-	err2 := writeEntries(fs, s.tidxPath(), s.indexesDirty, s.tidxWritten, len(s.tindex), func(b []byte, i int) {
+	}, sync, &s.scratch)
+	err2 := writeEntries(fs, &s.tidxF, s.tidxPath(), s.indexesDirty, s.tidxWritten, len(s.tindex), func(b []byte, i int) {
 		e := s.tindex[i]
 		binary.LittleEndian.PutUint64(b[0:], uint64(e.ts))
 		binary.LittleEndian.PutUint64(b[8:], uint64(e.offset))
-	}, sync)
+	}, sync, &s.scratch)
 	if err := errors.Join(err1, err2); err != nil {
 		s.indexesDirty = true
+		// Reopen on the next flush: the descriptor may be the problem.
+		s.closeIndexes()
 		return err
 	}
 	s.idxWritten, s.tidxWritten, s.indexesDirty = len(s.index), len(s.tindex), false
 	return nil
 }
 
-func writeEntries(fs FS, path string, rewrite bool, from, to int, put func([]byte, int), sync bool) error {
+// closeIndexes closes the index files if they are open (they are reopened
+// by the next flushIndexes).
+func (s *segment) closeIndexes() {
+	for _, f := range []*File{&s.idxF, &s.tidxF} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+// writeEntries writes entries [from, to) at their place in the index file
+// *fp (opened on first use), after truncating it to zero when rewrite is
+// set. scratch is a reusable encoding buffer.
+func writeEntries(fs FS, fp *File, path string, rewrite bool, from, to int, put func([]byte, int), sync bool, scratch *[]byte) error {
 	if !rewrite && from == to && !sync {
 		return nil
 	}
-	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
+	if *fp == nil {
+		f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		*fp = f
 	}
-	defer f.Close()
+	f := *fp
 	if rewrite {
 		if err := f.Truncate(0); err != nil {
 			return err
 		}
 	}
-	buf := make([]byte, (to-from)*indexEntryLen)
-	for i := from; i < to; i++ {
-		put(buf[(i-from)*indexEntryLen:], i)
-	}
-	if _, err := f.WriteAt(buf, int64(from)*indexEntryLen); err != nil {
-		return err
-	}
-	if err := f.Truncate(int64(to) * indexEntryLen); err != nil {
-		return err
+	if n := (to - from) * indexEntryLen; n > 0 {
+		if cap(*scratch) < n {
+			*scratch = make([]byte, n)
+		}
+		buf := (*scratch)[:n]
+		for i := from; i < to; i++ {
+			put(buf[(i-from)*indexEntryLen:], i)
+		}
+		if _, err := f.WriteAt(buf, int64(from)*indexEntryLen); err != nil {
+			return err
+		}
 	}
 	if sync {
 		return f.Sync()

@@ -25,15 +25,55 @@ func splitTableName(name string) (db, table string, err error) {
 	return db, table, nil
 }
 
+// metaLeaderWait bounds how long a catalog write waits for a metadata
+// leader (right after start-up, or during an election) before it answers
+// unavailable.
+const metaLeaderWait = 5 * time.Second
+
+// awaitCatalog waits (up to metaLeaderWait) until this node's registration
+// is applied, so that its copy of the catalog is current after a restart.
+func (n *Node) awaitCatalog(ctx context.Context) {
+	select {
+	case <-n.registered:
+		return
+	default:
+	}
+	wctx, cancel := context.WithTimeout(ctx, metaLeaderWait)
+	defer cancel()
+	select {
+	case <-n.registered:
+	case <-wctx.Done():
+	}
+}
+
+// awaitMetaLeader waits until a metadata leader is known and this node is
+// registered in the catalog (so its copy of the catalog is current), or
+// metaLeaderWait passes; the call that follows reports the outcome either
+// way. Once registered it costs one channel receive.
+func (n *Node) awaitMetaLeader(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, metaLeaderWait)
+	defer cancel()
+	select {
+	case <-n.registered:
+	case <-wctx.Done():
+	}
+	if id, _ := n.meta.Leader(); id == 0 {
+		n.meta.WaitForLeader(wctx)
+	}
+}
+
 func (n *Node) CreateDatabase(ctx context.Context, name, comment string, ignoreIfExists bool) error {
+	n.awaitMetaLeader(ctx)
 	return n.meta.CreateDatabase(ctx, name, comment, ignoreIfExists)
 }
 
 func (n *Node) DropDatabase(ctx context.Context, name string, ignoreIfNotExists, cascade bool) error {
+	n.awaitMetaLeader(ctx)
 	return n.meta.DropDatabase(ctx, name, ignoreIfNotExists, cascade)
 }
 
 func (n *Node) ListDatabases(ctx context.Context) ([]string, error) {
+	n.awaitCatalog(ctx)
 	dbs := n.meta.Databases()
 	names := make([]string, len(dbs))
 	for i, d := range dbs {
@@ -47,6 +87,7 @@ func (n *Node) ListDatabases(ctx context.Context) ([]string, error) {
 // this node's replicas of it are open with a leader, so that a client's
 // first write does not meet an election.
 func (n *Node) CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreIfExists bool) (int64, error) {
+	n.awaitMetaLeader(ctx)
 	id, err := n.meta.CreateTable(ctx, spec, ignoreIfExists)
 	if err != nil {
 		return 0, err
@@ -86,6 +127,7 @@ func (n *Node) waitTableLeaders(ctx context.Context, tableID int64) {
 }
 
 func (n *Node) Table(ctx context.Context, name string) (*raftmeta.Table, error) {
+	n.awaitCatalog(ctx)
 	db, t, err := splitTableName(name)
 	if err != nil {
 		return nil, err
@@ -94,6 +136,7 @@ func (n *Node) Table(ctx context.Context, name string) (*raftmeta.Table, error) 
 }
 
 func (n *Node) ListTables(ctx context.Context, database string) ([]string, error) {
+	n.awaitCatalog(ctx)
 	tables, err := n.meta.Tables(database)
 	if err != nil {
 		return nil, err
@@ -111,10 +154,12 @@ func (n *Node) DropTable(ctx context.Context, name string, ignoreIfNotExists boo
 	if err != nil {
 		return err
 	}
+	n.awaitMetaLeader(ctx)
 	return n.meta.DropTable(ctx, db, t, ignoreIfNotExists)
 }
 
 func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {
+	n.awaitCatalog(ctx)
 	var out []rpc.BucketLayout
 	for _, a := range n.meta.AssignmentsForTable(tableID) {
 		l := rpc.BucketLayout{PartitionID: a.PartitionID, Bucket: a.Bucket, Replicas: a.Replicas}
@@ -142,6 +187,7 @@ func leaderNode(r *replica.Replica) raftmeta.NodeID {
 }
 
 func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
+	n.awaitCatalog(ctx)
 	info := &rpc.ClusterInfo{ClusterID: n.meta.ClusterID()}
 	leaderID, _ := n.meta.Leader()
 	info.MetaLeader = leaderID

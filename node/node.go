@@ -48,8 +48,9 @@ type Node struct {
 	mu       sync.Mutex
 	replicas map[raftmeta.BucketID]*replica.Replica
 
-	quit chan struct{}
-	wg   sync.WaitGroup
+	registered chan struct{} // closed once this node is in the catalog
+	quit       chan struct{}
+	wg         sync.WaitGroup
 }
 
 // New validates cfg, locks the data directory and opens the stores. Start
@@ -62,13 +63,15 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		logger = slog.Default()
 	}
 	n := &Node{
-		cfg:      cfg,
-		logger:   logger,
-		registry: prometheus.NewRegistry(),
-		replicas: make(map[raftmeta.BucketID]*replica.Replica),
-		quit:     make(chan struct{}),
+		cfg:        cfg,
+		logger:     logger,
+		registry:   prometheus.NewRegistry(),
+		replicas:   make(map[raftmeta.BucketID]*replica.Replica),
+		quit:       make(chan struct{}),
+		registered: make(chan struct{}),
 	}
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.registerMetrics()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -216,9 +219,22 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goFunc(n.registerLoop)
 	n.goFunc(n.reconcileLoop)
 	n.goFunc(n.retentionLoop)
+	// Until this node's registration is applied, its copy of the catalog may
+	// lag (a restarted node replays the metadata log after its election):
+	// announce "serving" once it is current, or after startWait regardless
+	// (a node without a metadata quorum still answers, with unavailable).
+	select {
+	case <-n.registered:
+	case <-time.After(startWait):
+		n.logger.Warn("no metadata leader yet; serving anyway", "waited", startWait)
+	case <-ctx.Done():
+	}
 	n.logger.Info("serving", "client_addr", lis.Addr().String(), "data_dir", n.cfg.DataDir, "version", Version)
 	return nil
 }
+
+// startWait bounds how long Start waits for the catalog to be current.
+const startWait = 15 * time.Second
 
 // ClientAddr is the bound client listener address (after Start).
 func (n *Node) ClientAddr() string { return n.listener.Addr().String() }
@@ -308,6 +324,7 @@ func (n *Node) registerLoop() {
 		})
 		cancel()
 		if err == nil {
+			close(n.registered)
 			return
 		}
 		n.logger.Debug("register node", "err", err)

@@ -34,7 +34,7 @@ var codeRules = []codeRule{
 	{connect.CodeDeadlineExceeded, []error{context.DeadlineExceeded}},
 	{connect.CodeResourceExhausted, []error{ErrResourceExhausted}},
 	{connect.CodeOutOfRange, []error{ErrOffsetOutOfRange}},
-	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed}},
+	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed, raftmeta.ErrNoActiveNodes}},
 	{connect.CodeNotFound, []error{raftmeta.ErrDatabaseNotFound, raftmeta.ErrTableNotFound, raftmeta.ErrPartitionNotFound, ErrBucketNotFound}},
 	{connect.CodeAlreadyExists, []error{raftmeta.ErrDatabaseExists, raftmeta.ErrTableExists, raftmeta.ErrPartitionExists}},
 	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind, ErrSequence}},

@@ -64,6 +64,10 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// compressMinBytes: responses smaller than this are sent uncompressed
+// even when the client accepts gzip.
+const compressMinBytes = 1 << 10
+
 // service implements the three Connect services over a Backend.
 type service struct {
 	b   Backend
@@ -89,6 +93,10 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 	m := newMetrics(reg)
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(lim.MaxRequestBytes),
+		// Compressing a small response (an Append result is a few dozen
+		// bytes) costs a gzip writer reset per call, which dominated the
+		// CPU of small writes, and saves nothing.
+		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithInterceptors(&interceptor{m: m, log: logger}),
 	}
 	for _, c := range Codecs() {

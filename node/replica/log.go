@@ -24,6 +24,8 @@ type dataLog interface {
 	Read(offset, endOffset int64, maxBytes int, fn func(index uint64, base int64, count int32, data []byte) bool) error
 	OffsetForTimestamp(tsMs int64) (int64, bool)
 	DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error)
+	// Size is the bytes of the stored segments.
+	Size() int64
 	Close() error
 }
 

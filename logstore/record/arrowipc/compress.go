@@ -1,0 +1,478 @@
+package arrowipc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	flatbuffers "github.com/google/flatbuffers/go"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Codec is an Arrow IPC body compression codec. The values match the
+// record package's Compression (FORMAT.md §1 attribute bits 0-1), not the
+// flatbuffer enum (LZ4_FRAME = 0, ZSTD = 1), so the zero value means none.
+type Codec uint8
+
+const (
+	CodecNone     Codec = 0
+	CodecLZ4Frame Codec = 1
+	CodecZSTD     Codec = 2
+)
+
+func (c Codec) String() string {
+	switch c {
+	case CodecNone:
+		return "NONE"
+	case CodecLZ4Frame:
+		return "LZ4_FRAME"
+	case CodecZSTD:
+		return "ZSTD"
+	}
+	return fmt.Sprintf("Codec(%d)", uint8(c))
+}
+
+const (
+	// Arrow's CompressionType enum (Message.fbs) and BodyCompressionMethod.
+	fbLZ4Frame     = 0
+	fbZSTD         = 1
+	methodBuffer   = 0
+	uncompressedID = -1 // an 8-byte prefix of -1: buffer stored raw
+
+	// DefaultZSTDLevel is Fluss's default table.log.arrow.compression.zstd.level.
+	DefaultZSTDLevel = 3
+	// MinZSTDLevel and MaxZSTDLevel bound the zstd level (as in Fluss).
+	MinZSTDLevel = 1
+	MaxZSTDLevel = 22
+)
+
+// DefaultMaxDecompressed bounds the decompressed body of one record-batch
+// message when Decompress is given no limit (maxBody <= 0).
+const DefaultMaxDecompressed = 256 << 20
+
+// ErrTooLarge reports a compressed batch that declares more uncompressed
+// bytes than the caller's limit (a possible decompression bomb).
+var ErrTooLarge = errors.New("arrowipc: decompressed body exceeds the limit")
+
+// ErrInvalidCodec reports an unknown codec or a zstd level outside 1..22.
+var ErrInvalidCodec = errors.New("arrowipc: invalid compression codec or level")
+
+// zstd: one shared encoder per klauspost speed (Fluss levels map with
+// zstd.EncoderLevelFromZstd: 1-2 fastest, 3-5 default, 6-9 better, 10-22
+// best). EncodeAll is concurrency-safe and, unlike the streaming encoder
+// arrow-go uses per buffer, does not reset its tables per call.
+var zstdEncoders [zstd.SpeedBestCompression + 1]struct {
+	once sync.Once
+	enc  *zstd.Encoder
+	err  error
+}
+
+// codecConcurrency is how many zstd encoder/decoder states each shared
+// codec holds: EncodeAll/DecodeAll calls beyond it wait.
+func codecConcurrency() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+func zstdEncoder(level int) (*zstd.Encoder, error) {
+	if level == 0 {
+		level = DefaultZSTDLevel
+	}
+	if level < MinZSTDLevel || level > MaxZSTDLevel {
+		return nil, fmt.Errorf("%w: zstd level %d, want %d..%d", ErrInvalidCodec, level, MinZSTDLevel, MaxZSTDLevel)
+	}
+	speed := zstd.EncoderLevelFromZstd(level)
+	e := &zstdEncoders[speed]
+	e.once.Do(func() {
+		e.enc, e.err = zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(speed),
+			zstd.WithEncoderConcurrency(codecConcurrency()),
+			zstd.WithEncoderCRC(false),
+			zstd.WithLowerEncoderMem(true),
+			zstd.WithZeroFrames(true))
+	})
+	if e.err != nil {
+		return nil, fmt.Errorf("arrowipc: zstd encoder: %w", e.err)
+	}
+	return e.enc, nil
+}
+
+var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(codecConcurrency()),
+		zstd.WithDecodeAllCapLimit(true),
+		zstd.WithDecoderMaxMemory(DefaultMaxDecompressed),
+		zstd.WithDecoderMaxWindow(64<<20))
+})
+
+// lz4 frame writers and readers are stateful: pool them. The writer options
+// match arrow-go and Arrow C++ (64 KiB independent blocks, no checksum).
+var lz4Writers = sync.Pool{New: func() any {
+	w := lz4.NewWriter(nil)
+	_ = w.Apply(lz4.ChecksumOption(false), lz4.BlockSizeOption(lz4.Block64Kb))
+	return w
+}}
+
+var lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// compressBuf appends to dst the Arrow compressed form of raw (len > 0):
+// the int64 uncompressed length and the compressed bytes, or -1 and raw
+// when compression does not make it smaller.
+func compressBuf(dst, raw []byte, codec Codec, zenc *zstd.Encoder) ([]byte, error) {
+	start := len(dst)
+	dst = le.AppendUint64(dst, uint64(len(raw)))
+	switch codec {
+	case CodecZSTD:
+		dst = zenc.EncodeAll(raw, dst)
+	case CodecLZ4Frame:
+		w := lz4Writers.Get().(*lz4.Writer)
+		sink := appendWriter{b: dst}
+		w.Reset(&sink)
+		_, err := w.Write(raw)
+		if err == nil {
+			err = w.Close()
+		}
+		w.Reset(nil)
+		lz4Writers.Put(w)
+		if err != nil {
+			return dst[:start], fmt.Errorf("arrowipc: lz4 compress: %w", err)
+		}
+		dst = sink.b
+	}
+	if len(dst)-start-8 >= len(raw) {
+		dst = le.AppendUint64(dst[:start], uint64(int64(uncompressedID))) //nolint:gosec // -1 marker
+		dst = append(dst, raw...)
+	}
+	return dst, nil
+}
+
+var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// batchView is a parsed record-batch message with its buffers checked to
+// lie inside the body without overlapping.
+type batchView struct {
+	m                     message
+	length                int64
+	nodes, bufs           fbVector
+	hasCompression        bool
+	codec, method         uint8
+}
+
+func viewBatch(batchMsg []byte) (batchView, error) {
+	var v batchView
+	m, err := parseOne(batchMsg, hdrRecordBatch)
+	if err != nil {
+		return v, err
+	}
+	v.m = m
+	rb := m.hdr
+	if v.length, err = rb.i64(rbLength, 0); err != nil {
+		return v, fmt.Errorf("record count: %w", err)
+	}
+	if v.nodes, err = rb.vector(rbNodes, structSize); err != nil {
+		return v, fmt.Errorf("field nodes: %w", err)
+	}
+	if v.bufs, err = rb.vector(rbBuffers, structSize); err != nil {
+		return v, fmt.Errorf("buffers: %w", err)
+	}
+	variadic, err := rb.vector(rbVariadic, 8)
+	if err != nil {
+		return v, fmt.Errorf("variadic buffer counts: %w", err)
+	}
+	if variadic.n != 0 {
+		return v, fmt.Errorf("%w: view types (variadic buffer counts)", ErrUnsupported)
+	}
+	if bc, ok, err := rb.table(rbCompression); err != nil {
+		return v, fmt.Errorf("body compression: %w", err)
+	} else if ok {
+		v.hasCompression = true
+		if v.codec, err = bc.u8(bcCodec, 0); err != nil {
+			return v, fmt.Errorf("compression codec: %w", err)
+		}
+		if v.method, err = bc.u8(bcMethod, 0); err != nil {
+			return v, fmt.Errorf("compression method: %w", err)
+		}
+	}
+	bodyLen := uint64(len(m.body))
+	var total uint64
+	for i := 0; i < v.bufs.n; i++ {
+		off, n := v.bufs.i64At(i, 0), v.bufs.i64At(i, 1)
+		if off < 0 || n < 0 || uint64(n) > bodyLen || uint64(off) > bodyLen-uint64(n) {
+			return v, fmt.Errorf("%w: buffer %d [%d, +%d) outside the %d-byte body", ErrMalformed, i, off, n, bodyLen)
+		}
+		if total += uint64(n); total > bodyLen {
+			return v, fmt.Errorf("%w: buffers overlap: their lengths exceed the %d-byte body", ErrMalformed, bodyLen)
+		}
+	}
+	return v, nil
+}
+
+func (v *batchView) buf(i int) []byte {
+	off, n := v.bufs.i64At(i, 0), v.bufs.i64At(i, 1)
+	return v.m.body[off : off+n]
+}
+
+// Compress appends to dst the record-batch message batchMsg (uncompressed,
+// either framing) with every body buffer compressed by codec as Arrow's
+// BodyCompression (method BUFFER) says: an int64 uncompressed length then
+// the LZ4 frame or zstd frame, or -1 then the raw bytes when compression
+// does not make the buffer smaller; empty buffers stay empty. Buffers are
+// re-aligned to 8 bytes. Field nodes, record count, metadata version and
+// custom metadata are kept. level is the zstd level 1..22 (0 = 3) and is
+// ignored for LZ4_FRAME. CodecNone appends batchMsg re-framed, unchanged.
+//
+// The codecs are shared and safe for concurrent use. On error dst is
+// returned unchanged in length; errors wrap ErrMalformed, ErrUnsupported
+// (already compressed input, view types) or ErrInvalidCodec.
+func Compress(dst, batchMsg []byte, codec Codec, level int) ([]byte, error) {
+	var zenc *zstd.Encoder
+	switch codec {
+	case CodecNone, CodecLZ4Frame:
+	case CodecZSTD:
+		var err error
+		if zenc, err = zstdEncoder(level); err != nil {
+			return dst, err
+		}
+	default:
+		return dst, fmt.Errorf("%w: %s", ErrInvalidCodec, codec)
+	}
+	v, err := viewBatch(batchMsg)
+	if err != nil {
+		return dst, fmt.Errorf("compress: %w", err)
+	}
+	if v.hasCompression {
+		return dst, fmt.Errorf("%w: compress: the batch is already compressed; Decompress it first", ErrUnsupported)
+	}
+	if codec == CodecNone {
+		return appendFramed(dst, v.m.raw), nil
+	}
+
+	sp := scratchPool.Get().(*[]byte)
+	defer func() {
+		if cap(*sp) <= 16<<20 {
+			scratchPool.Put(sp)
+		}
+	}()
+	body := (*sp)[:0]
+	var lenStack [32]int64
+	lens := lenStack[:0]
+	for i := 0; i < v.bufs.n; i++ {
+		raw := v.buf(i)
+		start := len(body)
+		if len(raw) > 0 {
+			if body, err = compressBuf(body, raw, codec, zenc); err != nil {
+				*sp = body
+				return dst, err
+			}
+		}
+		n := len(body) - start
+		lens = append(lens, int64(n))
+		body = append(body, zeros[:pad8(int64(n))-int64(n)]...)
+	}
+	*sp = body
+	fbCodec := uint8(fbLZ4Frame)
+	if codec == CodecZSTD {
+		fbCodec = fbZSTD
+	}
+	return appendBatch(dst, &v, lens, true, fbCodec, func(out []byte) error {
+		copy(out, body)
+		return nil
+	})
+}
+
+var zeros [8]byte
+
+// Decompress appends to dst the record-batch message batchMsg (either
+// framing) with its buffers decompressed and no BodyCompression: a message
+// any Arrow reader decodes without a codec. An uncompressed batchMsg is
+// appended re-framed, unchanged.
+//
+// Before anything is decompressed, the uncompressed lengths the buffers
+// declare are summed (each padded to 8) and checked against maxBody
+// (DefaultMaxDecompressed when maxBody <= 0): a larger total fails with
+// ErrTooLarge, and no buffer may decode to more or fewer bytes than it
+// declares (ErrMalformed), so output and work are bounded by maxBody plus
+// the metadata. On error dst is returned unchanged in length.
+func Decompress(dst, batchMsg []byte, maxBody int64) ([]byte, error) {
+	if maxBody <= 0 {
+		maxBody = DefaultMaxDecompressed
+	}
+	v, err := viewBatch(batchMsg)
+	if err != nil {
+		return dst, fmt.Errorf("decompress: %w", err)
+	}
+	if !v.hasCompression {
+		return appendFramed(dst, v.m.raw), nil
+	}
+	if v.method != methodBuffer {
+		return dst, fmt.Errorf("%w: body compression method %d (only BUFFER)", ErrUnsupported, v.method)
+	}
+	if v.codec != fbLZ4Frame && v.codec != fbZSTD {
+		return dst, fmt.Errorf("%w: compression codec %d (want LZ4_FRAME or ZSTD)", ErrUnsupported, v.codec)
+	}
+	var lenStack [32]int64
+	lens := lenStack[:0]
+	var total int64
+	for i := 0; i < v.bufs.n; i++ {
+		b := v.buf(i)
+		var n int64
+		switch {
+		case len(b) == 0:
+		case len(b) < 8:
+			return dst, fmt.Errorf("%w: compressed buffer %d has %d bytes, less than its 8-byte length prefix", ErrMalformed, i, len(b))
+		default:
+			n = int64(le.Uint64(b))
+			if n == uncompressedID {
+				n = int64(len(b) - 8)
+			} else if n < 0 {
+				return dst, fmt.Errorf("%w: compressed buffer %d declares %d uncompressed bytes", ErrMalformed, i, n)
+			}
+		}
+		if n > maxBody-total {
+			return dst, fmt.Errorf("%w: buffer %d declares %d bytes, over the %d-byte limit for the body", ErrTooLarge, i, n, maxBody)
+		}
+		lens = append(lens, n)
+		total += pad8(n)
+	}
+	var dec *zstd.Decoder
+	if v.codec == fbZSTD {
+		if dec, err = zstdDecoder(); err != nil {
+			return dst, fmt.Errorf("arrowipc: zstd decoder: %w", err)
+		}
+	}
+	return appendBatch(dst, &v, lens, false, 0, func(out []byte) error {
+		p := 0
+		for i, n := range lens {
+			if n > 0 {
+				b := v.buf(i)
+				if err := decompressBuf(out[p:p+int(n)], b, v.codec, dec); err != nil {
+					return fmt.Errorf("decompress buffer %d: %w", i, err)
+				}
+			}
+			p += int(pad8(n))
+			clear(out[p-int(pad8(n)-n) : p])
+		}
+		return nil
+	})
+}
+
+// decompressBuf fills out (exactly its declared size) from the compressed
+// buffer b (8-byte prefix included).
+func decompressBuf(out, b []byte, codec uint8, dec *zstd.Decoder) error {
+	if int64(le.Uint64(b)) == uncompressedID {
+		copy(out, b[8:])
+		return nil
+	}
+	src := b[8:]
+	switch codec {
+	case fbZSTD:
+		got, err := dec.DecodeAll(src, out[:0])
+		if err != nil {
+			return fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
+		}
+		if len(got) != len(out) {
+			return fmt.Errorf("%w: zstd frame holds %d bytes, the buffer declares %d", ErrMalformed, len(got), len(out))
+		}
+		if &got[0] != &out[0] {
+			copy(out, got)
+		}
+	case fbLZ4Frame:
+		r := lz4Readers.Get().(*lz4.Reader)
+		defer lz4Readers.Put(r)
+		br := bytes.NewReader(src)
+		r.Reset(br)
+		defer r.Reset(nil)
+		if _, err := io.ReadFull(r, out); err != nil {
+			return fmt.Errorf("%w: lz4 frame shorter than the %d bytes the buffer declares: %v", ErrMalformed, len(out), err)
+		}
+		var one [1]byte
+		if n, err := r.Read(one[:]); n != 0 || err != io.EOF {
+			return fmt.Errorf("%w: lz4 frame longer than the %d bytes the buffer declares", ErrMalformed, len(out))
+		}
+	}
+	return nil
+}
+
+// appendBatch appends a modern-framed record-batch message with v's field
+// nodes, record count, version and custom metadata, the given buffer
+// lengths (each placed 8-aligned, in order) and, if compressed, a
+// BodyCompression of fbCodec. fill writes the body into its exact slot.
+func appendBatch(dst []byte, v *batchView, lens []int64, compressed bool, fbCodec uint8, fill func(body []byte) error) ([]byte, error) {
+	b := builders.Get().(*flatbuffers.Builder)
+	defer builders.Put(b)
+	b.Reset()
+
+	customMeta, err := copyCustomMetadata(b, v.m.msg)
+	if err != nil {
+		return dst, fmt.Errorf("custom metadata: %w", err)
+	}
+	var newBody int64
+	for _, n := range lens {
+		newBody += pad8(n)
+	}
+	b.StartVector(structSize, len(lens), 8)
+	off := newBody
+	for i := len(lens) - 1; i >= 0; i-- {
+		off -= pad8(lens[i])
+		b.Prep(8, structSize)
+		b.PrependInt64(lens[i])
+		b.PrependInt64(off)
+	}
+	buffersVec := b.EndVector(len(lens))
+
+	b.StartVector(structSize, v.nodes.n, 8)
+	for i := v.nodes.n - 1; i >= 0; i-- {
+		b.Prep(8, structSize)
+		b.PrependInt64(v.nodes.i64At(i, 1))
+		b.PrependInt64(v.nodes.i64At(i, 0))
+	}
+	nodesVec := b.EndVector(v.nodes.n)
+
+	var compression flatbuffers.UOffsetT
+	if compressed {
+		b.StartObject(2)
+		b.PrependByteSlot(bcCodec, fbCodec, 0)
+		b.PrependByteSlot(bcMethod, methodBuffer, 0)
+		compression = b.EndObject()
+	}
+	b.StartObject(5)
+	b.PrependInt64Slot(rbLength, v.length, 0)
+	b.PrependUOffsetTSlot(rbNodes, nodesVec, 0)
+	b.PrependUOffsetTSlot(rbBuffers, buffersVec, 0)
+	if compressed {
+		b.PrependUOffsetTSlot(rbCompression, compression, 0)
+	}
+	batch := b.EndObject()
+
+	b.StartObject(5)
+	b.PrependInt16Slot(msgVersion, v.m.version, 0)
+	b.PrependByteSlot(msgHeaderType, hdrRecordBatch, 0)
+	b.PrependUOffsetTSlot(msgHeader, batch, 0)
+	b.PrependInt64Slot(msgBodyLength, newBody, 0)
+	if customMeta != 0 {
+		b.PrependUOffsetTSlot(msgCustomMetadata, customMeta, 0)
+	}
+	b.Finish(b.EndObject())
+	meta := b.FinishedBytes()
+
+	metaLen := int(pad8(int64(8+len(meta)))) - 8
+	start := len(dst)
+	dst = grow(dst, 8+metaLen+int(newBody))
+	out := dst[start:]
+	le.PutUint32(out, continuation)
+	le.PutUint32(out[4:], uint32(metaLen))
+	p := 8 + copy(out[8:], meta)
+	clear8(out[p : 8+metaLen])
+	if err := fill(out[8+metaLen:]); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
