@@ -98,7 +98,11 @@ func New(baseURL string, opts ...Option) *Client {
 	if o.retry.Attempts < 1 {
 		o.retry.Attempts = 1
 	}
-	copts := append([]connect.ClientOption(nil), o.connect...)
+	// Arrow payloads are compressed per buffer already and JSON rows are
+	// small: gzip of responses cost more CPU than it saved (a full fetch ran
+	// at ~20 MB/s). Callers may add it back with WithConnectOptions.
+	copts := []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}
+	copts = append(copts, o.connect...)
 	switch o.protocol {
 	case "json":
 		copts = append(copts, connect.WithCodec(rpc.Codecs()[0])) // "json", rows inline
