@@ -17,7 +17,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	const maxRequest = 4096
-	p := startNodeWithConfig(t, t.TempDir(), fmt.Sprintf("[limits]\nmax_request_bytes = %d\n", maxRequest))
+	p := startNodeWithConfig(t, t.TempDir(), fmt.Sprintf("[limits]\nmax_request_bytes = %d\nmax_batch_bytes = %d\n", maxRequest, maxRequest))
 	addr := p.addr
 
 	mustCall(t, addr, "AdminService/CreateDatabase", map[string]any{"name": "bad"}, nil)

@@ -137,8 +137,11 @@ func beginFrame(buf []byte, typ byte) []byte {
 }
 
 // endFrame writes the frame length into buf[0:4].
-func endFrame(buf []byte) []byte {
-	binary.BigEndian.PutUint32(buf[0:4], uint32(len(buf)-4))
+func endFrame(buf []byte) []byte { return finishFrame(buf, 0) }
+
+// finishFrame writes the length of the frame that starts at buf[off] and runs to the end of buf.
+func finishFrame(buf []byte, off int) []byte {
+	binary.BigEndian.PutUint32(buf[off:off+4], uint32(len(buf)-off-4))
 	return buf
 }
 

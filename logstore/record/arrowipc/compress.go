@@ -148,7 +148,7 @@ func compressBuf(dst, raw []byte, codec Codec, zenc *zstd.Encoder) ([]byte, erro
 		dst = sink.b
 	}
 	if len(dst)-start-8 >= len(raw) {
-		dst = le.AppendUint64(dst[:start], uint64(int64(uncompressedID))) //nolint:gosec // -1 marker
+		dst = le.AppendUint64(dst[:start], ^uint64(0)) // int64 -1: stored raw
 		dst = append(dst, raw...)
 	}
 	return dst, nil
@@ -159,11 +159,11 @@ var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
 // batchView is a parsed record-batch message with its buffers checked to
 // lie inside the body without overlapping.
 type batchView struct {
-	m                     message
-	length                int64
-	nodes, bufs           fbVector
-	hasCompression        bool
-	codec, method         uint8
+	m              message
+	length         int64
+	nodes, bufs    fbVector
+	hasCompression bool
+	codec, method  uint8
 }
 
 func viewBatch(batchMsg []byte) (batchView, error) {
@@ -353,7 +353,7 @@ func Decompress(dst, batchMsg []byte, maxBody int64) ([]byte, error) {
 		for i, n := range lens {
 			if n > 0 {
 				b := v.buf(i)
-				if err := decompressBuf(out[p:p+int(n)], b, v.codec, dec); err != nil {
+				if err := decompressBuf(out[p:p+int(n):p+int(n)], b, v.codec, dec); err != nil {
 					return fmt.Errorf("decompress buffer %d: %w", i, err)
 				}
 			}
