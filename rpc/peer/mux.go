@@ -364,9 +364,6 @@ func (m *Mux) Call(ctx context.Context, addr, name string, req []byte) ([]byte, 
 	defer st.Close()
 	stop := context.AfterFunc(ctx, func() { abort(st) })
 	defer stop()
-	if dl, ok := ctx.Deadline(); ok {
-		st.SetDeadline(dl)
-	}
 	off := len(buf)
 	buf = append(buf, 0, 0, 0, 0, typeCall)
 	buf = append(buf, req...)
@@ -380,7 +377,7 @@ func (m *Mux) Call(ctx context.Context, addr, name string, req []byte) ([]byte, 
 		return nil, m.callErr(ctx, name, addr, err)
 	}
 	if status != statusOK {
-		return nil, fmt.Errorf("peer: call %s on %s: %w", name, addr, statusError(status, body))
+		return nil, fmt.Errorf("peer: call %s on %s: %w", name, addr, errorForStatus(status, body))
 	}
 	return body, nil
 }

@@ -229,7 +229,7 @@ func (t *Transport) unary(target raft.ServerAddress, typ byte, args, resp any, d
 	if status != statusOK {
 		// The stream is still in sync after an error response, except after a snapshot.
 		reuse = data == nil
-		return fmt.Errorf("peer: group %s on %s: %w", t.group, target, statusError(status, body))
+		return fmt.Errorf("peer: group %s on %s: %w", t.group, target, errorForStatus(status, body))
 	}
 	if err := cs.decode(body, resp); err != nil {
 		return fmt.Errorf("peer: group %s: response from %s: %w", t.group, target, err)

@@ -182,7 +182,7 @@ func readFrame(r io.Reader, buf *[]byte, maxFrame int) (typ byte, body []byte, e
 }
 
 // statusError maps a non-OK response status and message to an error wrapping the sentinel.
-func statusError(status byte, msg []byte) error {
+func errorForStatus(status byte, msg []byte) error {
 	switch status {
 	case statusUnknownGroup:
 		return fmt.Errorf("%w: %s", ErrUnknownGroup, msg)

@@ -1,0 +1,26 @@
+// Package peer is the node-to-node transport of fluss-node: one TCP listener per node carrying
+// hashicorp/yamux sessions, shared by every Raft group of the node (metadata and buckets) and by
+// node-to-node calls (request forwarding). The wire format is in WIRE.md.
+//
+// Invariants:
+//   - One Mux per node. A node opens streams only on sessions it dialled (one per remote address,
+//     dialled lazily, re-dialled with backoff after failure) and accepts streams only on sessions
+//     it accepted; a node pair therefore has up to two sessions, one per direction.
+//   - Every stream starts with a versioned header naming its kind (raft or call) and its group or
+//     handler name; an acceptor that does not know the version answers an error frame and closes.
+//   - Frames are length-prefixed and bounded by Options.MaxFrameSize on both sides; a bad frame
+//     closes its stream, never the process (request paths do not panic).
+//   - Requests on one stream are answered in order. Unary Raft RPCs reuse idle streams per
+//     (peer, group) (at most Options.MaxIdleStreams); AppendEntriesPipeline owns one stream;
+//     InstallSnapshot streams its data after the request frame and then closes the stream.
+//   - An RPC for a group not registered on the remote returns an error wrapping ErrUnknownGroup;
+//     a call to an unregistered handler returns ErrUnknownHandler.
+//   - Idle streams hold no codec state or buffers (both are pooled per RPC); yamux allocates a
+//     stream's receive buffer only when data arrives and Shrink releases it after each RPC.
+//   - Close of a Transport unregisters its group only; Close of the Mux closes every session and
+//     waits for every goroutine the Mux started.
+//
+// Goroutines: the accept loop, one per inbound session (stream accept), one per open inbound
+// stream (serving requests in order), one per pipeline (reading answers), plus yamux's own
+// three per session (recv, send, keepalive).
+package peer

@@ -1,0 +1,173 @@
+package peer
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/yamux"
+)
+
+// maxPipelineInflight bounds the AppendEntries requests written but not yet answered on one
+// pipeline (raft's NetworkTransport uses the same bound).
+const maxPipelineInflight = 128
+
+// AppendEntriesPipeline implements raft.Transport: it opens a dedicated stream to target on
+// which requests are written back to back and answers are read in order by one goroutine.
+func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("peer: group %s: %w", t.group, ErrClosed)
+	}
+	st, err := t.m.openStream(string(target))
+	if err != nil {
+		return nil, fmt.Errorf("peer: group %s: pipeline: %w", t.group, err)
+	}
+	p := &pipeline{
+		t:        t,
+		target:   target,
+		st:       st,
+		cs:       getCodec(),
+		fresh:    true,
+		inflight: make(chan *appendFuture, maxPipelineInflight),
+		doneCh:   make(chan raft.AppendFuture, maxPipelineInflight),
+		stop:     make(chan struct{}),
+	}
+	t.m.mu.Lock()
+	if t.m.closed {
+		t.m.mu.Unlock()
+		abort(st)
+		return nil, ErrClosed
+	}
+	t.m.wg.Add(1)
+	t.m.mu.Unlock()
+	go p.decodeLoop()
+	return p, nil
+}
+
+type pipeline struct {
+	t      *Transport
+	target raft.ServerAddress
+	st     *yamux.Stream
+
+	wmu   sync.Mutex // serialises writers; guards cs and fresh
+	cs    *codecState
+	fresh bool
+
+	inflight chan *appendFuture
+	doneCh   chan raft.AppendFuture
+	stop     chan struct{}
+	once     sync.Once
+}
+
+// AppendEntries implements raft.AppendPipeline.
+func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
+	p.wmu.Lock()
+	p.cs.w.b = p.cs.w.b[:0]
+	if p.fresh {
+		p.cs.w.b, _ = appendHeader(p.cs.w.b, kindRaft, p.t.group)
+		p.fresh = false
+	}
+	buf, err := p.cs.encodeFrame(typeAppendEntries, args)
+	if err == nil {
+		p.st.SetWriteDeadline(time.Now().Add(p.t.m.opts.RPCTimeout))
+		_, err = p.st.Write(buf)
+	}
+	if cap(p.cs.w.b) > maxPooledBuf {
+		p.cs.w.b = nil
+	}
+	p.wmu.Unlock()
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("peer: group %s: pipeline to %s: %w", p.t.group, p.target, err)
+	}
+	select {
+	case p.inflight <- f:
+		return f, nil
+	case <-p.stop:
+		return nil, raft.ErrPipelineShutdown
+	}
+}
+
+// Consumer implements raft.AppendPipeline.
+func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.doneCh }
+
+// Close implements raft.AppendPipeline; in-flight futures are abandoned.
+func (p *pipeline) Close() error {
+	p.once.Do(func() {
+		close(p.stop)
+		abort(p.st)
+	})
+	return nil
+}
+
+func (p *pipeline) decodeLoop() {
+	defer p.t.m.wg.Done()
+	defer p.Close()
+	cs := getCodec()
+	defer putCodec(cs)
+	for {
+		var f *appendFuture
+		select {
+		case f = <-p.inflight:
+		case <-p.stop:
+			return
+		case <-p.t.m.done:
+			return
+		}
+		status, body, err := readFrame(p.st, &cs.rbuf, p.t.m.opts.MaxFrameSize)
+		if err == nil && status != statusOK {
+			err = errorForStatus(status, body)
+		}
+		if err == nil {
+			err = cs.decode(body, f.resp)
+		}
+		if err != nil {
+			err = fmt.Errorf("peer: group %s: pipeline to %s: %w", p.t.group, p.target, err)
+		}
+		f.respond(err)
+		select {
+		case p.doneCh <- f:
+		case <-p.stop:
+			return
+		case <-p.t.m.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// appendFuture implements raft.AppendFuture.
+type appendFuture struct {
+	start time.Time
+	args  *raft.AppendEntriesRequest
+	resp  *raft.AppendEntriesResponse
+	done  chan struct{}
+	err   error
+}
+
+func (f *appendFuture) respond(err error) {
+	f.err = err
+	close(f.done)
+}
+
+// Error implements raft.Future: it blocks until the answer arrived or the pipeline failed.
+func (f *appendFuture) Error() error {
+	<-f.done
+	return f.err
+}
+
+// Start implements raft.AppendFuture.
+func (f *appendFuture) Start() time.Time { return f.start }
+
+// Request implements raft.AppendFuture.
+func (f *appendFuture) Request() *raft.AppendEntriesRequest { return f.args }
+
+// Response implements raft.AppendFuture.
+func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
