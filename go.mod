@@ -29,15 +29,15 @@ require (
 	github.com/goccy/go-json v0.10.6 // indirect
 	github.com/hashicorp/go-immutable-radix v1.0.0 // indirect
 	github.com/hashicorp/go-metrics v0.5.4 // indirect; pinned: v0.7 drops the compat package raft-boltdb/v2 imports
-	github.com/hashicorp/go-msgpack/v2 v2.1.5 // indirect
+	github.com/hashicorp/go-msgpack/v2 v2.1.5
 	github.com/hashicorp/golang-lru v0.5.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/klauspost/compress v1.20.4 // indirect; ZSTD of Arrow buffers (through arrow-go)
+	github.com/klauspost/compress v1.20.4 // ZSTD of Arrow buffers (through arrow-go)
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // indirect; LZ4_FRAME of Arrow buffers (through arrow-go)
+	github.com/pierrec/lz4/v4 v4.1.33 // LZ4_FRAME of Arrow buffers (through arrow-go)
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -47,7 +47,7 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
-require github.com/hashicorp/yamux v0.1.2 // indirect
+require github.com/hashicorp/yamux v0.1.2
 
 tool (
 	connectrpc.com/connect/cmd/protoc-gen-connect-go

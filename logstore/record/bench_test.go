@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -21,44 +22,74 @@ func BenchmarkDecodeJSONRows(b *testing.B) {
 }
 
 func BenchmarkEncodeBody(b *testing.B) {
+	for _, rows := range []int{1, 1000} {
+		rec := SampleRecord(rows, 1)
+		defer rec.Release()
+		for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
+			b.Run(fmt.Sprintf("%s/%d-rows", c, rows), func(b *testing.B) {
+				b.ReportAllocs()
+				var n int
+				for i := 0; i < b.N; i++ {
+					body, err := EncodeBody(rec, c, 3)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n = len(body)
+				}
+				b.ReportMetric(float64(n)/float64(rows), "bytes/row")
+				b.ReportMetric(float64(b.N)*float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
+}
+
+func BenchmarkDecodeBody(b *testing.B) {
+	s := SampleSchema().ArrowSchema()
+	for _, rows := range []int{1, 1000} {
+		rec := SampleRecord(rows, 1)
+		defer rec.Release()
+		for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
+			body, err := EncodeBody(rec, c, 3)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("%s/%d-rows", c, rows), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					r, err := DecodeBody(s, body, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					r.Release()
+				}
+				b.ReportMetric(float64(len(body))/float64(rows), "bytes/row")
+				b.ReportMetric(float64(b.N)*float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
+}
+
+// BenchmarkZSTDLevel reports bytes/row of SampleRecord(1000) per zstd level
+// (level 0 here = uncompressed Arrow, for comparison).
+func BenchmarkZSTDLevel(b *testing.B) {
 	rec := SampleRecord(1000, 1)
 	defer rec.Release()
-	for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
-		b.Run(c.String(), func(b *testing.B) {
+	for _, level := range []int{0, 1, 3, 9} {
+		c := CompressionZSTD
+		if level == 0 {
+			c = CompressionNone
+		}
+		b.Run(fmt.Sprintf("level-%d", level), func(b *testing.B) {
 			b.ReportAllocs()
 			var n int
 			for i := 0; i < b.N; i++ {
-				body, err := EncodeBody(rec, c, 3)
+				body, err := EncodeBody(rec, c, level)
 				if err != nil {
 					b.Fatal(err)
 				}
 				n = len(body)
 			}
 			b.ReportMetric(float64(n)/1000, "bytes/row")
-			b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
-		})
-	}
-}
-
-func BenchmarkDecodeBody(b *testing.B) {
-	s := SampleSchema().ArrowSchema()
-	rec := SampleRecord(1000, 1)
-	defer rec.Release()
-	for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
-		body, err := EncodeBody(rec, c, 3)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(c.String(), func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				r, err := DecodeBody(s, body, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.Release()
-			}
-			b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
 )
 
 // ErrBadBody wraps failures to decode an Arrow body.
@@ -28,7 +30,7 @@ func (s *sliceSink) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// bodyEncoder is an open arrow-go stream writer for one (schema, codec):
+// bodyEncoder is an open uncompressed arrow-go stream writer for a schema:
 // its first Write emitted the schema message, every later Write emits one
 // record-batch message, which EncodeBody cuts out of the sink.
 type bodyEncoder struct {
@@ -36,85 +38,80 @@ type bodyEncoder struct {
 	w    *ipc.Writer
 }
 
-type encoderKey struct {
-	schema *arrow.Schema
-	c      Compression
-}
-
-// encoderPools caches stream writers per *arrow.Schema; it is cleared when
-// it grows past maxEncoderPools (schemas are long-lived per table version,
-// so this only bounds a pathological caller).
+// encoderPools caches uncompressed stream writers per *arrow.Schema; it is
+// cleared when it grows past maxEncoderPools (schemas are long-lived per
+// table version, so this only bounds a pathological caller).
 var (
 	encoderMu       sync.Mutex
-	encoderPools    = map[encoderKey]*sync.Pool{}
+	encoderPools    = map[*arrow.Schema]*sync.Pool{}
 	maxEncoderPools = 4096
 )
 
-func encoderPool(k encoderKey) *sync.Pool {
+func encoderPool(s *arrow.Schema) *sync.Pool {
 	encoderMu.Lock()
 	defer encoderMu.Unlock()
-	p := encoderPools[k]
+	p := encoderPools[s]
 	if p == nil {
 		if len(encoderPools) >= maxEncoderPools {
 			clear(encoderPools)
 		}
 		p = &sync.Pool{}
-		encoderPools[k] = p
+		encoderPools[s] = p
 	}
 	return p
 }
 
-func newBodyEncoder(schema *arrow.Schema, c Compression) *bodyEncoder {
-	e := &bodyEncoder{}
-	opts := []ipc.Option{ipc.WithSchema(schema)}
-	switch c {
-	case CompressionLZ4Frame:
-		opts = append(opts, ipc.WithLZ4())
-	case CompressionZSTD:
-		opts = append(opts, ipc.WithZstd())
-	}
-	e.w = ipc.NewWriter(&e.sink, opts...)
-	return e
-}
-
 // EncodeBody encodes rec as one encapsulated Arrow IPC record-batch message
-// (FORMAT.md §1 Body) with its buffers compressed by c. zstdLevel is
-// accepted for the table property but arrow-go v18 always uses its default
-// zstd encoder (klauspost SpeedDefault ≈ level 3). The result is a fresh
-// slice owned by the caller.
+// (FORMAT.md §1 Body) with its buffers compressed by c. zstdLevel is the
+// table's zstd level 1..22 (0 = 3, Fluss's default), ignored unless c is
+// ZSTD. arrow-go writes the message uncompressed and arrowipc.Compress
+// compresses its buffers with shared codecs. The result is a fresh slice
+// owned by the caller.
 func EncodeBody(rec arrow.Record, c Compression, zstdLevel int) ([]byte, error) {
-	_ = zstdLevel
 	if c > CompressionZSTD {
 		return nil, fmt.Errorf("%w: compression %d", ErrBadCompression, c)
 	}
-	pool := encoderPool(encoderKey{rec.Schema(), c})
+	if c == CompressionZSTD && (zstdLevel < 0 || zstdLevel > arrowipc.MaxZSTDLevel) {
+		return nil, fmt.Errorf("%w: zstd level %d, want 1..%d", ErrBadCompression, zstdLevel, arrowipc.MaxZSTDLevel)
+	}
+	pool := encoderPool(rec.Schema())
 	e, _ := pool.Get().(*bodyEncoder)
 	fresh := e == nil
 	if fresh {
-		e = newBodyEncoder(rec.Schema(), c)
+		e = &bodyEncoder{}
+		e.w = ipc.NewWriter(&e.sink, ipc.WithSchema(rec.Schema()))
 	}
 	if err := e.w.Write(rec); err != nil {
 		// A failed writer is sticky: drop it.
 		return nil, fmt.Errorf("encode arrow body: %w", err)
 	}
-	out := e.sink.b
+	msg := e.sink.b
 	if fresh {
 		// The first Write of a stream writer emits the schema message
 		// first (no body): skip its 8-byte prefix and metadata.
-		if len(out) < 8 {
+		if len(msg) < 8 {
 			return nil, fmt.Errorf("encode arrow body: short schema message")
 		}
-		skip := 8 + int(binary.LittleEndian.Uint32(out[4:]))
-		if skip > len(out) {
+		skip := 8 + int(binary.LittleEndian.Uint32(msg[4:]))
+		if skip > len(msg) {
 			return nil, fmt.Errorf("encode arrow body: bad schema message")
 		}
-		out = out[skip:]
+		msg = msg[skip:]
 	}
-	out = bytes.Clone(out)
+	var out []byte
+	var err error
+	if c == CompressionNone {
+		out = bytes.Clone(msg)
+	} else {
+		out, err = arrowipc.Compress(make([]byte, 0, len(msg)/2+256), msg, arrowipc.Codec(c), zstdLevel)
+	}
 	e.sink.b = e.sink.b[:0]
 	// Keep big scratch buffers out of the pool.
 	if cap(e.sink.b) <= 8<<20 {
 		pool.Put(e)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode arrow body: %w", err)
 	}
 	return out, nil
 }
@@ -142,6 +139,12 @@ var schemaMsgs sync.Map // *arrow.Schema -> []byte
 // [StreamPrefix][body]…[StreamSuffix] is a complete Arrow IPC stream.
 var StreamSuffix = []byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0}
 
+// MaxDecodedBody bounds the decompressed size of one body in DecodeBody:
+// larger declared sizes fail before anything is decompressed.
+var MaxDecodedBody int64 = arrowipc.DefaultMaxDecompressed
+
+var decompressScratch = sync.Pool{New: func() any { return new([]byte) }}
+
 // DecodeBody decodes a body written for schema. The record is built with
 // mem (nil = Go allocator) and owned by the caller (Release it). The body
 // bytes are copied, so body may be reused afterwards.
@@ -152,7 +155,20 @@ func DecodeBody(schema *arrow.Schema, body []byte, mem memory.Allocator) (arrow.
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(SchemaMessage(schema)), bytes.NewReader(body)),
+	// Decompress with the shared codecs (bounded by MaxDecodedBody) so
+	// arrow-go reads an uncompressed message and never builds a codec.
+	sp := decompressScratch.Get().(*[]byte)
+	defer func() {
+		if cap(*sp) <= 8<<20 {
+			decompressScratch.Put(sp)
+		}
+	}()
+	plain, err := arrowipc.Decompress((*sp)[:0], body, MaxDecodedBody)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadBody, err)
+	}
+	*sp = plain
+	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(SchemaMessage(schema)), bytes.NewReader(plain)),
 		ipc.WithAllocator(mem), ipc.WithSchema(schema))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)

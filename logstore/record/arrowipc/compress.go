@@ -339,6 +339,11 @@ func Decompress(dst, batchMsg []byte, maxBody int64) ([]byte, error) {
 		if n > maxBody-total {
 			return dst, fmt.Errorf("%w: buffer %d declares %d bytes, over the %d-byte limit for the body", ErrTooLarge, i, n, maxBody)
 		}
+		if len(b) >= 8 && int64(le.Uint64(b)) != uncompressedID {
+			if err := checkDeclared(b[8:], n, v.codec); err != nil {
+				return dst, fmt.Errorf("compressed buffer %d: %w", i, err)
+			}
+		}
 		lens = append(lens, n)
 		total += pad8(n)
 	}
@@ -362,6 +367,31 @@ func Decompress(dst, batchMsg []byte, maxBody int64) ([]byte, error) {
 		}
 		return nil
 	})
+}
+
+// checkDeclared rejects, before anything is allocated, a declared
+// uncompressed size n that the frame src cannot hold: more than the codec's
+// maximum expansion of len(src) bytes (LZ4 sequences expand at most ~255×;
+// a zstd block of 3+ bytes decodes to at most 128 KiB), or, for zstd, less
+// than the content size the first frame's header states (a buffer may hold
+// several frames, so only a larger size is certainly wrong).
+func checkDeclared(src []byte, n int64, codec uint8) error {
+	srcLen := int64(len(src))
+	var most int64
+	switch codec {
+	case fbLZ4Frame:
+		most = 256*srcLen + 64<<10
+	case fbZSTD:
+		most = (srcLen/3 + 1) * (128 << 10)
+		var h zstd.Header
+		if err := h.Decode(src); err == nil && h.HasFCS && h.FrameContentSize > uint64(n) {
+			return fmt.Errorf("%w: its zstd frame holds %d bytes, the buffer declares %d", ErrMalformed, h.FrameContentSize, n)
+		}
+	}
+	if n > most {
+		return fmt.Errorf("%w: %d compressed bytes cannot decode to the %d declared", ErrMalformed, srcLen, n)
+	}
+	return nil
 }
 
 // decompressBuf fills out (exactly its declared size) from the compressed

@@ -19,26 +19,44 @@
 // its message with SchemaMessage(schema with only the kept fields).
 //
 // Invariants:
+//
 //   - No function panics or reads out of bounds on arbitrary input: every
 //     flatbuffer offset, vector length and buffer range is checked against
 //     its message before use, nested field walks are depth- and
 //     count-bounded, and errors wrap ErrMalformed, ErrUnsupported or
 //     ErrInvalidProjection.
+//
 //   - Project never decompresses: kept buffers are copied byte for byte with
 //     the BodyCompression (codec, method) unchanged, each placed at an
 //     8-aligned offset and zero-padded to a multiple of 8, so the new body
 //     length is exactly the sum of the kept buffers' padded lengths. Kept field
 //     nodes, the record count, the metadata version and the message's custom
 //     metadata are copied unchanged.
+//
 //   - Project needs the batch's buffer lengths to sum to at most its body
 //     length (true for every honest writer: buffers do not overlap), so its
 //     output is never larger than its input plus 7 bytes per buffer.
+//
 //   - Output is always in the modern framing (0xFFFFFFFF, int32 metadata
 //     length, flatbuffer padded so the body starts 8-aligned, body); input may
 //     be modern or legacy (pre-0.15, without the 0xFFFFFFFF marker).
+//
 //   - Slices returned by SplitStream alias its input; Project and AppendStream
 //     append to the caller's buffer; Layout is immutable and safe for
 //     concurrent use.
+//
+//   - Compress and Decompress convert a record-batch message between
+//     uncompressed and Arrow BodyCompression (LZ4_FRAME or ZSTD, method
+//     BUFFER) with process-wide codecs safe for concurrent use (a zstd
+//     encoder per speed used through EncodeAll, one zstd decoder used
+//     through DecodeAll, pooled LZ4 frame writers and readers): no codec is
+//     built or reset per buffer. Field nodes, record count, version and
+//     custom metadata are kept; buffers are re-laid out 8-aligned.
+//
+//   - Decompress never allocates or decodes more than its limit: declared
+//     uncompressed sizes are summed against it, and checked against the
+//     codec's maximum expansion of the stored bytes, before anything is
+//     allocated, and every buffer must decode to exactly its declared size.
 //
 // Supported field types: Null, Bool, Int, FloatingPoint, Decimal, Date, Time,
 // Timestamp, Interval, Duration, FixedSizeBinary, Binary, Utf8, LargeBinary,
