@@ -9,8 +9,12 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // bucket hash of key columns (logstore/record/FORMAT.md)
 	github.com/google/flatbuffers v25.12.19+incompatible // Arrow IPC Message flatbuffers for buffer-level projection
 	github.com/hashicorp/go-hclog v1.6.3 // adapter from hashicorp/raft logging to log/slog
+	github.com/hashicorp/go-msgpack/v2 v2.1.5 // raft message encoding on the peer transport, as raft's own
 	github.com/hashicorp/raft v1.7.3 // metadata group and one group per bucket; v1.7.3 (not 1.8) builds with raft-boltdb/v2, DESIGN §13
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1 // metadata Raft log and stable store
+	github.com/hashicorp/yamux v0.1.2 // one multiplexed TCP connection per node pair (rpc/peer)
+	github.com/klauspost/compress v1.20.4 // ZSTD of Arrow buffers: shared encoders (arrowipc)
+	github.com/pierrec/lz4/v4 v4.1.33 // LZ4_FRAME of Arrow buffers (arrowipc)
 	github.com/prometheus/client_golang v1.25.0 // /metrics
 	github.com/spf13/cobra v1.10.2 // CLI
 	github.com/valyala/fastjson v1.6.10 // fast, exact (no float round trip) JSON row parsing
@@ -29,15 +33,12 @@ require (
 	github.com/goccy/go-json v0.10.6 // indirect
 	github.com/hashicorp/go-immutable-radix v1.0.0 // indirect
 	github.com/hashicorp/go-metrics v0.5.4 // indirect; pinned: v0.7 drops the compat package raft-boltdb/v2 imports
-	github.com/hashicorp/go-msgpack/v2 v2.1.5
 	github.com/hashicorp/golang-lru v0.5.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/klauspost/compress v1.20.4 // ZSTD of Arrow buffers (through arrow-go)
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // LZ4_FRAME of Arrow buffers (through arrow-go)
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -46,8 +47,6 @@ require (
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-require github.com/hashicorp/yamux v0.1.2
 
 tool (
 	connectrpc.com/connect/cmd/protoc-gen-connect-go
