@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"connectrpc.com/connect"
@@ -42,7 +43,7 @@ func newClient() *client.Client {
 
 // cmdContext is cancelled by SIGINT/SIGTERM.
 func cmdContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(cmd.Context(), os.Interrupt)
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 }
 
 func dbCmd() *cobra.Command {

@@ -1,5 +1,12 @@
-// Package integration holds tests that build the fluss-node binary and run
-// it as real processes on loopback: kill -9, restart, and check that no
-// acknowledged write is lost or duplicated. They need only Go; `go test
-// -short` skips them.
+// Package integration holds tests that build the fluss-node binary once and
+// run it as real processes on loopback ports chosen by the kernel: bad input
+// over Connect JSON (exact codes, data unchanged), the README's curl and CLI
+// examples verbatim, every CLI command end to end, restarts after SIGTERM and
+// kill -9 (catalog, data and node id survive; no acknowledged write is lost
+// or duplicated), and the Arrow path with the Go client.
+//
+// Invariants of the tests: every wait polls with a deadline (waitFor, bounded
+// contexts); no assertion depends on how long something took; every process
+// a test starts is killed in t.Cleanup. They need only Go; `go test -short`
+// skips them all.
 package integration

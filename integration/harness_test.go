@@ -45,7 +45,8 @@ func TestMain(m *testing.M) {
 // proc is one running fluss-node process.
 type proc struct {
 	cmd  *exec.Cmd
-	addr string // client address read from the "serving" log line
+	addr string     // client address read from the "serving" log line
+	mu   sync.Mutex // guards logs
 	logs *bytes.Buffer
 	done chan struct{}
 }
@@ -53,30 +54,50 @@ type proc struct {
 var servingRE = regexp.MustCompile(`msg=serving .*client_addr=(\S+)`)
 
 // startNode runs `fluss-node serve` on loopback with free ports and waits for
-// the serving line.
+// the serving line; the test fails if the node does not come up.
 func startNode(t *testing.T, dataDir string, extra ...string) *proc {
+	t.Helper()
+	p, err := startNodeErr(t, dataDir, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryStart is startNode for a node that may refuse to start: it returns nil
+// if the process exits before serving.
+func tryStart(t *testing.T, dataDir string, extra ...string) *proc {
+	t.Helper()
+	p, err := startNodeErr(t, dataDir, extra...)
+	if err != nil {
+		t.Logf("node did not start: %v", err)
+		return nil
+	}
+	return p
+}
+
+func startNodeErr(t *testing.T, dataDir string, extra ...string) (*proc, error) {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", dataDir,
 		"--client-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &proc{cmd: cmd, logs: new(bytes.Buffer), done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	addrCh := make(chan string, 1)
-	var mu sync.Mutex
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			mu.Lock()
+			p.mu.Lock()
 			p.logs.WriteString(line + "\n")
-			mu.Unlock()
+			p.mu.Unlock()
 			if m := servingRE.FindStringSubmatch(line); m != nil {
 				select {
 				case addrCh <- m[1]:
@@ -90,13 +111,13 @@ func startNode(t *testing.T, dataDir string, extra ...string) *proc {
 	select {
 	case p.addr = <-addrCh:
 	case <-p.done:
-		t.Fatalf("fluss-node exited before serving:\n%s", p.logs.String())
+		return nil, fmt.Errorf("fluss-node exited before serving:\n%s", p.logText())
 	case <-time.After(30 * time.Second):
 		p.kill()
-		t.Fatalf("fluss-node did not report serving within 30s:\n%s", p.logs.String())
+		return nil, fmt.Errorf("fluss-node did not report serving within 30s:\n%s", p.logText())
 	}
 	t.Cleanup(p.kill)
-	return p
+	return p, nil
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -196,9 +217,10 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
-// logText is the node's stderr so far. It is read only after the process
-// ended or for diagnostics.
+// logText is the node's stderr so far.
 func (p *proc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.logs.String()
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/rpc/peer"
 )
 
 // Version is the binary version, set by main (ldflags or build info).
@@ -38,6 +39,7 @@ type Node struct {
 	logger *slog.Logger
 
 	lockFile *os.File
+	peers    *peer.Mux // the peer listener: every Raft group of this node
 	meta     *raftmeta.Meta
 	syncer   *logstore.Syncer
 	registry *prometheus.Registry
@@ -45,8 +47,9 @@ type Node struct {
 	listener net.Listener
 	server   *http.Server
 
-	mu       sync.Mutex
-	replicas map[raftmeta.BucketID]*replica.Replica
+	mu         sync.Mutex
+	replicas   map[raftmeta.BucketID]*replica.Replica
+	transports map[raftmeta.BucketID]*peer.Transport
 
 	registered chan struct{} // closed once this node is in the catalog
 	quit       chan struct{}
@@ -67,6 +70,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		logger:     logger,
 		registry:   prometheus.NewRegistry(),
 		replicas:   make(map[raftmeta.BucketID]*replica.Replica),
+		transports: make(map[raftmeta.BucketID]*peer.Transport),
 		quit:       make(chan struct{}),
 		registered: make(chan struct{}),
 	}
@@ -176,18 +180,27 @@ func writeFileSync(path string, data []byte) error {
 // begins serving clients. It returns once the client listener is bound; the
 // bound address is logged as `msg="serving" client_addr=...` (tests read it).
 func (n *Node) Start(ctx context.Context) error {
+	peers, err := peer.Listen(n.cfg.PeerAddr, peer.Options{Advertise: n.advertisedPeer(), Logger: n.logger})
+	if err != nil {
+		return fmt.Errorf("peer listener: %w", err)
+	}
+	n.peers = peers
 	n.syncer = logstore.NewSyncer(n.logger)
-	_, metaTransport := raft.NewInmemTransport(raft.ServerAddress(n.cfg.PeerAddr))
+	metaTransport, err := peers.Transport(metaGroup)
+	if err != nil {
+		n.closeStores()
+		return fmt.Errorf("metadata transport: %w", err)
+	}
 	meta, err := raftmeta.Open(raftmeta.Config{
 		Dir:       filepath.Join(n.cfg.DataDir, "meta"),
 		NodeID:    n.id,
-		LocalAddr: raft.ServerAddress(n.cfg.PeerAddr),
+		LocalAddr: raft.ServerAddress(peers.Addr()),
 		Transport: metaTransport,
 		Bootstrap: true,
 		Logger:    n.logger,
 	})
 	if err != nil {
-		n.syncer.Close()
+		n.closeStores()
 		return fmt.Errorf("metadata: %w", err)
 	}
 	n.meta = meta
@@ -284,14 +297,14 @@ func (n *Node) Close() error {
 
 func (n *Node) closeReplicas() error {
 	n.mu.Lock()
-	reps := n.replicas
-	n.replicas = make(map[raftmeta.BucketID]*replica.Replica)
+	ids := make([]raftmeta.BucketID, 0, len(n.replicas))
+	for id := range n.replicas {
+		ids = append(ids, id)
+	}
 	n.mu.Unlock()
 	var errs []error
-	for id, r := range reps {
-		if err := r.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close bucket %v: %w", id, err))
-		}
+	for _, id := range ids {
+		errs = append(errs, n.closeReplica(id))
 	}
 	return errors.Join(errs...)
 }
@@ -306,6 +319,10 @@ func (n *Node) closeStores() error {
 		n.syncer.Close()
 		n.syncer = nil
 	}
+	if n.peers != nil {
+		errs = append(errs, n.peers.Close())
+		n.peers = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -317,7 +334,7 @@ func (n *Node) registerLoop() {
 		err := n.meta.RegisterNode(ctx, raftmeta.Node{
 			ID:         n.id,
 			ClientAddr: n.advertised(n.ClientAddr()),
-			PeerAddr:   n.advertised(n.cfg.PeerAddr),
+			PeerAddr:   n.peers.Addr(),
 			GossipAddr: n.advertised(n.cfg.GossipAddr),
 			Version:    Version,
 			State:      raftmeta.NodeActive,
@@ -334,6 +351,18 @@ func (n *Node) registerLoop() {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// metaGroup is the peer-transport group of the metadata Raft group; bucket
+// groups are "bucket/<table>/<partition>/<bucket>".
+const metaGroup = "meta"
+
+// advertisedPeer is the peer address other nodes dial ("" = the bound one).
+func (n *Node) advertisedPeer() string {
+	if n.cfg.Advertise == "" {
+		return ""
+	}
+	return n.advertised(n.cfg.PeerAddr)
 }
 
 // advertised replaces the host of addr with the advertise host, if set.

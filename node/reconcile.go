@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/fluss-node/fluss-node/logstore"
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/rpc/peer"
 )
 
 // reconcileInterval bounds how long a missed watch notification can delay
@@ -51,7 +53,7 @@ func (n *Node) reconcile() {
 		if open {
 			continue
 		}
-		r, err := n.openReplica(a)
+		r, tr, err := n.openReplica(a)
 		if err != nil {
 			n.logger.Error("open bucket replica", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket, "err", err)
 			continue
@@ -61,10 +63,12 @@ func (n *Node) reconcile() {
 		case <-n.quit:
 			n.mu.Unlock()
 			r.Close()
+			tr.Close()
 			return
 		default:
 		}
 		n.replicas[id] = r
+		n.transports[id] = tr
 		n.mu.Unlock()
 	}
 	n.mu.Lock()
@@ -76,11 +80,7 @@ func (n *Node) reconcile() {
 	}
 	n.mu.Unlock()
 	for _, id := range drop {
-		n.mu.Lock()
-		r := n.replicas[id]
-		delete(n.replicas, id)
-		n.mu.Unlock()
-		if err := r.Close(); err != nil {
+		if err := n.closeReplica(id); err != nil {
 			n.logger.Warn("close dropped bucket replica", "bucket", id, "err", err)
 		}
 		if err := os.RemoveAll(n.bucketDir(id)); err != nil {
@@ -96,18 +96,45 @@ func (n *Node) bucketDir(id raftmeta.BucketID) string {
 		strconv.FormatInt(id.TableID, 10), strconv.FormatInt(id.PartitionID, 10), strconv.Itoa(int(id.Bucket)))
 }
 
-// openReplica opens (or creates) this node's replica of one bucket. A new
-// single-replica group bootstraps itself; groups spanning nodes are the
-// cluster work's.
-func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, error) {
+// closeReplica closes one open replica and unregisters its transport.
+func (n *Node) closeReplica(id raftmeta.BucketID) error {
+	n.mu.Lock()
+	r, tr := n.replicas[id], n.transports[id]
+	delete(n.replicas, id)
+	delete(n.transports, id)
+	n.mu.Unlock()
+	var errs []error
+	if r != nil {
+		if err := r.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close bucket %v: %w", id, err))
+		}
+	}
+	if tr != nil {
+		errs = append(errs, tr.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// bucketGroup is the peer-transport group name of a bucket's Raft group.
+func bucketGroup(id raftmeta.BucketID) string {
+	return fmt.Sprintf("bucket/%d/%d/%d", id.TableID, id.PartitionID, id.Bucket)
+}
+
+// openReplica opens (or creates) this node's replica of one bucket, with its
+// own transport on the node's peer listener. A new single-replica group
+// bootstraps itself; groups spanning nodes are the cluster work's.
+func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Transport, error) {
 	localID := raft.ServerID(strconv.Itoa(int(n.id)))
-	addr := raft.ServerAddress(fmt.Sprintf("%s/bucket/%d/%d/%d", n.cfg.PeerAddr, a.TableID, a.PartitionID, a.Bucket))
-	_, transport := raft.NewInmemTransport(addr)
+	addr := raft.ServerAddress(n.peers.Addr())
+	transport, err := n.peers.Transport(bucketGroup(a.BucketID))
+	if err != nil {
+		return nil, nil, err
+	}
 	sync := logstore.SyncAlways
 	if n.cfg.Storage.Fsync == "interval" {
 		sync = logstore.SyncInterval
 	}
-	return replica.Open(replica.Config{
+	r, err := replica.Open(replica.Config{
 		ID:        a.BucketID,
 		Dir:       n.bucketDir(a.BucketID),
 		LocalID:   localID,
@@ -128,6 +155,11 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, error) {
 		},
 		Logger: n.logger.With("table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket),
 	})
+	if err != nil {
+		transport.Close()
+		return nil, nil, err
+	}
+	return r, transport, nil
 }
 
 // retentionLoop enforces table.log.ttl on every open replica.

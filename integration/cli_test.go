@@ -1,0 +1,246 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scanIDs parses NDJSON scan output and returns the "id" of every row,
+// sorted, checking each row has exactly the keys wantKeys (if given).
+func scanIDs(t *testing.T, out string, wantKeys ...string) []int {
+	t.Helper()
+	var ids []int
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var row map[string]any
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("scan line %q is not a JSON object: %v", line, err)
+		}
+		if wantKeys != nil {
+			keys := make([]string, 0, len(row))
+			for k := range row {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			if !slices.Equal(keys, wantKeys) {
+				t.Errorf("scan row %s has columns %v, want %v", line, keys, wantKeys)
+			}
+		}
+		id, _ := row["id"].(float64)
+		ids = append(ids, int(id))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func seq(from, to int) []int {
+	var s []int
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// TestCLIEndToEnd drives every client command of the binary against a real
+// server: databases, tables with --set/--buckets/--bucket-key, append from
+// stdin and --row, scan with --columns/--where/--limit/--from, scan
+// --follow, and failing commands (non-zero exit, reason on stderr).
+func TestCLIEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	mustCall(t, addr, "AdminService/ListDatabases", map[string]any{}, nil)
+	cli := func(stdin string, args ...string) cliResult { t.Helper(); return mustCLI(t, addr, stdin, args...) }
+
+	// Databases.
+	cli("", "db", "create", "app")
+	cli("", "db", "create", "scratch")
+	if got := cli("", "db", "list").stdout; !strings.Contains(got, "app\n") || !strings.Contains(got, "scratch\n") {
+		t.Errorf("db list = %q, want app and scratch", got)
+	}
+	cli("", "db", "drop", "scratch")
+	if got := cli("", "db", "list").stdout; strings.Contains(got, "scratch") || !strings.Contains(got, "app\n") {
+		t.Errorf("db list after drop = %q, want app without scratch", got)
+	}
+
+	// Tables.
+	out := cli("", "table", "create", "app.ev", "--schema", "id BIGINT NOT NULL, kind STRING, n INT",
+		"--buckets", "3", "--bucket-key", "id", "--set", "table.log.ttl=24h", "--set", "table.log.arrow.compression.type=ZSTD").stdout
+	if !strings.HasPrefix(out, "created app.ev (table id ") {
+		t.Errorf("table create printed %q", out)
+	}
+	desc := cli("", "table", "describe", "app.ev").stdout
+	for _, s := range []string{"table app.ev", "id ", "BIGINT", "NOT NULL", "kind", "STRING", "n ", "INT",
+		"buckets: 3 by id", "table.log.ttl = 24h", "table.log.arrow.compression.type = ZSTD"} {
+		if !strings.Contains(desc, s) {
+			t.Errorf("table describe does not show %q:\n%s", s, desc)
+		}
+	}
+	if got := cli("", "table", "list", "app").stdout; got != "ev\n" {
+		t.Errorf("table list app = %q, want \"ev\\n\"", got)
+	}
+
+	// Append: NDJSON on stdin (blank lines ignored), then --row.
+	var nd strings.Builder
+	for i := 1; i <= 6; i++ {
+		fmt.Fprintf(&nd, `{"id": %d, "kind": "k%d", "n": %d}`+"\n", i, i%2, i)
+		if i == 3 {
+			nd.WriteString("\n")
+		}
+	}
+	if got := cli(nd.String(), "append", "app.ev").stderr; !strings.Contains(got, "appended 6 rows") {
+		t.Errorf("append from stdin: stderr %q, want \"appended 6 rows\"", got)
+	}
+	if got := cli("", "append", "app.ev", "--row", `{"id": 7, "kind": "k1", "n": 7}`, "--row", `{"id": 8, "kind": null, "n": 8}`).stderr; !strings.Contains(got, "appended 2 rows") {
+		t.Errorf("append --row: stderr %q, want \"appended 2 rows\"", got)
+	}
+
+	// Scan.
+	if ids := scanIDs(t, cli("", "scan", "app.ev").stdout, "id", "kind", "n"); !slices.Equal(ids, seq(1, 8)) {
+		t.Errorf("scan: ids %v, want 1..8", ids)
+	}
+	if ids := scanIDs(t, cli("", "scan", "app.ev", "--columns", "id,kind", "--where", "n > 4 AND kind IS NOT NULL").stdout, "id", "kind"); !slices.Equal(ids, []int{5, 6, 7}) {
+		t.Errorf("scan --columns id,kind --where: ids %v, want [5 6 7]", ids)
+	}
+	if ids := scanIDs(t, cli("", "scan", "app.ev", "--limit", "3").stdout); len(ids) != 3 {
+		t.Errorf("scan --limit 3 printed %d rows", len(ids))
+	}
+	if got := cli("", "scan", "app.ev", "--from", "latest").stdout; got != "" {
+		t.Errorf("scan --from latest (no follow) printed %q, want nothing", got)
+	}
+	if ids := scanIDs(t, cli("", "scan", "app.ev", "--from", "ts:0").stdout); !slices.Equal(ids, seq(1, 8)) {
+		t.Errorf("scan --from ts:0: ids %v, want 1..8", ids)
+	}
+	// A row appended after a point in time is the only one from ts:then.
+	then := time.Now().UnixMilli()
+	waitFor(t, 5*time.Second, func() error {
+		if time.Now().UnixMilli() <= then {
+			return fmt.Errorf("clock has not moved past %d", then)
+		}
+		return nil
+	})
+	cli("", "append", "app.ev", "--row", `{"id": 9, "kind": "k1", "n": 9}`)
+	if ids := scanIDs(t, cli("", "scan", "app.ev", "--from", "ts:"+strconv.FormatInt(then+1, 10)).stdout); !slices.Equal(ids, []int{9}) {
+		t.Errorf("scan --from ts:%d: ids %v, want [9]", then+1, ids)
+	}
+
+	// Follow: the existing rows, then rows appended while it runs.
+	t.Run("follow", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, "scan", "app.ev", "--follow", "--columns", "id", "--server", addr)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 100)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		read := func(n int) []int {
+			var ids []int
+			timeout := time.After(20 * time.Second)
+			for len(ids) < n {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						t.Fatalf("scan --follow ended after %d of %d rows; stderr: %s", len(ids), n, stderr.String())
+					}
+					ids = append(ids, scanIDs(t, l+"\n", "id")...)
+				case <-timeout:
+					t.Fatalf("scan --follow: %d of %d rows after 20s", len(ids), n)
+				}
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		if ids := read(9); !slices.Equal(ids, seq(1, 9)) {
+			t.Errorf("scan --follow: first rows %v, want 1..9", ids)
+		}
+		cli("", "append", "app.ev", "--row", `{"id": 10, "n": 10}`, "--row", `{"id": 11, "n": 11}`)
+		cli(`{"id": 12, "n": 12}`+"\n", "append", "app.ev")
+		if ids := read(3); !slices.Equal(ids, []int{10, 11, 12}) {
+			t.Errorf("scan --follow: rows appended while following %v, want [10 11 12]", ids)
+		}
+		cmd.Process.Signal(os.Interrupt)
+		for range lines {
+		}
+		err = cmd.Wait()
+		if ctx.Err() != nil {
+			t.Fatal("scan --follow did not stop within 60s of SIGINT")
+		}
+		if err != nil {
+			t.Errorf("scan --follow stopped by SIGINT: %v; stderr: %s", err, stderr.String())
+		}
+	})
+
+	// Failing commands: non-zero exit, the reason on stderr.
+	fails := []struct {
+		name, stdin string
+		args        []string
+		words       []string
+	}{
+		{"scan unknown table", "", []string{"scan", "app.nope"}, []string{"app.nope", "not found"}},
+		{"append to unknown table", "", []string{"append", "app.nope", "--row", `{"id": 1}`}, []string{"app.nope", "not found"}},
+		{"describe unknown table", "", []string{"table", "describe", "app.nope"}, []string{"app.nope", "not found"}},
+		{"drop unknown database", "", []string{"db", "drop", "nodb"}, []string{"nodb", "not found"}},
+		{"bad --schema type", "", []string{"table", "create", "app.x", "--schema", "id BIGGINT"}, []string{"--schema", "BIGGINT"}},
+		{"--schema column without type", "", []string{"table", "create", "app.x", "--schema", "id"}, []string{"--schema", `"id"`}},
+		{"--set without =", "", []string{"table", "create", "app.x", "--schema", "id INT", "--set", "table.log.ttl"}, []string{"--set", "key=value"}},
+		{"bad --from", "", []string{"scan", "app.ev", "--from", "yesterday"}, []string{"--from", "yesterday"}},
+		{"bad --where", "", []string{"scan", "app.ev", "--where", "n >"}, []string{"filter"}},
+		{"unknown --columns", "", []string{"scan", "app.ev", "--columns", "id,zz"}, []string{`"zz"`}},
+		{"NDJSON line not JSON", `{"id": 1}` + "\nnot json\n", []string{"append", "app.ev"}, []string{"line 2"}},
+		{"NULL in NOT NULL column", "", []string{"append", "app.ev", "--row", `{"id": null}`}, []string{`"id"`, "NOT NULL"}},
+	}
+	for _, f := range fails {
+		r := runCLI(t, addr, f.stdin, f.args...)
+		if r.code == 0 {
+			t.Errorf("%s: exit 0, want non-zero (stdout %q)", f.name, r.stdout)
+			continue
+		}
+		for _, w := range f.words {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr %q does not mention %q", f.name, r.stderr, w)
+			}
+		}
+	}
+	// The table x was never created; no failed append stored a row.
+	if got := cli("", "table", "list", "app").stdout; got != "ev\n" {
+		t.Errorf("table list app after failed commands = %q, want \"ev\\n\"", got)
+	}
+	if ids := scanIDs(t, cli("", "scan", "app.ev").stdout); !slices.Equal(ids, seq(1, 12)) {
+		t.Errorf("scan after failed commands: ids %v, want 1..12", ids)
+	}
+
+	// Drop.
+	cli("", "table", "drop", "app.ev")
+	if got := cli("", "table", "list", "app").stdout; got != "" {
+		t.Errorf("table list after drop = %q, want nothing", got)
+	}
+	cli("", "db", "drop", "app")
+	if got := cli("", "db", "list").stdout; strings.Contains(got, "app") {
+		t.Errorf("db list after dropping app = %q", got)
+	}
+}
