@@ -47,7 +47,7 @@ func (s *service) table(ctx context.Context, name string) (*raftmeta.Table, tabl
 	}
 	t, err := s.b.Table(ctx, ref.full())
 	if err != nil {
-		return nil, ref, fmt.Errorf("table %q: %w", ref.full(), err)
+		return nil, ref, err // the catalog's error names the table
 	}
 	if ref.Virtual != "" {
 		if !t.HasPrimaryKey() {
