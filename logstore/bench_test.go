@@ -95,7 +95,7 @@ func BenchmarkSyncer(b *testing.B) {
 	for _, tc := range []struct {
 		g, f   int
 		syncfs bool
-	}{{1, 1, false}, {16, 16, false}, {64, 64, false}, {64, 64, true}, {256, 256, false}, {256, 256, true}} {
+	}{{1, 1, false}, {1, 1, true}, {4, 4, false}, {4, 4, true}, {16, 16, false}, {16, 16, true}, {64, 64, false}, {64, 64, true}, {256, 256, false}, {256, 256, true}} {
 		name := fmt.Sprintf("G%d_F%d_%s", tc.g, tc.f, map[bool]string{false: "fdatasync", true: "syncfs"}[tc.syncfs])
 		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
@@ -110,7 +110,7 @@ func BenchmarkSyncer(b *testing.B) {
 			}
 			s := NewSyncer(nil)
 			if tc.syncfs {
-				s.SyncfsThreshold = 2
+				s.SyncfsThreshold = 1
 			}
 			defer s.Close()
 			b.ReportAllocs()

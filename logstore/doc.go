@@ -27,5 +27,12 @@
 // Concurrency: mutators (StoreLogs, DeleteRange, DeleteBefore, Close) are
 // serialized by an append mutex and publish new state under a RWMutex
 // that readers (GetLog, Read, OffsetForTimestamp) hold shared while they
-// pread. One Syncer per node group-commits the syncs of all logs.
+// pread. One Syncer per node group-commits the syncs of all logs: a round
+// with two or more files is one syncfs(2) per filesystem by default
+// (DefaultSyncfsThreshold, measured in BenchmarkSyncer).
+//
+// Index files: the active segment keeps its .index/.timeindex open and
+// appends new entries with pwrite; they are truncated only when rewritten
+// (recovery, tail truncation, a failed write) and closed when the segment
+// is sealed.
 package logstore

@@ -134,3 +134,44 @@ func TestSyncerSyncfs(t *testing.T) {
 		t.Fatalf("syncfs: %v", err)
 	}
 }
+
+// TestSyncerDefaultSyncfs: NewSyncer uses syncfs for rounds of two or more
+// real files (DefaultSyncfsThreshold, chosen by BenchmarkSyncer), and every
+// waiter of such a round gets a nil error.
+func TestSyncerDefaultSyncfs(t *testing.T) {
+	s := NewSyncer(nil)
+	defer s.Close()
+	if s.SyncfsThreshold != DefaultSyncfsThreshold || DefaultSyncfsThreshold < 1 {
+		t.Fatalf("SyncfsThreshold = %d, want DefaultSyncfsThreshold (%d) >= 1", s.SyncfsThreshold, DefaultSyncfsThreshold)
+	}
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		f, err := OSFS{}.OpenFile(filepath.Join(dir, fmt.Sprint(i)), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		wg.Go(func() {
+			for j := range 20 {
+				if _, err := f.WriteAt([]byte{byte(j)}, int64(j)); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.Sync(f); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Waits != 160 || st.Rounds == 0 || st.Rounds > 160 {
+		t.Fatalf("stats %+v, want 160 waits in 1..160 rounds", st)
+	}
+}
