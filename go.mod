@@ -10,6 +10,7 @@ require (
 	github.com/google/flatbuffers v25.12.19+incompatible // Arrow IPC Message flatbuffers for buffer-level projection
 	github.com/hashicorp/go-hclog v1.6.3 // adapter from hashicorp/raft logging to log/slog
 	github.com/hashicorp/go-msgpack/v2 v2.1.5 // raft message encoding on the peer transport, as raft's own
+	github.com/hashicorp/memberlist v0.5.4 // gossip membership; v0.5.4 builds with raft v1.7.3 (DESIGN §13)
 	github.com/hashicorp/raft v1.7.3 // metadata group and one group per bucket; v1.7.3 (not 1.8) builds with raft-boltdb/v2, DESIGN §13
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1 // metadata Raft log and stable store
 	github.com/hashicorp/yamux v0.1.2 // one multiplexed TCP connection per node pair (rpc/peer)
@@ -46,6 +47,18 @@ require (
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/text v0.44.0 // indirect
+)
+
+require (
+	github.com/google/btree v1.1.3 // indirect
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/hashicorp/go-sockaddr v1.0.7 // indirect
+	github.com/miekg/dns v1.1.68 // indirect
+	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
+	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/tools v0.52.0 // indirect
 )
 
 tool (
