@@ -54,6 +54,7 @@ type Result struct {
 	Elapsed   time.Duration
 	Latencies []time.Duration // sorted
 	DiskBytes int64           // growth of the server's log bytes, -1 if unknown
+	FirstErr  error           // the first failed request's error, if any
 }
 
 // Quantile returns the q-quantile of the latencies.
@@ -170,7 +171,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 		res      Result
 		mu       sync.Mutex
 		wg       sync.WaitGroup
-		firstErr atomic.Value
+		firstErr atomic.Value // error
 	)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -181,7 +182,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 			defer wg.Done()
 			c := client.New(cfg.Server)
 			var lat []time.Duration
-			var reqs, rows, bytes, errs int64
+			var reqs, rows, sent, errs int64
 			for i := 0; runCtx.Err() == nil; i++ {
 				p := data[(w+i)%len(data)]
 				bucket := int32((w + i*cfg.Clients) % cfg.Buckets)
@@ -196,20 +197,20 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs++
-						firstErr.CompareAndSwap(nil, err)
+						firstErr.CompareAndSwap(nil, error(err))
 					}
 					continue
 				}
 				lat = append(lat, time.Since(t0))
 				reqs++
 				rows += int64(cfg.BatchRows)
-				bytes += int64(len(p))
+				sent += int64(len(p))
 			}
 			mu.Lock()
 			res.Latencies = append(res.Latencies, lat...)
 			res.Requests += reqs
 			res.Rows += rows
-			res.Bytes += bytes
+			res.Bytes += sent
 			res.Errors += errs
 			mu.Unlock()
 		}()
@@ -221,8 +222,9 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 	if after := logBytes(ctx, cfg.Server); before >= 0 && after >= 0 {
 		res.DiskBytes = after - before
 	}
-	if res.Requests == 0 {
-		if e, ok := firstErr.Load().(error); ok {
+	if e, ok := firstErr.Load().(error); ok {
+		res.FirstErr = e
+		if res.Requests == 0 {
 			return &res, fmt.Errorf("no request succeeded: %w", e)
 		}
 	}
@@ -271,6 +273,9 @@ func PrintProduce(w io.Writer, cfg ProduceConfig, r *Result) {
 		cfg.Format, comp, cfg.Clients, cfg.BatchRows, cfg.Buckets,
 		float64(r.Rows)/secs, float64(r.Requests)/secs, float64(r.Bytes)/secs/1e6,
 		r.Quantile(0.50).Round(time.Microsecond), r.Quantile(0.99).Round(time.Microsecond), r.Errors, disk)
+	if r.FirstErr != nil {
+		fmt.Fprintf(w, "\nfirst error: %v\n", r.FirstErr)
+	}
 }
 
 // FetchConfig describes a fetch run: the table is loaded with Rows rows of
