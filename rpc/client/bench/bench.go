@@ -171,7 +171,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 		res      Result
 		mu       sync.Mutex
 		wg       sync.WaitGroup
-		firstErr atomic.Value // error
+		firstErr atomic.Pointer[error]
 	)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -197,7 +197,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs++
-						firstErr.CompareAndSwap(nil, error(err))
+						firstErr.CompareAndSwap(nil, &err)
 					}
 					continue
 				}
@@ -222,10 +222,10 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 	if after := logBytes(ctx, cfg.Server); before >= 0 && after >= 0 {
 		res.DiskBytes = after - before
 	}
-	if e, ok := firstErr.Load().(error); ok {
-		res.FirstErr = e
+	if e := firstErr.Load(); e != nil {
+		res.FirstErr = *e
 		if res.Requests == 0 {
-			return &res, fmt.Errorf("no request succeeded: %w", e)
+			return &res, fmt.Errorf("no request succeeded: %w", *e)
 		}
 	}
 	return &res, nil
