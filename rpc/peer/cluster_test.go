@@ -163,6 +163,27 @@ func applyN(t testing.TB, r *raft.Raft, n int) {
 	}
 }
 
+// applyNRetry applies n commands to whichever replica leads, retrying a
+// command whose leader lost leadership (as a client would). A retried
+// command may have been committed already, so the group ends with >= n.
+func applyNRetry(t testing.TB, reps []*replica, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(i+1))
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := reps[leaderOf(t, reps)].r.Apply(b[:], 10*time.Second).Error()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, raft.ErrLeadershipLost) && !errors.Is(err, raft.ErrNotLeader) || time.Now().After(deadline) {
+				t.Fatalf("apply %d: %v", i, err)
+			}
+		}
+	}
+}
+
 // bootstrap creates one group with a replica per transport and bootstraps it from the first.
 func bootstrap(t testing.TB, trs []raft.Transport) []*replica {
 	t.Helper()

@@ -162,8 +162,9 @@ func TestRaftGroupsOverMux(t *testing.T) {
 		if err := muxes[down].Close(); err != nil {
 			t.Fatalf("close mux: %v", err)
 		}
-		l = leaderOf(t, reps)
-		applyN(t, reps[l].r, 200)
+		// Under load the remaining two may re-elect meanwhile: retry as a
+		// client would.
+		applyNRetry(t, reps, 200)
 		muxes[down] = listen(t, addr)
 		for _, gg := range groups {
 			cl[gg][down].start(t, newTransport(down, gg))
@@ -172,8 +173,8 @@ func TestRaftGroupsOverMux(t *testing.T) {
 			l := leaderOf(t, reps)
 			return sameState(reps[l].fsm, reps[down].fsm)
 		})
-		if n, _, _ := reps[down].fsm.state(); n != 200 {
-			t.Fatalf("restarted follower n = %d, want 200", n)
+		if n, _, _ := reps[down].fsm.state(); n < 200 {
+			t.Fatalf("restarted follower n = %d, want >= 200", n)
 		}
 	})
 }
