@@ -176,6 +176,21 @@ func (s *service) chooseBuckets(t *raftmeta.Table, m *flussv1.AppendRequest, rec
 	return splitByBucket(rec, keys, t.BucketCount)
 }
 
+// oneBucket returns the bucket of a request whose rows all go to one
+// bucket, as chooseBuckets would choose it; ok is false when the rows are
+// split by bucket key.
+func (s *service) oneBucket(t *raftmeta.Table, m *flussv1.AppendRequest) (b int32, ok bool) {
+	switch {
+	case m.Bucket != nil:
+		return m.GetBucket(), true
+	case t.BucketCount <= 1:
+		return 0, true
+	case len(t.BucketKeys) == 0:
+		return int32(s.rr.Add(1) % uint32(t.BucketCount)), true
+	}
+	return 0, false
+}
+
 func (s *service) checkRows(n int64) error {
 	if n > int64(s.lim.MaxRowsPerRequest) {
 		return fmt.Errorf("%w: %d rows in one request is over max_rows_per_request (%d); split the request", ErrResourceExhausted, n, s.lim.MaxRowsPerRequest)
@@ -203,6 +218,20 @@ func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bu
 	defer rec.Release()
 	if err := s.checkRows(rec.NumRows()); err != nil {
 		return nil, err
+	}
+	if b, ok := s.oneBucket(t, m); ok {
+		// The whole record goes to one bucket: no split, no map.
+		if rec.NumRows() == 0 {
+			return nil, nil
+		}
+		batch, err := encodeBatch(rec, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+		if err != nil {
+			return nil, err
+		}
+		if err := s.checkBatch(t, b, len(batch)); err != nil {
+			return nil, err
+		}
+		return []bucketBatches{{bucket: b, batches: [][]byte{batch}, count: rec.NumRows()}}, nil
 	}
 	split, err := s.chooseBuckets(t, m, rec)
 	if err != nil {
@@ -236,18 +265,36 @@ func encodeBatch(rec arrow.Record, schemaID int32, comp record.Compression, leve
 	if rec.NumRows() < smallBatchRows {
 		comp = record.CompressionNone
 	}
-	body, err := record.EncodeBody(rec, comp, level)
-	if err != nil {
-		return nil, fmt.Errorf("encode batch: %w", err)
-	}
 	h := record.BatchHeader{
-		Attributes:    uint16(comp),
 		RecordCount:   int32(rec.NumRows()),
 		WriterID:      writerID,
 		BatchSequence: seq,
 		SchemaID:      schemaID,
 	}
-	return record.AppendBatch(nil, h, record.ComputeStats(rec), body), nil
+	// Header, stats and body in one buffer: a 1-row batch of a few
+	// columns is well under 1 KiB.
+	batch, err := record.AppendRecordBatch(make([]byte, 0, batchSizeHint(rec)), h, rec, comp, level)
+	if err != nil {
+		return nil, fmt.Errorf("encode batch: %w", err)
+	}
+	if cap(batch) > 2*len(batch)+4096 {
+		// Compressed well under the hint: do not keep the spare capacity.
+		batch = bytes.Clone(batch)
+	}
+	return batch, nil
+}
+
+// batchSizeHint guesses the stored size of rec uncompressed, so that the
+// batch buffer rarely grows: header and stats, the IPC metadata, and 8
+// bytes per value plus string data.
+func batchSizeHint(rec arrow.Record) int {
+	n := 512 + int(rec.NumCols())*(96+8*int(rec.NumRows()))
+	for _, c := range rec.Columns() {
+		if b, ok := c.(interface{ ValueBytes() []byte }); ok {
+			n += len(b.ValueBytes())
+		}
+	}
+	return min(n, 1<<20)
 }
 
 // prepareArrow checks a client's Arrow IPC stream against the table and

@@ -142,3 +142,79 @@ func BenchmarkSplitByBucket(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendPath1Row is the server's work for a 1-row JSON Append:
+// decode the row, encode the uncompressed body, compute stats and frame
+// the batch, then parse it back as the log does.
+func BenchmarkAppendPath1Row(b *testing.B) {
+	s := SampleSchema()
+	js := SampleJSON(1, 1)
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		rec, err := DecodeJSONRows(s, js, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := EncodeBody(rec, CompressionNone, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = AppendBatch(buf[:0], BatchHeader{RecordCount: 1, SchemaID: s.ID}, ComputeStats(rec), body)
+		rec.Release()
+		if _, _, err := ParseBatch(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeJSON1Row: DecodeJSONRows of one row.
+func BenchmarkDecodeJSON1Row(b *testing.B) {
+	s := SampleSchema()
+	js := SampleJSON(1, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec, err := DecodeJSONRows(s, js, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+	}
+}
+
+// BenchmarkStats1Row: ComputeStats plus the stats block round trip of one row.
+func BenchmarkStats1Row(b *testing.B) {
+	rec := SampleRecord(1, 1)
+	defer rec.Release()
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = appendStatsBlock(buf[:0], ComputeStats(rec))
+		if _, _, err := parseStatsBlock(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendRecordBatch1Row is BenchmarkAppendPath1Row with the
+// one-pass AppendRecordBatch the write path uses.
+func BenchmarkAppendRecordBatch1Row(b *testing.B) {
+	s := SampleSchema()
+	js := SampleJSON(1, 1)
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		rec, err := DecodeJSONRows(s, js, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf, err = AppendRecordBatch(buf[:0], BatchHeader{RecordCount: 1, SchemaID: s.ID}, rec, CompressionNone, 0)
+		rec.Release()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := ParseBatch(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

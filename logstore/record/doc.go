@@ -20,4 +20,11 @@
 //     by this package are owned by the caller and must be released.
 //   - BucketOf is a pure function of the key values (FORMAT.md §3): clients
 //     and every server compute the same bucket.
+//   - A *Schema is immutable once used: its Arrow schema, column index and a
+//     pool of record builders are cached per *Schema (ArrowSchema returns the
+//     same *arrow.Schema every time; replacing Columns gives a fresh cache
+//     entry, editing a Column in place is not supported).
+//   - Bodies of flat columns are written by a direct encoder (plainipc.go):
+//     a valid Arrow IPC record-batch message, byte layout not identical to
+//     arrow-go's; anything else goes through arrow-go's writer.
 package record

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -42,23 +43,31 @@ type bodyEncoder struct {
 // cleared when it grows past maxEncoderPools (schemas are long-lived per
 // table version, so this only bounds a pathological caller).
 var (
-	encoderMu       sync.Mutex
-	encoderPools    = map[*arrow.Schema]*sync.Pool{}
-	maxEncoderPools = 4096
+	encoderPools    sync.Map // *arrow.Schema -> *sync.Pool
+	encoderPoolN    atomic.Int64
+	maxEncoderPools int64 = 4096
 )
 
 func encoderPool(s *arrow.Schema) *sync.Pool {
-	encoderMu.Lock()
-	defer encoderMu.Unlock()
-	p := encoderPools[s]
-	if p == nil {
-		if len(encoderPools) >= maxEncoderPools {
-			clear(encoderPools)
-		}
-		p = &sync.Pool{}
-		encoderPools[s] = p
+	if p, ok := encoderPools.Load(s); ok {
+		return p.(*sync.Pool)
 	}
-	return p
+	if encoderPoolN.Add(1) > maxEncoderPools {
+		encoderPools.Clear()
+		encoderPoolN.Store(1)
+	}
+	p, _ := encoderPools.LoadOrStore(s, &sync.Pool{})
+	return p.(*sync.Pool)
+}
+
+func checkCompression(c Compression, zstdLevel int) error {
+	if c > CompressionZSTD {
+		return fmt.Errorf("%w: compression %d", ErrBadCompression, c)
+	}
+	if c == CompressionZSTD && (zstdLevel < 0 || zstdLevel > arrowipc.MaxZSTDLevel) {
+		return fmt.Errorf("%w: zstd level %d, want 1..%d", ErrBadCompression, zstdLevel, arrowipc.MaxZSTDLevel)
+	}
+	return nil
 }
 
 // EncodeBody encodes rec as one encapsulated Arrow IPC record-batch message
@@ -68,12 +77,44 @@ func encoderPool(s *arrow.Schema) *sync.Pool {
 // compresses its buffers with shared codecs. The result is a fresh slice
 // owned by the caller.
 func EncodeBody(rec arrow.Record, c Compression, zstdLevel int) ([]byte, error) {
-	if c > CompressionZSTD {
-		return nil, fmt.Errorf("%w: compression %d", ErrBadCompression, c)
+	return appendBody(nil, rec, c, zstdLevel, true)
+}
+
+// appendBody appends the body of rec to dst (see EncodeBody). With exact
+// and dst nil, the result has no spare capacity.
+func appendBody(dst []byte, rec arrow.Record, c Compression, zstdLevel int, exact bool) ([]byte, error) {
+	if err := checkCompression(c, zstdLevel); err != nil {
+		return dst, err
 	}
-	if c == CompressionZSTD && (zstdLevel < 0 || zstdLevel > arrowipc.MaxZSTDLevel) {
-		return nil, fmt.Errorf("%w: zstd level %d, want 1..%d", ErrBadCompression, zstdLevel, arrowipc.MaxZSTDLevel)
+	// Flat columns (every table type): build the message directly.
+	if c == CompressionNone {
+		if out, ok := appendPlainBody(dst, rec); ok {
+			return out, nil
+		}
+	} else {
+		sp := decompressScratch.Get().(*[]byte)
+		plain, ok := appendPlainBody((*sp)[:0], rec)
+		if ok {
+			if dst == nil {
+				dst = make([]byte, 0, len(plain)/2+256)
+			}
+			out, err := arrowipc.Compress(dst, plain, arrowipc.Codec(c), zstdLevel)
+			*sp = plain
+			if cap(plain) <= 8<<20 {
+				decompressScratch.Put(sp)
+			}
+			if err != nil {
+				return out, fmt.Errorf("encode arrow body: %w", err)
+			}
+			return out, nil
+		}
+		decompressScratch.Put(sp)
 	}
+	return appendArrowGoBody(dst, rec, c, zstdLevel, exact)
+}
+
+// appendArrowGoBody is appendBody with arrow-go's stream writer.
+func appendArrowGoBody(dst []byte, rec arrow.Record, c Compression, zstdLevel int, exact bool) ([]byte, error) {
 	pool := encoderPool(rec.Schema())
 	e, _ := pool.Get().(*bodyEncoder)
 	fresh := e == nil
@@ -83,27 +124,32 @@ func EncodeBody(rec arrow.Record, c Compression, zstdLevel int) ([]byte, error) 
 	}
 	if err := e.w.Write(rec); err != nil {
 		// A failed writer is sticky: drop it.
-		return nil, fmt.Errorf("encode arrow body: %w", err)
+		return dst, fmt.Errorf("encode arrow body: %w", err)
 	}
 	msg := e.sink.b
 	if fresh {
 		// The first Write of a stream writer emits the schema message
 		// first (no body): skip its 8-byte prefix and metadata.
 		if len(msg) < 8 {
-			return nil, fmt.Errorf("encode arrow body: short schema message")
+			return dst, fmt.Errorf("encode arrow body: short schema message")
 		}
 		skip := 8 + int(binary.LittleEndian.Uint32(msg[4:]))
 		if skip > len(msg) {
-			return nil, fmt.Errorf("encode arrow body: bad schema message")
+			return dst, fmt.Errorf("encode arrow body: bad schema message")
 		}
 		msg = msg[skip:]
 	}
-	var out []byte
 	var err error
-	if c == CompressionNone {
-		out = bytes.Clone(msg)
-	} else {
-		out, err = arrowipc.Compress(make([]byte, 0, len(msg)/2+256), msg, arrowipc.Codec(c), zstdLevel)
+	switch {
+	case c == CompressionNone && exact && dst == nil:
+		dst = bytes.Clone(msg)
+	case c == CompressionNone:
+		dst = append(dst, msg...)
+	default:
+		if dst == nil {
+			dst = make([]byte, 0, len(msg)/2+256)
+		}
+		dst, err = arrowipc.Compress(dst, msg, arrowipc.Codec(c), zstdLevel)
 	}
 	e.sink.b = e.sink.b[:0]
 	// Keep big scratch buffers out of the pool.
@@ -111,9 +157,9 @@ func EncodeBody(rec arrow.Record, c Compression, zstdLevel int) ([]byte, error) 
 		pool.Put(e)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("encode arrow body: %w", err)
+		return dst, fmt.Errorf("encode arrow body: %w", err)
 	}
-	return out, nil
+	return dst, nil
 }
 
 // SchemaMessage returns the encapsulated Arrow IPC schema message of

@@ -67,13 +67,13 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: rows must be a JSON array of objects, got %s", ErrBadRow, v.Type())
 	}
-	d := &jsonDecoder{
-		s:     s,
-		index: make(map[string]int, len(s.Columns)),
-		seen:  make([]int, len(s.Columns)),
-	}
-	for i, c := range s.Columns {
-		d.index[c.Name] = i
+	st := s.state()
+	var seenBuf [16]int
+	d := &jsonDecoder{s: s, index: st.index}
+	if len(s.Columns) <= len(seenBuf) {
+		d.seen = seenBuf[:len(s.Columns)]
+	} else {
+		d.seen = make([]int, len(s.Columns))
 	}
 	if target != nil {
 		d.allowed = make([]bool, len(s.Columns))
@@ -84,8 +84,8 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 			d.allowed[t] = true
 		}
 	}
-	d.rb = array.NewRecordBuilder(mem, s.ArrowSchema())
-	defer d.rb.Release()
+	d.rb = st.getBuilder(mem)
+	defer st.putBuilder(d.rb, mem)
 	d.rb.Reserve(len(arr))
 
 	var (

@@ -104,8 +104,11 @@ func (s *Schema) Validate() error {
 func (s *Schema) HasPrimaryKey() bool { return len(s.PrimaryKey) > 0 }
 
 // ArrowSchema is the Arrow schema of the stored batches of this schema
-// (without the change-type column of primary-key tables).
-func (s *Schema) ArrowSchema() *arrow.Schema {
+// (without the change-type column of primary-key tables). It is built once
+// per *Schema and shared: callers must not modify it.
+func (s *Schema) ArrowSchema() *arrow.Schema { return s.state().arrow }
+
+func (s *Schema) buildArrowSchema() *arrow.Schema {
 	fields := make([]arrow.Field, len(s.Columns))
 	for i, c := range s.Columns {
 		fields[i] = arrow.Field{Name: c.Name, Type: c.Type.ArrowType(), Nullable: c.Nullable}

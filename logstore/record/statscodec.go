@@ -26,6 +26,12 @@ func ComputeStats(rec arrow.Record) []ColumnStats {
 	out := make([]ColumnStats, rec.NumCols())
 	for i := range out {
 		out[i] = columnStats(rec.Column(i))
+		if st := &out[i]; st.MinBytes != nil {
+			// One allocation for both bounds, each with its own capacity.
+			b := make([]byte, 0, len(st.MinBytes)+len(st.MaxBytes))
+			b = append(append(b, st.MinBytes...), st.MaxBytes...)
+			st.MinBytes, st.MaxBytes = b[:len(st.MinBytes):len(st.MinBytes)], b[len(st.MinBytes):]
+		}
 	}
 	return out
 }
@@ -175,8 +181,15 @@ func bytesStats(n int, isNull func(int) bool, val func(int) []byte, st *ColumnSt
 		return
 	}
 	st.HasMinMax = true
-	st.MinBytes = append([]byte{}, mn...)
-	st.MaxBytes = append([]byte{}, mx...)
+	// Non-nil even when empty: statTag tells bytes bounds by non-nil.
+	st.MinBytes = mn[:len(mn):len(mn)]
+	st.MaxBytes = mx[:len(mx):len(mx)]
+	if st.MinBytes == nil {
+		st.MinBytes = []byte{}
+	}
+	if st.MaxBytes == nil {
+		st.MaxBytes = []byte{}
+	}
 }
 
 // statTag decides the block encoding of one ColumnStats. A ColumnStats does
@@ -205,28 +218,33 @@ func statTag(st *ColumnStats) byte {
 func appendStatsBlock(dst []byte, stats []ColumnStats) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(stats)))
 	for i := range stats {
-		st := &stats[i]
-		tag := statTag(st)
-		dst = append(dst, tag)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(st.NullCount))
-		switch tag {
-		case statTagInt:
-			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MinInt))
-			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MaxInt))
-		case statTagFloat:
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(st.MinFloat))
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(st.MaxFloat))
-		case statTagDecimal:
-			dst = binary.LittleEndian.AppendUint64(dst, st.MinDecimal.LowBits())
-			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MinDecimal.HighBits()))
-			dst = binary.LittleEndian.AppendUint64(dst, st.MaxDecimal.LowBits())
-			dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MaxDecimal.HighBits()))
-		case statTagBytes:
-			dst = append(dst, byte(len(st.MinBytes)))
-			dst = append(dst, st.MinBytes...)
-			dst = append(dst, byte(len(st.MaxBytes)))
-			dst = append(dst, st.MaxBytes...)
-		}
+		dst = appendColumnStats(dst, &stats[i])
+	}
+	return dst
+}
+
+// appendColumnStats appends the stats block entry of one column.
+func appendColumnStats(dst []byte, st *ColumnStats) []byte {
+	tag := statTag(st)
+	dst = append(dst, tag)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(st.NullCount))
+	switch tag {
+	case statTagInt:
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MinInt))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MaxInt))
+	case statTagFloat:
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(st.MinFloat))
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(st.MaxFloat))
+	case statTagDecimal:
+		dst = binary.LittleEndian.AppendUint64(dst, st.MinDecimal.LowBits())
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MinDecimal.HighBits()))
+		dst = binary.LittleEndian.AppendUint64(dst, st.MaxDecimal.LowBits())
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(st.MaxDecimal.HighBits()))
+	case statTagBytes:
+		dst = append(dst, byte(len(st.MinBytes)))
+		dst = append(dst, st.MinBytes...)
+		dst = append(dst, byte(len(st.MaxBytes)))
+		dst = append(dst, st.MaxBytes...)
 	}
 	return dst
 }
