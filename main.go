@@ -32,7 +32,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), versionCmd())
+	root.AddCommand(serveCmd(), joinCmd(), versionCmd())
 	addClientCommands(root)
 	return root
 }
@@ -57,22 +57,27 @@ func versionCmd() *cobra.Command {
 	}
 }
 
-// serverFlags are the flags shared by serve (and join, later).
+// serverFlags are the flags shared by serve and join.
 type serverFlags struct {
 	config                                               string
 	dataDir, clientAddr, peerAddr, gossipAddr, advertise string
 	nodeID                                               int32
+	join                                                 []string
+	bootstrapExpect, metaVoters                          int
 }
 
 func (f *serverFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "TOML config file (see config.example.toml)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "data directory (default ./fluss-data)")
-	fl.Int32Var(&f.nodeID, "node-id", 0, "node id (default: stored in <data-dir>/node.id, 1 on a new single node)")
+	fl.Int32Var(&f.nodeID, "node-id", 0, "node id (default: stored in <data-dir>/node.id; on a new data dir 1, or allocated by the cluster when joining)")
 	fl.StringVar(&f.clientAddr, "client-addr", "", "client (Connect API) listen address (default 127.0.0.1:9123)")
 	fl.StringVar(&f.peerAddr, "peer-addr", "", "peer (Raft) listen address (default 127.0.0.1:9124)")
 	fl.StringVar(&f.gossipAddr, "gossip-addr", "", "gossip listen address (default 127.0.0.1:9125)")
 	fl.StringVar(&f.advertise, "advertise", "", "host other nodes and clients use to reach this node")
+	fl.StringSliceVar(&f.join, "join", nil, "peer addresses of cluster members to join (repeat or comma-separate; default: none, bootstrap a new cluster)")
+	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "bootstrap a new cluster once this many nodes of --join see each other (needs --node-id)")
+	fl.IntVar(&f.metaVoters, "meta-voters", 0, "voters of the metadata Raft group (default 3)")
 }
 
 // load builds the config: defaults, then the file, then flags.
@@ -96,6 +101,15 @@ func (f *serverFlags) load() (node.Config, error) {
 	if f.nodeID != 0 {
 		cfg.NodeID = f.nodeID
 	}
+	if len(f.join) > 0 {
+		cfg.Join = f.join
+	}
+	if f.bootstrapExpect != 0 {
+		cfg.BootstrapExpect = f.bootstrapExpect
+	}
+	if f.metaVoters != 0 {
+		cfg.MetaVoters = f.metaVoters
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -106,6 +120,28 @@ func serveCmd() *cobra.Command {
 		Short: "Run a node (with no flags: a single-node cluster in ./fluss-data on 127.0.0.1:9123)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load()
+			if err != nil {
+				return err
+			}
+			return runNode(cfg)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func joinCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "join SEED",
+		Short: "Run a node inside the cluster that SEED (any member's peer address, host:port) belongs to",
+		Long: "join starts a node like serve, but a fresh node is admitted by the cluster SEED belongs to\n" +
+			"instead of bootstrapping its own; it gets a node id from the cluster unless --node-id is given.\n" +
+			"A node that is already a member (its data directory holds metadata state) just starts.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.join = append([]string{args[0]}, f.join...)
 			cfg, err := f.load()
 			if err != nil {
 				return err

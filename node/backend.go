@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -64,12 +66,14 @@ func (n *Node) awaitMetaLeader(ctx context.Context) {
 
 func (n *Node) CreateDatabase(ctx context.Context, name, comment string, ignoreIfExists bool) error {
 	n.awaitMetaLeader(ctx)
-	return n.meta.CreateDatabase(ctx, name, comment, ignoreIfExists)
+	_, err := n.metaCall(ctx, &metaOp{Op: opCreateDatabase, Name: name, Comment: comment, IgnoreIfExists: ignoreIfExists})
+	return err
 }
 
 func (n *Node) DropDatabase(ctx context.Context, name string, ignoreIfNotExists, cascade bool) error {
 	n.awaitMetaLeader(ctx)
-	return n.meta.DropDatabase(ctx, name, ignoreIfNotExists, cascade)
+	_, err := n.metaCall(ctx, &metaOp{Op: opDropDatabase, Name: name, IgnoreIfNotExists: ignoreIfNotExists, Cascade: cascade})
+	return err
 }
 
 func (n *Node) ListDatabases(ctx context.Context) ([]string, error) {
@@ -88,7 +92,7 @@ func (n *Node) ListDatabases(ctx context.Context) ([]string, error) {
 // first write does not meet an election.
 func (n *Node) CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreIfExists bool) (int64, error) {
 	n.awaitMetaLeader(ctx)
-	id, err := n.meta.CreateTable(ctx, spec, ignoreIfExists)
+	id, err := n.metaCall(ctx, &metaOp{Op: opCreateTable, Spec: &spec, IgnoreIfExists: ignoreIfExists})
 	if err != nil {
 		return 0, err
 	}
@@ -102,7 +106,8 @@ func (n *Node) CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreI
 const createWait = 10 * time.Second
 
 // waitTableLeaders waits until every bucket of the table assigned to this
-// node has an open replica with a known leader, or ctx ends.
+// node has an open replica with a known leader, and every other bucket has
+// a leader its replicas know, or ctx ends.
 func (n *Node) waitTableLeaders(ctx context.Context, tableID int64) {
 	for {
 		ready := true
@@ -116,12 +121,18 @@ func (n *Node) waitTableLeaders(ctx context.Context, tableID int64) {
 			}
 		}
 		if ready {
+			l, _ := n.Layout(ctx, tableID)
+			for _, b := range l {
+				ready = ready && b.Leader != 0
+			}
+		}
+		if ready {
 			return
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -155,18 +166,43 @@ func (n *Node) DropTable(ctx context.Context, name string, ignoreIfNotExists boo
 		return err
 	}
 	n.awaitMetaLeader(ctx)
-	return n.meta.DropTable(ctx, db, t, ignoreIfNotExists)
+	_, err = n.metaCall(ctx, &metaOp{Op: opDropTable, Database: db, Name: t, IgnoreIfNotExists: ignoreIfNotExists})
+	return err
 }
 
 func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {
 	n.awaitCatalog(ctx)
 	var out []rpc.BucketLayout
-	for _, a := range n.meta.AssignmentsForTable(tableID) {
+	var ask []raftmeta.NodeID // nodes to ask for leaders of buckets not held here
+	as := n.meta.AssignmentsForTable(tableID)
+	for _, a := range as {
 		l := rpc.BucketLayout{PartitionID: a.PartitionID, Bucket: a.Bucket, Replicas: a.Replicas}
 		if r := n.replica(a.BucketID); r != nil {
 			l.Leader = leaderNode(r)
 		}
+		if l.Leader == 0 {
+			for _, id := range a.Replicas {
+				if id != n.id && !slices.Contains(ask, id) {
+					ask = append(ask, id)
+				}
+			}
+		}
 		out = append(out, l)
+	}
+	if len(ask) > 0 {
+		known := map[raftmeta.BucketID]raftmeta.NodeID{}
+		for _, s := range n.statsOf(ctx, ask) {
+			for _, b := range s.Buckets {
+				if b.Leader != 0 {
+					known[b.Bucket] = b.Leader
+				}
+			}
+		}
+		for i, a := range as {
+			if out[i].Leader == 0 {
+				out[i].Leader = known[a.BucketID]
+			}
+		}
 	}
 	slices.SortFunc(out, func(a, b rpc.BucketLayout) int {
 		if a.PartitionID != b.PartitionID {
@@ -191,22 +227,32 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 	info := &rpc.ClusterInfo{ClusterID: n.meta.ClusterID()}
 	leaderID, _ := n.meta.Leader()
 	info.MetaLeader = leaderID
-	var replicas, leaders int32
-	n.mu.Lock()
-	for _, r := range n.replicas {
-		replicas++
-		if r.IsLeader() {
-			leaders++
+	roles := map[raftmeta.NodeID]string{}
+	if servers, err := n.meta.Servers(); err == nil {
+		for _, s := range servers {
+			role := "voter"
+			if s.Suffrage != raft.Voter {
+				role = "nonvoter"
+			}
+			roles[parseNodeID(string(s.ID))] = role
 		}
 	}
-	n.mu.Unlock()
-	for _, m := range n.meta.Nodes() {
-		ni := rpc.NodeInfo{Node: m, MetaRole: "voter"}
-		if m.ID == leaderID {
+	nodes := n.meta.Nodes()
+	ids := make([]raftmeta.NodeID, len(nodes))
+	for i, m := range nodes {
+		ids[i] = m.ID
+	}
+	stats := n.statsOf(ctx, ids)
+	for _, m := range nodes {
+		ni := rpc.NodeInfo{Node: m, MetaRole: roles[m.ID]}
+		switch {
+		case m.ID == leaderID:
 			ni.MetaRole = "leader"
+		case ni.MetaRole == "":
+			ni.MetaRole = "none"
 		}
-		if m.ID == n.id {
-			ni.Replicas, ni.Leaders = replicas, leaders
+		if s := stats[m.ID]; s != nil {
+			ni.Replicas, ni.Leaders = s.Replicas, s.Leaders
 		}
 		info.Nodes = append(info.Nodes, ni)
 	}
@@ -236,57 +282,53 @@ func (n *Node) replica(id raftmeta.BucketID) *replica.Replica {
 	return n.replicas[id]
 }
 
-// bucketReplica resolves a bucket to its open local replica, telling a
-// bucket that does not exist apart from one that is still opening.
-func (n *Node) bucketReplica(id raftmeta.BucketID) (*replica.Replica, error) {
-	if r := n.replica(id); r != nil {
-		return r, nil
-	}
-	for _, a := range n.meta.AssignmentsForTable(id.TableID) {
-		if a.BucketID == id {
-			return nil, fmt.Errorf("%w: table %d bucket %d is still opening", rpc.ErrNoBucketLeader, id.TableID, id.Bucket)
-		}
-	}
-	return nil, fmt.Errorf("%w: table %d has no bucket %d", rpc.ErrBucketNotFound, id.TableID, id.Bucket)
-}
-
+// Append stores batches on the bucket leader: here, or forwarded once.
 func (n *Node) Append(ctx context.Context, b raftmeta.BucketID, batches [][]byte, writerID int64, seq int32) (rpc.AppendResult, error) {
-	r, err := n.bucketReplica(b)
-	if err != nil {
-		return rpc.AppendResult{}, err
-	}
-	base, count, err := r.Append(ctx, batches, writerID, seq)
-	if err != nil {
-		return rpc.AppendResult{}, replicaError(err)
-	}
-	return rpc.AppendResult{BaseOffset: base, Count: count}, nil
+	var res rpc.AppendResult
+	q := &bucketReq{Bucket: b, WriterID: writerID, Seq: seq, Batches: batches}
+	err := n.route(ctx, b, q, callBucketWrite, func(r *replica.Replica) error {
+		base, count, err := r.Append(ctx, batches, writerID, seq)
+		if err != nil {
+			return replicaError(err)
+		}
+		res = rpc.AppendResult{BaseOffset: base, Count: count}
+		return nil
+	}, func(p *bucketResp) {
+		res = rpc.AppendResult{BaseOffset: p.BaseOffset, Count: p.Count}
+	}, false)
+	return res, err
 }
 
+// Fetch reads committed batches from the bucket leader: here, or forwarded once.
 func (n *Node) Fetch(ctx context.Context, b raftmeta.BucketID, offset int64, maxBytes int, maxWait time.Duration) (*rpc.FetchResult, error) {
-	r, err := n.bucketReplica(b)
-	if err != nil {
-		return nil, err
-	}
-	batches, hw, start, err := r.Fetch(ctx, offset, maxBytes, maxWait)
-	if err != nil {
-		return nil, replicaError(err)
-	}
-	return &rpc.FetchResult{Batches: batches, HighWatermark: hw, LogStartOffset: start}, nil
+	var res *rpc.FetchResult
+	q := &bucketReq{Bucket: b, Offset: offset, MaxBytes: int64(maxBytes), MaxWaitMs: maxWait.Milliseconds()}
+	err := n.route(ctx, b, q, callBucketFetch, func(r *replica.Replica) error {
+		batches, hw, start, err := r.Fetch(ctx, offset, maxBytes, maxWait)
+		if err != nil {
+			return replicaError(err)
+		}
+		res = &rpc.FetchResult{Batches: batches, HighWatermark: hw, LogStartOffset: start}
+		return nil
+	}, func(p *bucketResp) {
+		res = &rpc.FetchResult{Batches: p.Batches, HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset}
+	}, true)
+	return res, err
 }
 
+// ListOffset resolves an offset on the bucket leader: here, or forwarded once.
 func (n *Node) ListOffset(ctx context.Context, b raftmeta.BucketID, spec rpc.OffsetSpec, tsMs int64) (int64, error) {
-	r, err := n.bucketReplica(b)
-	if err != nil {
-		return 0, err
-	}
-	switch spec {
-	case rpc.OffsetEarliest:
-		return r.LogStartOffset(), nil
-	case rpc.OffsetLatest:
-		return r.HighWatermark(), nil
-	default:
-		return r.OffsetForTimestamp(tsMs), nil
-	}
+	var off int64
+	q := &bucketReq{Bucket: b, Spec: int32(spec), TsMs: tsMs}
+	err := n.route(ctx, b, q, callBucketOff, func(r *replica.Replica) error {
+		v, err := listOffsetLocal(r, spec, tsMs)
+		if err != nil {
+			return replicaError(err)
+		}
+		off = v
+		return nil
+	}, func(p *bucketResp) { off = p.Offset }, true)
+	return off, err
 }
 
 // replicaError maps replica sentinels onto the rpc ones, keeping the

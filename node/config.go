@@ -27,6 +27,21 @@ type Config struct {
 	// Default "": the host of each listener address.
 	Advertise string `toml:"advertise"`
 
+	// Join lists peer addresses (host:port of a member's peer listener) of
+	// the cluster this node belongs to. Empty (default): with
+	// BootstrapExpect 0, a fresh node bootstraps a one-node cluster.
+	// Non-empty: a fresh node joins the cluster of the first seed that
+	// answers; a node with metadata state ignores it.
+	Join []string `toml:"join"`
+	// BootstrapExpect, when > 0, bootstraps a new cluster once this many
+	// distinct nodes (this one and those in Join) see each other and none
+	// of them has metadata state; the smallest node id bootstraps, the
+	// others join it. Never bootstraps twice. Needs node_id. Default 0.
+	BootstrapExpect int `toml:"bootstrap_expect"`
+	// MetaVoters is how many nodes vote in the metadata Raft group; further
+	// nodes replicate it as non-voters. Default 3.
+	MetaVoters int `toml:"meta_voters"`
+
 	Log     LogConfig     `toml:"log"`
 	Storage StorageConfig `toml:"storage"`
 	Limits  LimitsConfig  `toml:"limits"`
@@ -113,6 +128,8 @@ func Default() Config {
 		ClientAddr: "127.0.0.1:9123",
 		PeerAddr:   "127.0.0.1:9124",
 		GossipAddr: "127.0.0.1:9125",
+		Join:       []string{},
+		MetaVoters: 3,
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Storage: StorageConfig{
 			Fsync:                  "always",
@@ -168,6 +185,20 @@ func (c *Config) Validate() error {
 	} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", a.name, a.addr, err))
+		}
+	}
+	if c.BootstrapExpect < 0 {
+		errs = append(errs, fmt.Errorf("bootstrap_expect must be >= 0, got %d", c.BootstrapExpect))
+	}
+	if c.BootstrapExpect > 1 && len(c.Join) == 0 {
+		errs = append(errs, fmt.Errorf("bootstrap_expect = %d needs a join list with the other nodes' peer addresses", c.BootstrapExpect))
+	}
+	if c.MetaVoters < 1 {
+		errs = append(errs, fmt.Errorf("meta_voters must be >= 1, got %d", c.MetaVoters))
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			errs = append(errs, fmt.Errorf("join address %q: %w", j, err))
 		}
 	}
 	switch c.Log.Level {

@@ -3,6 +3,7 @@ package node
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -15,7 +16,7 @@ func TestExampleConfigIsDefault(t *testing.T) {
 	if err := LoadFile("../config.example.toml", &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg != Default() {
+	if !reflect.DeepEqual(cfg, Default()) {
 		t.Fatalf("config.example.toml differs from Default():\n%+v\n%+v", cfg, Default())
 	}
 	if err := cfg.Validate(); err != nil {
@@ -57,6 +58,9 @@ func TestConfigErrors(t *testing.T) {
 		{"bad duration", "[raft]\ncommit_timeout = \"soon\"\n", "soon"},
 		{"bad fsync", "[storage]\nfsync = \"never\"\n", "storage.fsync"},
 		{"bad addr", "client_addr = \"nohostport\"\n", "client_addr"},
+		{"bad join", "join = [\"nohostport\"]\n", "join address"},
+		{"expect without join", "bootstrap_expect = 3\n", "needs a join list"},
+		{"no voters", "meta_voters = 0\n", "meta_voters"},
 		{"batch over request", "[limits]\nmax_batch_bytes = 100\nmax_request_bytes = 10\n", "max_batch_bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

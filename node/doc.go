@@ -11,5 +11,17 @@
 //     FSM that name this node (reconcile loop); reconciling is idempotent
 //     and restart-safe.
 //   - Node implements rpc.Backend; every error it returns wraps a sentinel
-//     of raftmeta or rpc so that rpc maps it to one Connect code.
+//     of raftmeta or rpc so that rpc maps it to one Connect code, also when
+//     the error was produced on another node (wire.go carries sentinels).
+//   - A node bootstraps a metadata group only when its meta/ holds no Raft
+//     state and either it has no join list and bootstrap_expect is 0, or
+//     bootstrap_expect nodes answered, none with state, and it has the
+//     smallest id. A node with state never bootstraps or joins again.
+//   - Node ids are allocated on the metadata leader under joinMu, with the
+//     registration applied before the lock is released: never reused.
+//   - Catalog writes run on the metadata leader; a request is forwarded at
+//     most once (meta.op carries a forwarded flag; bucket.* requests are
+//     never forwarded by their receiver), so forwarding cannot loop.
+//   - A bucket replica with no Raft state bootstraps with the assignment's
+//     full replica set, identical on every replica.
 package node

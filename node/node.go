@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,9 +35,10 @@ var Version = "dev"
 
 // Node is one running fluss-node process.
 type Node struct {
-	cfg    Config
-	id     raftmeta.NodeID
-	logger *slog.Logger
+	cfg     Config
+	id      raftmeta.NodeID
+	logger  *slog.Logger
+	baseLog *slog.Logger
 
 	lockFile *os.File
 	peers    *peer.Mux // the peer listener: every Raft group of this node
@@ -50,6 +52,16 @@ type Node struct {
 	mu         sync.Mutex
 	replicas   map[raftmeta.BucketID]*replica.Replica
 	transports map[raftmeta.BucketID]*peer.Transport
+
+	idv       atomic.Int32  // n.id, for peer handlers that run before the id is known
+	metaReady chan struct{} // closed once n.meta is set
+	joinMu    sync.Mutex    // serializes admissions on the metadata leader
+
+	leadersMu sync.Mutex
+	leaders   map[raftmeta.BucketID]raftmeta.NodeID // last leader that served a forwarded request
+
+	closeStoresOnce sync.Once
+	closeStoresErr  error
 
 	registered chan struct{} // closed once this node is in the catalog
 	quit       chan struct{}
@@ -68,11 +80,14 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	n := &Node{
 		cfg:        cfg,
 		logger:     logger,
+		baseLog:    logger,
 		registry:   prometheus.NewRegistry(),
 		replicas:   make(map[raftmeta.BucketID]*replica.Replica),
 		transports: make(map[raftmeta.BucketID]*peer.Transport),
 		quit:       make(chan struct{}),
 		registered: make(chan struct{}),
+		metaReady:  make(chan struct{}),
+		leaders:    make(map[raftmeta.BucketID]raftmeta.NodeID),
 	}
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registerMetrics()
@@ -82,18 +97,35 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	if err := n.lockDataDir(); err != nil {
 		return nil, err
 	}
-	id, err := loadNodeID(cfg.DataDir, cfg.NodeID)
+	// A node that joins learns its id from the metadata leader, unless
+	// given one; a bootstrapping node is 1 unless given one.
+	fallback := int32(1)
+	if len(cfg.Join) > 0 {
+		fallback = 0
+	}
+	if cfg.BootstrapExpect > 0 && cfg.NodeID == 0 {
+		fallback = -1
+	}
+	id, err := loadNodeID(cfg.DataDir, cfg.NodeID, fallback)
 	if err != nil {
 		n.unlock()
 		return nil, err
 	}
-	n.id = id
-	n.logger = logger.With("node", int32(id))
+	n.setID(id)
 	return n, nil
 }
 
-// ID is this node's id.
-func (n *Node) ID() raftmeta.NodeID { return n.id }
+// ID is this node's id (0 until a joining node is admitted).
+func (n *Node) ID() raftmeta.NodeID { return n.nodeID() }
+
+func (n *Node) nodeID() raftmeta.NodeID { return raftmeta.NodeID(n.idv.Load()) }
+
+// setID sets the node id; before Start's metadata group opens only.
+func (n *Node) setID(id raftmeta.NodeID) {
+	n.id = id
+	n.idv.Store(int32(id))
+	n.logger = n.baseLog.With("node", int32(id))
+}
 
 // lockDataDir takes an exclusive flock on <data_dir>/LOCK.
 func (n *Node) lockDataDir() error {
@@ -119,8 +151,10 @@ func (n *Node) unlock() {
 
 // loadNodeID reads <data_dir>/node.id, or writes it on first start. A
 // configured id that disagrees with the stored one is an error: a node's
-// identity never changes.
-func loadNodeID(dir string, configured int32) (raftmeta.NodeID, error) {
+// identity never changes. With neither, fallback is used: > 0 is written,
+// 0 means "the cluster will allocate one" (nothing written), < 0 is an
+// error (static bootstrap needs ids).
+func loadNodeID(dir string, configured, fallback int32) (raftmeta.NodeID, error) {
 	path := filepath.Join(dir, "node.id")
 	b, err := os.ReadFile(path)
 	switch {
@@ -136,7 +170,13 @@ func loadNodeID(dir string, configured int32) (raftmeta.NodeID, error) {
 	case errors.Is(err, os.ErrNotExist):
 		id := configured
 		if id == 0 {
-			id = 1
+			id = fallback
+		}
+		if id == 0 {
+			return 0, nil
+		}
+		if id < 0 {
+			return 0, errors.New("bootstrap_expect needs node_id (or --node-id) on a new data directory: the smallest id bootstraps the cluster")
 		}
 		if err := writeFileSync(path, []byte(strconv.Itoa(int(id))+"\n")); err != nil {
 			return 0, fmt.Errorf("write node id: %w", err)
@@ -185,18 +225,25 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("peer listener: %w", err)
 	}
 	n.peers = peers
+	n.registerHandlers()
 	n.syncer = logstore.NewSyncer(n.logger)
 	metaTransport, err := peers.Transport(metaGroup)
 	if err != nil {
 		n.closeStores()
 		return fmt.Errorf("metadata transport: %w", err)
 	}
+	metaDir := filepath.Join(n.cfg.DataDir, "meta")
+	bootstrap, err := n.enterCluster(ctx, metaDir)
+	if err != nil {
+		n.closeStores()
+		return err
+	}
 	meta, err := raftmeta.Open(raftmeta.Config{
-		Dir:       filepath.Join(n.cfg.DataDir, "meta"),
+		Dir:       metaDir,
 		NodeID:    n.id,
 		LocalAddr: raft.ServerAddress(peers.Addr()),
 		Transport: metaTransport,
-		Bootstrap: true,
+		Bootstrap: bootstrap,
 		Logger:    n.logger,
 	})
 	if err != nil {
@@ -204,6 +251,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("metadata: %w", err)
 	}
 	n.meta = meta
+	close(n.metaReady)
 
 	lis, err := net.Listen("tcp", n.cfg.ClientAddr)
 	if err != nil {
@@ -232,6 +280,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goFunc(n.registerLoop)
 	n.goFunc(n.reconcileLoop)
 	n.goFunc(n.retentionLoop)
+	n.goFunc(n.promoteLoop)
+	n.goFunc(n.balanceLoop)
 	// Until this node's registration is applied, its copy of the catalog may
 	// lag (a restarted node replays the metadata log after its election):
 	// announce "serving" once it is current, or after startWait regardless
@@ -309,36 +359,73 @@ func (n *Node) closeReplicas() error {
 	return errors.Join(errs...)
 }
 
+// closeStores closes the metadata group, the syncer and the peer
+// listener, once. The fields stay set: peer handlers still running see a
+// closed component (ErrClosed), never a nil one.
 func (n *Node) closeStores() error {
-	var errs []error
-	if n.meta != nil {
-		errs = append(errs, n.meta.Close())
-		n.meta = nil
+	n.closeStoresOnce.Do(func() {
+		var errs []error
+		if n.meta != nil {
+			errs = append(errs, n.meta.Close())
+		}
+		if n.syncer != nil {
+			n.syncer.Close()
+		}
+		if n.peers != nil {
+			errs = append(errs, n.peers.Close())
+		}
+		n.closeStoresErr = errors.Join(errs...)
+	})
+	return n.closeStoresErr
+}
+
+// enterCluster decides how this node enters its cluster, before the
+// metadata group opens: a node with metadata state just starts; a fresh
+// node with no join list bootstraps a one-node cluster; with a join list it
+// is admitted by the cluster's leader (and learns its id); with
+// bootstrap_expect it waits for the expected nodes and then bootstraps
+// (smallest id) or joins. It returns whether to bootstrap.
+func (n *Node) enterCluster(ctx context.Context, metaDir string) (bool, error) {
+	has, err := metaHasState(metaDir)
+	if err != nil {
+		return false, fmt.Errorf("metadata: %w", err)
 	}
-	if n.syncer != nil {
-		n.syncer.Close()
-		n.syncer = nil
+	switch {
+	case has:
+		if n.id == 0 {
+			return false, fmt.Errorf("%s holds metadata state but %s/node.id is missing: restore node.id or start with --node-id", metaDir, n.cfg.DataDir)
+		}
+		return false, nil
+	case n.cfg.BootstrapExpect > 0:
+		boot, err := n.awaitBootstrap(ctx)
+		if err != nil || boot {
+			return boot, err
+		}
+		return false, n.joinCluster(ctx, n.cfg.Join)
+	case len(n.cfg.Join) > 0:
+		return false, n.joinCluster(ctx, n.cfg.Join)
+	default:
+		return true, nil
 	}
-	if n.peers != nil {
-		errs = append(errs, n.peers.Close())
-		n.peers = nil
-	}
-	return errors.Join(errs...)
 }
 
 // registerLoop records this node in the catalog once a metadata leader
 // exists, so DescribeCluster lists it with its addresses and version.
 func (n *Node) registerLoop() {
+	self := raftmeta.Node{
+		ID:         n.id,
+		ClientAddr: n.advertised(n.ClientAddr()),
+		PeerAddr:   n.peers.Addr(),
+		GossipAddr: n.advertised(n.cfg.GossipAddr),
+		Version:    Version,
+		State:      raftmeta.NodeActive,
+	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := n.meta.RegisterNode(ctx, raftmeta.Node{
-			ID:         n.id,
-			ClientAddr: n.advertised(n.ClientAddr()),
-			PeerAddr:   n.peers.Addr(),
-			GossipAddr: n.advertised(n.cfg.GossipAddr),
-			Version:    Version,
-			State:      raftmeta.NodeActive,
-		})
+		err := n.rejoinIfMoved(ctx, self)
+		if err == nil {
+			_, err = n.metaCall(ctx, &metaOp{Op: opRegister, Node: &self})
+		}
 		cancel()
 		if err == nil {
 			close(n.registered)
@@ -351,6 +438,53 @@ func (n *Node) registerLoop() {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// rejoinIfMoved re-admits this node when its peer address differs from
+// the one the metadata group's configuration holds for it (it restarted
+// elsewhere): the leader cannot reach it at the old address, so it asks
+// the other members (their addresses are in the same configuration, which
+// Raft restores from the local log before any leader is heard from).
+func (n *Node) rejoinIfMoved(ctx context.Context, self raftmeta.Node) error {
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return err
+	}
+	sid := raft.ServerID(strconv.Itoa(int(n.id)))
+	var old raft.ServerAddress
+	var others []string
+	for _, s := range servers {
+		if s.ID == sid {
+			old = s.Address
+		} else {
+			others = append(others, string(s.Address))
+		}
+	}
+	switch {
+	case old == "" || old == raft.ServerAddress(self.PeerAddr):
+		return nil
+	case len(others) == 0:
+		// A one-node group elects itself without the network; nobody
+		// needs to reach it at its address.
+		return nil
+	case n.meta.IsLeader():
+		_, err := n.admit(ctx, raftmeta.Node{ID: n.id, PeerAddr: self.PeerAddr})
+		return err
+	}
+	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: self.PeerAddr}}
+	lastErr := errors.New("no other member is known")
+	for _, addr := range append(others, n.cfg.Join...) {
+		resp, err := n.callMetaOp(ctx, addr, op, false)
+		if err == nil {
+			err = decodeError(resp.Code, resp.Msg)
+		}
+		if err == nil {
+			n.logger.Info("peer address changed; re-admitted", "old", old, "new", self.PeerAddr)
+			return nil
+		}
+		lastErr = err
+	}
+	return fmt.Errorf("re-admit at the new peer address %s: %w", self.PeerAddr, lastErr)
 }
 
 // metaGroup is the peer-transport group of the metadata Raft group; bucket

@@ -121,11 +121,17 @@ func bucketGroup(id raftmeta.BucketID) string {
 }
 
 // openReplica opens (or creates) this node's replica of one bucket, with its
-// own transport on the node's peer listener. A new single-replica group
-// bootstraps itself; groups spanning nodes are the cluster work's.
+// own transport on the node's peer listener. A replica with no Raft state
+// bootstraps with the assignment's full replica set (every replica uses the
+// same configuration, as hashicorp/raft allows): server id = node id,
+// address = the node's peer address from the catalog.
 func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Transport, error) {
 	localID := raft.ServerID(strconv.Itoa(int(n.id)))
 	addr := raft.ServerAddress(n.peers.Addr())
+	boot, err := n.bootConfig(a)
+	if err != nil {
+		return nil, nil, err
+	}
 	transport, err := n.peers.Transport(bucketGroup(a.BucketID))
 	if err != nil {
 		return nil, nil, err
@@ -140,7 +146,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		LocalID:   localID,
 		LocalAddr: addr,
 		Transport: transport,
-		Bootstrap: []raft.Server{{Suffrage: raft.Voter, ID: localID, Address: addr}},
+		Bootstrap: boot,
 		Syncer:    n.syncer,
 		Log: logstore.Options{
 			SegmentBytes:  n.cfg.Storage.SegmentBytes,
@@ -160,6 +166,24 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		return nil, nil, err
 	}
 	return r, transport, nil
+}
+
+// bootConfig is the initial Raft configuration of a bucket group: every
+// replica of the assignment as a voter, at its node's peer address.
+func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
+	peers := map[raftmeta.NodeID]string{}
+	for _, m := range n.meta.Nodes() {
+		peers[m.ID] = m.PeerAddr
+	}
+	peers[n.id] = n.peers.Addr()
+	out := make([]raft.Server, 0, len(a.Replicas))
+	for _, id := range a.Replicas {
+		if peers[id] == "" {
+			return nil, fmt.Errorf("bucket %v: the peer address of replica node %d is not in the catalog yet", a.BucketID, id)
+		}
+		out = append(out, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(id))), Address: raft.ServerAddress(peers[id])})
+	}
+	return out, nil
 }
 
 // retentionLoop enforces table.log.ttl on every open replica.

@@ -1,0 +1,540 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// Metadata operations that run on the metadata leader (peer call meta.op).
+const (
+	opCreateDatabase = "create_database"
+	opDropDatabase   = "drop_database"
+	opCreateTable    = "create_table"
+	opDropTable      = "drop_table"
+	opRegister       = "register" // a node records its addresses and state
+	opJoin           = "join"     // a node enters the metadata Raft group
+)
+
+// metaOp is one catalog write or join, forwarded to the metadata leader as
+// JSON. A forwarded op is never forwarded again: a node that is not the
+// leader answers ErrNotLeader, except for an op a non-member sent to a seed
+// (Forwarded false), which the seed forwards once.
+type metaOp struct {
+	Op                string              `json:"op"`
+	Forwarded         bool                `json:"fwd,omitempty"`
+	TimeoutMs         int64               `json:"timeout_ms,omitempty"`
+	Database          string              `json:"db,omitempty"`
+	Name              string              `json:"name,omitempty"`
+	Comment           string              `json:"comment,omitempty"`
+	IgnoreIfExists    bool                `json:"ignore_exists,omitempty"`
+	IgnoreIfNotExists bool                `json:"ignore_missing,omitempty"`
+	Cascade           bool                `json:"cascade,omitempty"`
+	Spec              *raftmeta.TableSpec `json:"spec,omitempty"`
+	Node              *raftmeta.Node      `json:"node,omitempty"`
+}
+
+// metaResp answers a metaOp. Applied is the leader's applied index after
+// the op: the caller waits until its own catalog has applied that far, so
+// it reads its own writes.
+type metaResp struct {
+	Code    byte   `json:"code,omitempty"`
+	Msg     string `json:"msg,omitempty"`
+	ID      int64  `json:"id,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
+}
+
+// helloResp answers node.hello (static bootstrap).
+type helloResp struct {
+	ID       raftmeta.NodeID `json:"id"`
+	PeerAddr string          `json:"peer_addr"`
+	HasState bool            `json:"has_state"`
+}
+
+// opTimeout is the deadline of a forwarded op without one.
+const opTimeout = 10 * time.Second
+
+// registerHandlers installs this node's peer-call handlers. They answer
+// before the metadata group is open (node.hello must, for static
+// bootstrap); the others report "no metadata leader" until it is.
+func (n *Node) registerHandlers() {
+	n.peers.Handle(callHello, n.handleHello)
+	n.peers.Handle(callMetaOp, n.handleMetaOp)
+	n.peers.Handle(callBucketWrite, n.handleBucket(callBucketWrite))
+	n.peers.Handle(callBucketFetch, n.handleBucket(callBucketFetch))
+	n.peers.Handle(callBucketOff, n.handleBucket(callBucketOff))
+	n.peers.Handle(callNodeStats, n.handleNodeStats)
+}
+
+// metaOpen reports whether the metadata group is open (n.meta is set).
+func (n *Node) metaOpen() bool {
+	select {
+	case <-n.metaReady:
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *Node) handleHello(context.Context, []byte) ([]byte, error) {
+	r := helloResp{ID: n.nodeID(), PeerAddr: n.peers.Addr()}
+	if n.metaOpen() {
+		r.HasState = n.meta.Raft().LastIndex() > 0
+	}
+	return json.Marshal(r)
+}
+
+func (n *Node) handleMetaOp(ctx context.Context, req []byte) ([]byte, error) {
+	var op metaOp
+	if err := json.Unmarshal(req, &op); err != nil {
+		return nil, fmt.Errorf("%w: meta.op: %v", ErrBadMessage, err)
+	}
+	timeout := opTimeout
+	if op.TimeoutMs > 0 {
+		timeout = min(time.Duration(op.TimeoutMs)*time.Millisecond, 2*opTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var resp metaResp
+	var err error
+	switch {
+	case !n.metaOpen():
+		err = fmt.Errorf("%w: node %d is still starting", raftmeta.ErrNoLeader, n.nodeID())
+	case n.meta.IsLeader():
+		resp.ID, err = n.runMetaOp(ctx, &op)
+	case !op.Forwarded:
+		resp.ID, err = n.metaCall(ctx, &op)
+	default:
+		err = fmt.Errorf("%w: node %d lost the metadata leadership", raftmeta.ErrNotLeader, n.id)
+	}
+	resp.Code, resp.Msg = errorCode(err), errString(err)
+	if n.metaOpen() {
+		resp.Applied = n.meta.AppliedIndex()
+	}
+	return json.Marshal(resp)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// runMetaOp runs op on this node, which must lead the metadata group.
+func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
+	switch op.Op {
+	case opCreateDatabase:
+		return 0, n.meta.CreateDatabase(ctx, op.Name, op.Comment, op.IgnoreIfExists)
+	case opDropDatabase:
+		return 0, n.meta.DropDatabase(ctx, op.Name, op.IgnoreIfNotExists, op.Cascade)
+	case opCreateTable:
+		if op.Spec == nil {
+			return 0, fmt.Errorf("%w: create_table without a table spec", raftmeta.ErrInvalid)
+		}
+		return n.meta.CreateTable(ctx, *op.Spec, op.IgnoreIfExists)
+	case opDropTable:
+		return 0, n.meta.DropTable(ctx, op.Database, op.Name, op.IgnoreIfNotExists)
+	case opRegister:
+		if op.Node == nil || op.Node.ID <= 0 {
+			return 0, fmt.Errorf("%w: register without a node id", raftmeta.ErrInvalid)
+		}
+		return 0, n.meta.RegisterNode(ctx, *op.Node)
+	case opJoin:
+		if op.Node == nil || op.Node.PeerAddr == "" {
+			return 0, fmt.Errorf("%w: join without a peer address", raftmeta.ErrInvalid)
+		}
+		id, err := n.admit(ctx, *op.Node)
+		return int64(id), err
+	}
+	return 0, fmt.Errorf("%w: unknown metadata operation %q (is this node older than its peers?)", raftmeta.ErrInvalid, op.Op)
+}
+
+// metaCall runs op on the metadata leader: here when this node leads,
+// else forwarded once to the leader. It returns after this node's catalog
+// has applied the op (or metaLeaderWait passed).
+func (n *Node) metaCall(ctx context.Context, op *metaOp) (int64, error) {
+	var lastErr error
+	deadline := time.Now().Add(2 * metaLeaderWait)
+	for time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if n.meta.IsLeader() {
+			id, err := n.runMetaOp(ctx, op)
+			if !errors.Is(err, raftmeta.ErrNotLeader) {
+				return id, err
+			}
+			lastErr = err
+		}
+		leader, addr := n.meta.Leader()
+		if leader == 0 || leader == n.id {
+			wctx, cancel := context.WithTimeout(ctx, metaLeaderWait)
+			_, err := n.meta.WaitForLeader(wctx)
+			cancel()
+			if err != nil {
+				return 0, fmt.Errorf("%w: no metadata leader is known to node %d; retry", raftmeta.ErrNoLeader, n.id)
+			}
+			if leader == n.id {
+				sleepCtx(ctx, 50*time.Millisecond)
+			}
+			continue
+		}
+		resp, err := n.callMetaOp(ctx, string(addr), op, true)
+		if err != nil && notSent(err) {
+			// The leader is gone and the request never left: wait for
+			// the election and send it to the new leader.
+			lastErr = err
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%w: forward to the metadata leader (node %d at %s): %v", raftmeta.ErrNoLeader, leader, addr, err)
+		}
+		rerr := decodeError(resp.Code, resp.Msg)
+		if errors.Is(rerr, raftmeta.ErrNotLeader) {
+			lastErr = rerr
+			sleepCtx(ctx, 50*time.Millisecond)
+			continue
+		}
+		n.awaitApplied(ctx, resp.Applied)
+		return resp.ID, rerr
+	}
+	return 0, fmt.Errorf("%w: the metadata leader keeps changing; retry: %v", raftmeta.ErrNoLeader, lastErr)
+}
+
+// callMetaOp sends op to the node at addr.
+func (n *Node) callMetaOp(ctx context.Context, addr string, op *metaOp, forwarded bool) (*metaResp, error) {
+	o := *op
+	o.Forwarded = forwarded
+	o.TimeoutMs = opTimeout.Milliseconds()
+	if dl, ok := ctx.Deadline(); ok {
+		o.TimeoutMs = max(1, time.Until(dl).Milliseconds())
+	}
+	req, err := json.Marshal(&o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := n.peers.Call(ctx, addr, callMetaOp, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp metaResp
+	if err := json.Unmarshal(b, &resp); err != nil {
+		return nil, fmt.Errorf("%w: meta.op reply: %v", ErrBadMessage, err)
+	}
+	return &resp, nil
+}
+
+// awaitApplied waits until the local catalog applied index reaches idx.
+func (n *Node) awaitApplied(ctx context.Context, idx uint64) {
+	deadline := time.Now().Add(metaLeaderWait)
+	for n.meta.AppliedIndex() < idx && time.Now().Before(deadline) {
+		watch := n.meta.Watch()
+		if n.meta.AppliedIndex() >= idx {
+			return
+		}
+		select {
+		case <-watch:
+		case <-ctx.Done():
+			return
+		case <-n.quit:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// notSent reports whether a peer call failed before its request left this
+// node (the dial failed), so that sending it elsewhere cannot apply it twice.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// admit adds a node to the metadata Raft group (as a non-voter; the
+// promote loop makes it a voter while voters < meta_voters) and registers
+// it, allocating an id when it has none. Leader only. Re-admitting a
+// member updates its peer address. Under joinMu, so that two joins never
+// get one id: the registration is applied before the lock is released.
+func (n *Node) admit(ctx context.Context, nd raftmeta.Node) (raftmeta.NodeID, error) {
+	n.joinMu.Lock()
+	defer n.joinMu.Unlock()
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return 0, err
+	}
+	nodes := n.meta.Nodes()
+	if nd.ID == 0 {
+		var top raftmeta.NodeID
+		for _, s := range servers {
+			if v, err := strconv.Atoi(string(s.ID)); err == nil {
+				top = max(top, raftmeta.NodeID(v))
+			}
+		}
+		for _, m := range nodes {
+			top = max(top, m.ID)
+		}
+		nd.ID = top + 1
+	}
+	sid := raft.ServerID(strconv.Itoa(int(nd.ID)))
+	addr := raft.ServerAddress(nd.PeerAddr)
+	i := slices.IndexFunc(servers, func(s raft.Server) bool { return s.ID == sid })
+	switch {
+	case i < 0:
+		err = n.meta.AddNonvoter(ctx, nd.ID, addr)
+	case servers[i].Address != addr && servers[i].Suffrage == raft.Voter:
+		err = n.meta.AddVoter(ctx, nd.ID, addr)
+	case servers[i].Address != addr:
+		err = n.meta.AddNonvoter(ctx, nd.ID, addr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("add node %d to the metadata group: %w", nd.ID, err)
+	}
+	rec := nd
+	rec.State = raftmeta.NodeJoining
+	if j := slices.IndexFunc(nodes, func(m raftmeta.Node) bool { return m.ID == nd.ID }); j >= 0 {
+		if nodes[j].PeerAddr == nd.PeerAddr {
+			return nd.ID, nil
+		}
+		rec = nodes[j]
+		rec.PeerAddr = nd.PeerAddr
+	}
+	if err := n.meta.RegisterNode(ctx, rec); err != nil {
+		return 0, fmt.Errorf("register node %d: %w", nd.ID, err)
+	}
+	n.logger.Info("node admitted to the cluster", "id", int32(nd.ID), "peer_addr", nd.PeerAddr)
+	return nd.ID, nil
+}
+
+// promoteLoop runs on every node and acts on the metadata leader: while
+// the group has fewer than meta_voters voters, it promotes non-voters that
+// are running (registered active), smallest id first.
+func (n *Node) promoteLoop() {
+	for {
+		watch := n.meta.Watch()
+		if n.meta.IsLeader() {
+			n.promote()
+		}
+		select {
+		case <-n.quit:
+			return
+		case <-watch:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) promote() {
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return
+	}
+	// A leader restarted on a new peer address (a one-node group elects
+	// itself without the network) corrects its own address, so that
+	// nodes joining later can reach it.
+	self := raft.ServerID(strconv.Itoa(int(n.id)))
+	for _, s := range servers {
+		if s.ID == self && s.Suffrage == raft.Voter && s.Address != raft.ServerAddress(n.peers.Addr()) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := n.meta.AddVoter(ctx, n.id, raft.ServerAddress(n.peers.Addr()))
+			cancel()
+			if err != nil {
+				n.logger.Warn("update own metadata peer address", "err", err)
+				return
+			}
+			n.logger.Info("own metadata peer address updated", "old", s.Address, "addr", n.peers.Addr())
+			return
+		}
+	}
+	voters := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	active := map[raft.ServerID]bool{}
+	for _, m := range n.meta.Nodes() {
+		if m.State == raftmeta.NodeActive {
+			active[raft.ServerID(strconv.Itoa(int(m.ID)))] = true
+		}
+	}
+	servers = slices.Clone(servers) // the configuration's slice is shared
+	slices.SortFunc(servers, func(a, b raft.Server) int { return cmpServerID(a.ID, b.ID) })
+	for _, s := range servers {
+		if voters >= n.cfg.MetaVoters {
+			return
+		}
+		if s.Suffrage != raft.Nonvoter || !active[s.ID] {
+			continue
+		}
+		id, _ := strconv.Atoi(string(s.ID))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := n.meta.AddVoter(ctx, raftmeta.NodeID(id), s.Address)
+		cancel()
+		if err != nil {
+			n.logger.Warn("promote metadata voter", "id", id, "err", err)
+			return
+		}
+		voters++
+		n.logger.Info("node promoted to metadata voter", "id", id, "voters", voters)
+	}
+}
+
+func cmpServerID(a, b raft.ServerID) int {
+	x, _ := strconv.Atoi(string(a))
+	y, _ := strconv.Atoi(string(b))
+	return x - y
+}
+
+// joinCluster asks the seeds (in turn, until one answers) to admit this
+// node, and adopts the id the leader gives it. It retries until ctx ends or
+// the node closes.
+func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
+	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: n.peers.Addr()}}
+	var lastErr error
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		for _, seed := range seeds {
+			if seed == n.peers.Addr() {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			resp, err := n.callMetaOp(cctx, seed, op, false)
+			cancel()
+			if err == nil {
+				err = decodeError(resp.Code, resp.Msg)
+			}
+			if err == nil {
+				return n.adoptID(raftmeta.NodeID(resp.ID))
+			}
+			lastErr = err
+			n.logger.Info("join: seed did not admit this node yet", "seed", seed, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join the cluster of %v: %w (last error: %v)", seeds, ctx.Err(), lastErr)
+		case <-n.quit:
+			return fmt.Errorf("join: node closed")
+		case <-time.After(wait):
+		}
+	}
+}
+
+// adoptID records the id the cluster gave this node.
+func (n *Node) adoptID(id raftmeta.NodeID) error {
+	if id <= 0 {
+		return fmt.Errorf("join: the leader returned node id %d", id)
+	}
+	if n.id != 0 {
+		if n.id != id {
+			return fmt.Errorf("join: this node is %d but the leader admitted %d", n.id, id)
+		}
+		return nil
+	}
+	if err := writeFileSync(filepath.Join(n.cfg.DataDir, "node.id"), []byte(strconv.Itoa(int(id))+"\n")); err != nil {
+		return fmt.Errorf("write node id: %w", err)
+	}
+	n.setID(id)
+	n.logger.Info("joined the cluster", "id", int32(id))
+	return nil
+}
+
+// awaitBootstrap implements bootstrap_expect: it says hello to the join
+// list until BootstrapExpect distinct nodes (this one included) answered.
+// It returns true when this node must bootstrap (no node has state and it
+// has the smallest id); false when it must join (someone has state, or a
+// smaller id will bootstrap).
+func (n *Node) awaitBootstrap(ctx context.Context) (bool, error) {
+	for {
+		seen := map[raftmeta.NodeID]bool{n.id: true}
+		existing := false
+		for _, addr := range n.cfg.Join {
+			if addr == n.peers.Addr() {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			b, err := n.peers.Call(cctx, addr, callHello, nil)
+			cancel()
+			if err != nil {
+				continue
+			}
+			var h helloResp
+			if err := json.Unmarshal(b, &h); err != nil || h.ID <= 0 {
+				continue
+			}
+			seen[h.ID] = true
+			existing = existing || h.HasState
+		}
+		if existing {
+			return false, nil
+		}
+		if len(seen) >= n.cfg.BootstrapExpect {
+			smallest := n.id
+			for id := range seen {
+				smallest = min(smallest, id)
+			}
+			n.logger.Info("bootstrap_expect reached", "nodes", len(seen), "bootstrapper", int32(smallest))
+			return smallest == n.id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("bootstrap_expect = %d: saw %d node(s) of %v: %w", n.cfg.BootstrapExpect, len(seen), n.cfg.Join, ctx.Err())
+		case <-n.quit:
+			return false, errors.New("node closed")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// metaHasState reports whether dir holds metadata Raft state (a node that
+// is already a member: it neither bootstraps nor joins).
+func metaHasState(dir string) (bool, error) {
+	path := filepath.Join(dir, "raft.db")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: 2 * time.Second}})
+	if err != nil {
+		return false, fmt.Errorf("inspect %s: %w", path, err)
+	}
+	defer store.Close()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclog.NewNullLogger())
+	if err != nil {
+		return false, fmt.Errorf("inspect %s: %w", dir, err)
+	}
+	return raft.HasExistingState(store, store, snaps)
+}
+
+// peerAddrs are the peer addresses of the other nodes in the local catalog.
+func (n *Node) peerAddrs() []string {
+	var out []string
+	for _, m := range n.meta.Nodes() {
+		if m.ID != n.id && m.PeerAddr != "" {
+			out = append(out, m.PeerAddr)
+		}
+	}
+	return out
+}

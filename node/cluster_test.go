@@ -1,0 +1,674 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+// testLogger discards logs unless FLUSS_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("FLUSS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// clusterConfig is a test node with fast bucket elections.
+func clusterConfig(dir string) Config {
+	cfg := testConfig(dir)
+	cfg.Raft.HeartbeatTimeout = Duration{300 * time.Millisecond}
+	cfg.Raft.ElectionTimeout = Duration{300 * time.Millisecond}
+	cfg.Raft.CommitTimeout = Duration{50 * time.Millisecond}
+	return cfg
+}
+
+func startCluster(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := newStarted(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// newStarted is New + Start (bounded), safe to call off the test goroutine.
+func newStarted(cfg Config) (*Node, error) {
+	n, err := New(cfg, testLogger())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// metaVoters counts the voters of the metadata group as n sees it.
+func metaVoters(n *Node) int {
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return -1
+	}
+	v := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			v++
+		}
+	}
+	return v
+}
+
+// replicaBytes is the concatenation of every batch a node's replica of b
+// has applied, and its high watermark.
+func replicaBytes(t *testing.T, n *Node, b raftmeta.BucketID) ([]byte, int64) {
+	t.Helper()
+	r := n.replica(b)
+	if r == nil {
+		return nil, -1
+	}
+	var out []byte
+	var hw int64
+	for off := int64(0); ; {
+		batches, h, _, err := r.FetchLocal(context.Background(), off, 1<<20, 0)
+		if err != nil {
+			t.Fatalf("node %d bucket %v FetchLocal(%d): %v", n.ID(), b, off, err)
+		}
+		hw = h
+		if len(batches) == 0 {
+			return out, hw
+		}
+		for _, bb := range batches {
+			out = append(out, bb...)
+		}
+		base, count, err := batchSpan(batches[len(batches)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = base + int64(count)
+		if off >= hw {
+			return out, hw
+		}
+	}
+}
+
+// checkReplicasIdentical waits until every replica of every bucket of the
+// table holds the same bytes and high watermark.
+func checkReplicasIdentical(t *testing.T, nodes []*Node, tableID int64) {
+	t.Helper()
+	var why string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		why = ""
+		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+			var first []byte
+			var firstHW int64 = -2
+			for _, id := range a.Replicas {
+				n := nodes[id-1]
+				got, hw := replicaBytes(t, n, a.BucketID)
+				if hw < 0 {
+					why = fmt.Sprintf("node %d has no replica of bucket %d yet", id, a.Bucket)
+					break
+				}
+				if firstHW == -2 {
+					first, firstHW = got, hw
+					continue
+				}
+				if hw != firstHW || !bytes.Equal(got, first) {
+					why = fmt.Sprintf("bucket %d: node %d holds %d bytes up to %d, node %d holds %d bytes up to %d",
+						a.Bucket, a.Replicas[0], len(first), firstHW, id, len(got), hw)
+				}
+			}
+		}
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestClusterJoinReplicateFailover forms a 3-node cluster by joining,
+// creates a replicated table through a non-leader, writes and reads
+// through every node, checks the replicas are byte-identical, then stops
+// the metadata leader (which leads buckets too) and checks that writes and
+// catalog changes continue and that the restarted node catches up.
+func TestClusterJoinReplicateFailover(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	cfgs := make([]Config, 3)
+	nodes := make([]*Node, 3)
+	cfgs[0] = clusterConfig(dirs[0])
+	nodes[0] = startCluster(t, cfgs[0])
+	seed := nodes[0].peers.Addr()
+	defer func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	}()
+	// Two nodes join at once: the leader gives them distinct ids.
+	var wg sync.WaitGroup
+	startErrs := make([]error, 3)
+	for i := 1; i < 3; i++ {
+		cfgs[i] = clusterConfig(dirs[i])
+		cfgs[i].Join = []string{seed}
+		wg.Go(func() { nodes[i], startErrs[i] = newStarted(cfgs[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(startErrs...); err != nil {
+		t.Fatalf("a joining node did not start: %v", err)
+	}
+	if nodes[1].ID() > nodes[2].ID() { // index i holds node id i+1
+		nodes[1], nodes[2] = nodes[2], nodes[1]
+		cfgs[1], cfgs[2] = cfgs[2], cfgs[1]
+	}
+	for i, n := range nodes {
+		if n.ID() != raftmeta.NodeID(i+1) {
+			t.Fatalf("node %d got id %d, want allocated ids 1, 2, 3", i, n.ID())
+		}
+		// Later starts reuse the bound addresses, as a restarted server does.
+		cfgs[i].PeerAddr, cfgs[i].ClientAddr = n.peers.Addr(), n.ClientAddr()
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		for _, n := range nodes {
+			if metaVoters(n) != 3 || len(n.meta.Nodes()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var clients []*client.Client
+	for _, n := range nodes {
+		clients = append(clients, client.New("http://"+n.ClientAddr(), client.WithRetry(client.Retry{Attempts: 50, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond})))
+	}
+	metaLeader, _ := nodes[0].meta.Leader()
+	other := clients[metaLeader%3] // a node that is not the metadata leader
+	if err := other.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatalf("CreateDatabase through a follower: %v", err)
+	}
+	tableID, err := other.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+		BucketCount: 6,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatalf("CreateTable through a follower: %v", err)
+	}
+	for i, c := range clients {
+		dbs, err := c.ListDatabases(ctx)
+		if err != nil || !slices.Contains(dbs, "db") {
+			t.Fatalf("node %d ListDatabases: %v %v", i+1, dbs, err)
+		}
+	}
+
+	// Placement: 3 replicas on 3 distinct nodes; leaders known everywhere.
+	layout, err := clients[2].GetTableLayout(ctx, "db.t")
+	if err != nil || len(layout) != 6 {
+		t.Fatalf("layout: %v %v", layout, err)
+	}
+	for _, b := range layout {
+		reps := slices.Clone(b.Replicas)
+		slices.Sort(reps)
+		if len(slices.Compact(reps)) != 3 {
+			t.Fatalf("bucket %d replicas %v: want 3 distinct nodes", b.Bucket, b.Replicas)
+		}
+		if !slices.Contains(b.Replicas, b.Leader) {
+			t.Fatalf("bucket %d leader %d is not one of its replicas %v", b.Bucket, b.Leader, b.Replicas)
+		}
+	}
+
+	// Appends through every node, to every bucket.
+	appendRows := func(c *client.Client, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			b := int32(i % 6)
+			if _, err := c.AppendRequest(ctx, &flussv1.AppendRequest{Table: "db.t", Bucket: &b,
+				Rows: []byte(fmt.Sprintf(`[{"id":%d,"s":"row %d"}]`, i, i))}); err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+		}
+	}
+	for i, c := range clients {
+		appendRows(c, i*12, i*12+12)
+	}
+	want := readAll(t, ctx, clients[0], "db.t", 6)
+	for i := 0; i < 36; i++ {
+		if !strings.Contains(want, fmt.Sprintf(`"row %d"`, i)) {
+			t.Fatalf("row %d missing from %s", i, want)
+		}
+	}
+	for i, c := range clients[1:] {
+		if got := readAll(t, ctx, c, "db.t", 6); got != want {
+			t.Fatalf("node %d reads\n%s\nwant\n%s", i+2, got, want)
+		}
+	}
+	offs, err := clients[1].ListOffsets(ctx, "db.t", flussv1.ListOffsetsRequest_LATEST, 0)
+	if err != nil || len(offs) != 6 {
+		t.Fatalf("ListOffsets: %v %v", offs, err)
+	}
+	for _, o := range offs {
+		if o.Offset != 6 {
+			t.Fatalf("bucket %d latest offset %d, want 6", o.Bucket, o.Offset)
+		}
+	}
+	checkReplicasIdentical(t, nodes, tableID)
+
+	// A table with one replica per bucket: most buckets live elsewhere, so
+	// requests are forwarded from nodes that hold no replica at all.
+	singleID, err := clients[0].CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.single",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}}},
+		BucketCount: 3,
+		Properties:  map[string]string{"table.replication.factor": "1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients {
+		for b := int32(0); b < 3; b++ {
+			if _, err := c.AppendRequest(ctx, &flussv1.AppendRequest{Table: "db.single", Bucket: &b,
+				Rows: []byte(fmt.Sprintf(`[{"id":%d}]`, i))}); err != nil {
+				t.Fatalf("append through node %d to bucket %d: %v", i+1, b, err)
+			}
+		}
+	}
+	single := readAll(t, ctx, clients[2], "db.single", 3)
+	if want := strings.Repeat(`[{"id":0},{"id":1},{"id":2}]`+"\n", 3); single+"\n" != want {
+		t.Fatalf("single-replica table reads %s, want %s", single, want)
+	}
+
+	// The hop limit: a forwarded catalog write that reaches a node that is
+	// not the metadata leader is answered, not forwarded again.
+	follower := nodes[metaLeader%3]
+	resp, err := nodes[metaLeader-1].callMetaOp(ctx, follower.peers.Addr(), &metaOp{Op: opCreateDatabase, Name: "loop"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeError(resp.Code, resp.Msg); !errors.Is(err, raftmeta.ErrNotLeader) {
+		t.Fatalf("forwarded op on a follower: %v, want ErrNotLeader", err)
+	}
+
+	// A forwarded data-path request is answered by its receiver, never
+	// forwarded again: no replica here, or "the leader is X", both marked
+	// as refused before anything was proposed.
+	for _, a := range nodes[0].meta.AssignmentsForTable(singleID) {
+		holder := nodes[a.Replicas[0]-1]
+		other := nodes[a.Replicas[0]%3]
+		q := appendBucketReq(nil, &bucketReq{Bucket: a.BucketID, TimeoutMs: 1000, Batches: [][]byte{[]byte("not a batch")}})
+		b, err := other.handleBucket(callBucketWrite)(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := decodeBucketResp(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeError(p.Code, p.Msg); !errors.Is(err, rpc.ErrNoBucketLeader) || !p.Unsent {
+			t.Fatalf("forwarded append to node %d without a replica: %v unsent=%v", other.ID(), err, p.Unsent)
+		}
+		// On the holder, the same garbage is refused as invalid input.
+		b, _ = holder.handleBucket(callBucketWrite)(ctx, q)
+		if p, err = decodeBucketResp(b); err != nil || !errors.Is(decodeError(p.Code, p.Msg), raftmeta.ErrInvalid) {
+			t.Fatalf("garbage batch on the leader: %+v %v", p, err)
+		}
+	}
+	// Leaders move to their preferred replicas: placement rotates those,
+	// so every node ends up leading 2 of the 6 buckets.
+	var info *flussv1.DescribeClusterResponse
+	waitFor(t, 30*time.Second, func() bool {
+		info, err = clients[0].DescribeCluster(ctx)
+		if err != nil || len(info.Nodes) != 3 {
+			return false
+		}
+		for _, ni := range info.Nodes {
+			if ni.Leaders != 3 { // 2 of db.t, 1 of db.single
+				return false
+			}
+		}
+		return true
+	})
+	// Node 1 now follows 4 buckets of db.t: a forwarded request there is
+	// answered with the leader, not forwarded.
+	followed := 0
+	for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+		r := nodes[0].replica(a.BucketID)
+		if r == nil || r.IsLeader() {
+			continue
+		}
+		followed++
+		b, _ := nodes[0].handleBucket(callBucketOff)(ctx, appendBucketReq(nil, &bucketReq{Bucket: a.BucketID, Spec: int32(rpc.OffsetLatest)}))
+		p, err := decodeBucketResp(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeError(p.Code, p.Msg); !errors.Is(err, rpc.ErrNotLeader) || p.Leader == 0 || p.Leader == 1 || !p.Unsent {
+			t.Fatalf("forwarded request on a follower: %v leader=%d unsent=%v", err, p.Leader, p.Unsent)
+		}
+	}
+	if followed == 0 {
+		t.Fatal("node 1 follows no bucket of db.t")
+	}
+	var leaders, replicas int32
+	for _, ni := range info.Nodes {
+		leaders += ni.Leaders
+		replicas += ni.Replicas
+		if ni.MetaRole != "leader" && ni.MetaRole != "voter" {
+			t.Fatalf("node %d meta role %q", ni.Id, ni.MetaRole)
+		}
+	}
+	if replicas != 21 || leaders != 9 {
+		t.Fatalf("DescribeCluster counts %d replicas and %d leaders, want 21 and 9", replicas, leaders)
+	}
+
+	// Stop the metadata leader; it leads buckets too (or at least holds
+	// replicas of all of them).
+	victim := int(metaLeader) - 1
+	if err := nodes[victim].Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[victim] = nil
+	alive := (victim + 1) % 3
+	appendRows(clients[alive], 36, 48)
+	layout, err = clients[alive].GetTableLayout(ctx, "db.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range layout {
+		if b.Leader == 0 || b.Leader == int32(victim+1) {
+			t.Fatalf("bucket %d leader %d after node %d stopped", b.Bucket, b.Leader, victim+1)
+		}
+	}
+	if err := clients[alive].CreateDatabase(ctx, "db2", false); err != nil {
+		t.Fatalf("catalog write after losing the metadata leader: %v", err)
+	}
+	got := readAll(t, ctx, clients[(victim+2)%3], "db.t", 6)
+	for i := 0; i < 48; i++ {
+		if !strings.Contains(got, fmt.Sprintf(`"row %d"`, i)) {
+			t.Fatalf("after failover row %d missing from %s", i, got)
+		}
+	}
+
+	// The stopped node restarts with its data and identity and catches up.
+	nodes[victim] = startCluster(t, cfgs[victim])
+	if nodes[victim].ID() != raftmeta.NodeID(victim+1) {
+		t.Fatalf("restarted node has id %d", nodes[victim].ID())
+	}
+	checkReplicasIdentical(t, nodes, tableID)
+	waitFor(t, 20*time.Second, func() bool {
+		dbs, err := nodes[victim].ListDatabases(ctx)
+		return err == nil && slices.Contains(dbs, "db2")
+	})
+	c := client.New("http://"+nodes[victim].ClientAddr(), client.WithRetry(client.Retry{Attempts: 50, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}))
+	if got := readAll(t, ctx, c, "db.t", 6); got != readAll(t, ctx, clients[alive], "db.t", 6) {
+		t.Fatalf("restarted node reads differently")
+	}
+}
+
+// freeAddrs returns n distinct free 127.0.0.1 ports.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+// TestClusterStaticBootstrap starts 3 nodes at once with bootstrap_expect
+// = 3, meta_voters = 2 and each other's peer addresses: exactly one cluster
+// forms, with 2 metadata voters, 1 non-voter and one cluster id; a restart
+// does not bootstrap again.
+func TestClusterStaticBootstrap(t *testing.T) {
+	peers := freeAddrs(t, 3)
+	nodes := make([]*Node, 3)
+	cfgs := make([]Config, 3)
+	defer func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		cfgs[i] = clusterConfig(t.TempDir())
+		cfgs[i].NodeID = int32(3 - i) // the smallest id is not the first started
+		cfgs[i].PeerAddr = peers[i]
+		cfgs[i].BootstrapExpect = 3
+		cfgs[i].MetaVoters = 2
+		cfgs[i].Join = peers
+		n, err := New(cfgs[i], testLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = n
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			errs[i] = n.Start(ctx)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		for _, n := range nodes {
+			servers, err := n.meta.Servers()
+			if err != nil || len(servers) != 3 || metaVoters(n) != 2 || len(n.meta.Nodes()) != 3 || n.meta.ClusterID() == "" {
+				return false
+			}
+		}
+		return true
+	})
+	// Voters are capped at meta_voters; the third node replicates only.
+	info, err := nodes[0].DescribeCluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[raftmeta.NodeID]string{}
+	for _, ni := range info.Nodes {
+		roles[ni.ID] = ni.MetaRole
+	}
+	count := map[string]int{}
+	for _, r := range roles {
+		count[r]++
+	}
+	if len(roles) != 3 || count["leader"] != 1 || count["voter"] != 1 || count["nonvoter"] != 1 {
+		t.Fatalf("metadata roles %v: want one leader, one voter, one non-voter", roles)
+	}
+	id := nodes[0].meta.ClusterID()
+	for _, n := range nodes[1:] {
+		if n.meta.ClusterID() != id {
+			t.Fatalf("two clusters formed: %q and %q", id, n.meta.ClusterID())
+		}
+	}
+	// A restarted member with state does not bootstrap again.
+	if err := nodes[2].Close(); err != nil { // node id 1, the bootstrapper
+		t.Fatal(err)
+	}
+	cfgs[2].ClientAddr = "127.0.0.1:0"
+	nodes[2] = startCluster(t, cfgs[2])
+	waitFor(t, 20*time.Second, func() bool {
+		return nodes[2].meta.ClusterID() == id && metaVoters(nodes[2]) == 2
+	})
+}
+
+func TestLoadNodeIDFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		configured, fallback int32
+		want                 raftmeta.NodeID
+		err                  string
+	}{
+		{"bootstrap default", 0, 1, 1, ""},
+		{"join allocates", 0, 0, 0, ""},
+		{"configured wins", 7, 0, 7, ""},
+		{"static bootstrap needs an id", 0, -1, 0, "needs node_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := loadNodeID(t.TempDir(), tc.configured, tc.fallback)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want error %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %d %v, want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// batchSpan is the base offset and record count of a stored batch.
+func batchSpan(b []byte) (int64, int32, error) {
+	bt, _, err := record.ParseBatch(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	return bt.BaseOffset, bt.RecordCount, nil
+}
+
+// TestClusterNodeMovesPeerAddress restarts a member on a new peer address
+// (a new pod IP): it re-admits itself, the metadata group and its bucket
+// groups learn the new address, and its replicas catch up.
+func TestClusterNodeMovesPeerAddress(t *testing.T) {
+	cfgs := make([]Config, 3)
+	nodes := make([]*Node, 3)
+	defer func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	}()
+	for i := range 3 {
+		cfgs[i] = clusterConfig(t.TempDir())
+		if i > 0 {
+			cfgs[i].Join = []string{nodes[0].peers.Addr()}
+		}
+		nodes[i] = startCluster(t, cfgs[i])
+	}
+	waitFor(t, 20*time.Second, func() bool { return metaVoters(nodes[0]) == 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	retry := client.WithRetry(client.Retry{Attempts: 50, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond})
+	c := client.New("http://"+nodes[0].ClientAddr(), retry)
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{Table: "db.t",
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}}}, BucketCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Append(ctx, "db.t", []byte(`[{"id":1},{"id":2},{"id":3}]`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Node 3 moves to new ports.
+	old := nodes[2].peers.Addr()
+	if err := nodes[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[2] = nil
+	if _, err := c.Append(ctx, "db.t", []byte(`[{"id":4},{"id":5}]`)); err != nil {
+		t.Fatal(err)
+	}
+	nodes[2] = startCluster(t, cfgs[2]) // peer_addr 127.0.0.1:0: a new port
+	moved := nodes[2].peers.Addr()
+	if moved == old {
+		t.Skip("the kernel gave the same port again")
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		servers, err := nodes[0].meta.Servers()
+		if err != nil {
+			return false
+		}
+		for _, s := range servers {
+			if s.ID == "3" {
+				return s.Address == raft.ServerAddress(moved)
+			}
+		}
+		return false
+	})
+	checkReplicasIdentical(t, nodes, tableID)
+	c3 := client.New("http://"+nodes[2].ClientAddr(), retry)
+	if _, err := c3.Append(ctx, "db.t", []byte(`[{"id":6}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, ctx, c3, "db.t", 2); strings.Count(got, `"id"`) != 6 {
+		t.Fatalf("after the move node 3 reads %s", got)
+	}
+	checkReplicasIdentical(t, nodes, tableID)
+}
+
+// TestClusterGrowsAfterSingleNodeMoved restarts a single node on a new
+// peer port (it elects itself without the network) and then grows it: the
+// leader corrected its own address, so the joining node reaches it.
+func TestClusterGrowsAfterSingleNodeMoved(t *testing.T) {
+	cfg := clusterConfig(t.TempDir())
+	n1 := startCluster(t, cfg)
+	old := n1.peers.Addr()
+	if err := n1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n1 = startCluster(t, cfg)
+	defer n1.Close()
+	if n1.peers.Addr() == old {
+		t.Skip("the kernel gave the same port again")
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		servers, err := n1.meta.Servers()
+		return err == nil && len(servers) == 1 && servers[0].Address == raft.ServerAddress(n1.peers.Addr())
+	})
+	cfg2 := clusterConfig(t.TempDir())
+	cfg2.Join = []string{n1.peers.Addr()}
+	n2 := startCluster(t, cfg2)
+	defer n2.Close()
+	waitFor(t, 20*time.Second, func() bool { return metaVoters(n1) == 2 && len(n2.meta.Nodes()) == 2 })
+	if err := n2.CreateDatabase(context.Background(), "grown", "", false); err != nil {
+		t.Fatalf("catalog write through the new node: %v", err)
+	}
+}
