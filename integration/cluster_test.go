@@ -1,0 +1,222 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// clusterNode is one member of a multi-process cluster with fixed addresses,
+// so that it can be killed and restarted in place.
+type clusterNode struct {
+	dir, client, peer, gossip string
+	join                      []string
+	p                         *proc
+}
+
+func (n *clusterNode) start(t *testing.T) {
+	t.Helper()
+	args := []string{"--client-addr", n.client, "--peer-addr", n.peer, "--gossip-addr", n.gossip}
+	for _, j := range n.join {
+		args = append(args, "--join", j)
+	}
+	n.p = startNode(t, n.dir, args...)
+}
+
+// TestClusterKillNineKeepsEveryAcknowledgedRow runs three processes (one
+// serve, two joins), a log table of 6 buckets replicated 3 ways, and
+// idempotent writers that send through any node, while random nodes (the
+// metadata leader and bucket leaders included) are kill -9'ed and
+// restarted. Every acknowledged row must be in its bucket exactly once, at
+// its acknowledged offset, with dense offsets.
+func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	const (
+		buckets = 6
+		writers = 4
+		kills   = 4
+	)
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+
+	base := t.TempDir()
+	nodes := make([]*clusterNode, 3)
+	for i := range nodes {
+		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: freePort(t), peer: freePort(t), gossip: freePort(t)}
+		if i > 0 {
+			nodes[i].join = []string{nodes[0].peer}
+		}
+		nodes[i].start(t)
+	}
+	var up [3]atomic.Bool
+	for i := range up {
+		up[i].Store(true)
+	}
+	anyAddr := func(r *rand.Rand) string {
+		for {
+			i := r.IntN(3)
+			if up[i].Load() {
+				return nodes[i].client
+			}
+		}
+	}
+	mustCall(t, nodes[0].client, "AdminService/CreateDatabase", map[string]any{"name": "ct"}, nil)
+	mustCall(t, nodes[1].client, "AdminService/CreateTable", map[string]any{
+		"table": "ct.events",
+		"schema": map[string]any{"columns": []map[string]any{
+			{"name": "writer", "type": "INT", "nullable": false},
+			{"name": "seq", "type": "INT", "nullable": false},
+			{"name": "i", "type": "INT", "nullable": false},
+		}},
+		"bucketCount": buckets,
+		"properties":  map[string]string{"table.replication.factor": "3"},
+	}, nil)
+	var layout struct {
+		Buckets []struct {
+			Replicas []int `json:"replicas"`
+		} `json:"buckets"`
+	}
+	waitFor(t, 30*time.Second, func() error {
+		if err := call(context.Background(), nodes[2].client, "AdminService/GetTableLayout", map[string]any{"table": "ct.events"}, &layout); err != nil {
+			return err
+		}
+		for b, l := range layout.Buckets {
+			if len(l.Replicas) != 3 {
+				return fmt.Errorf("bucket %d has replicas %v, want 3", b, l.Replicas)
+			}
+		}
+		return nil
+	})
+
+	type ack struct {
+		writer, seq, bucket int
+		base                int64
+		count               int
+	}
+	var (
+		mu   sync.Mutex
+		acks []ack
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	rowsOf := func(w, s int) int { return 1 + (w*13+s)%7 }
+	for w := 1; w <= writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
+			for s := 1; !stop.Load(); s++ {
+				b := (w + s) % buckets
+				n := rowsOf(w, s)
+				rows := make([]map[string]any, n)
+				for i := range rows {
+					rows[i] = map[string]any{"writer": w, "seq": s, "i": i}
+				}
+				req := map[string]any{"table": "ct.events", "bucket": b, "rows": rows, "writerId": w, "batchSequence": s}
+				for !stop.Load() {
+					var resp struct {
+						Results []struct {
+							BaseOffset any `json:"baseOffset"`
+							Count      int `json:"count"`
+						} `json:"results"`
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := call(ctx, anyAddr(r), "WriteService/Append", req, &resp)
+					cancel()
+					if err == nil && len(resp.Results) == 1 {
+						mu.Lock()
+						acks = append(acks, ack{w, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count})
+						mu.Unlock()
+						break
+					}
+					time.Sleep(25 * time.Millisecond)
+				}
+			}
+		}()
+	}
+
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
+		i := rng.IntN(3)
+		up[i].Store(false)
+		nodes[i].p.kill()
+		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+		nodes[i].start(t)
+		up[i].Store(true)
+	}
+	time.Sleep(2 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acks) < kills {
+		t.Fatalf("only %d appends acknowledged", len(acks))
+	}
+	type row struct{ Writer, Seq, I int }
+	for b := 0; b < buckets; b++ {
+		var rows []row
+		var hw int64
+		offset := int64(0)
+		waitFor(t, 60*time.Second, func() error {
+			for {
+				var resp struct {
+					Rows          []row `json:"rows"`
+					NextOffset    any   `json:"nextOffset"`
+					HighWatermark any   `json:"highWatermark"`
+				}
+				if err := call(context.Background(), nodes[b%3].client, "ReadService/Fetch",
+					map[string]any{"table": "ct.events", "bucket": b, "offset": offset, "maxBytes": 1 << 20}, &resp); err != nil {
+					return err
+				}
+				rows = append(rows, resp.Rows...)
+				offset, hw = jsonInt(resp.NextOffset), jsonInt(resp.HighWatermark)
+				if offset >= hw {
+					return nil
+				}
+			}
+		})
+		if int64(len(rows)) != hw {
+			t.Fatalf("bucket %d: %d rows, high watermark %d", b, len(rows), hw)
+		}
+		seen := map[row]bool{}
+		for off, r := range rows {
+			if seen[r] {
+				t.Fatalf("bucket %d: row %+v twice (again at offset %d)", b, r, off)
+			}
+			seen[r] = true
+		}
+		for _, a := range acks {
+			if a.bucket != b {
+				continue
+			}
+			for i := 0; i < a.count; i++ {
+				off := a.base + int64(i)
+				if off >= int64(len(rows)) || rows[off] != (row{a.writer, a.seq, i}) {
+					t.Fatalf("bucket %d offset %d: acknowledged %+v row %d, log holds %d rows", b, off, a, i, len(rows))
+				}
+			}
+		}
+	}
+	t.Logf("%d acknowledged appends across %d buckets, %d kill -9s", len(acks), buckets, kills)
+}
