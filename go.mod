@@ -7,6 +7,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0 // config.toml parsing (strict: unknown keys are errors)
 	github.com/apache/arrow-go/v18 v18.8.0 // Arrow columnar batches: IPC encode/decode, buffer compression
 	github.com/cespare/xxhash/v2 v2.3.0 // bucket hash of key columns (logstore/record/FORMAT.md)
+	github.com/dgraph-io/badger/v4 v4.9.6 // primary-key state (kvstore), one DB per node
 	github.com/google/flatbuffers v25.12.19+incompatible // Arrow IPC Message flatbuffers for buffer-level projection
 	github.com/hashicorp/go-hclog v1.6.3 // adapter from hashicorp/raft logging to log/slog
 	github.com/hashicorp/go-msgpack/v2 v2.1.5 // raft message encoding on the peer transport, as raft's own
@@ -48,8 +49,6 @@ require (
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-require github.com/dgraph-io/badger/v4 v4.9.6
 
 require (
 	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
