@@ -75,7 +75,7 @@ func (f *serverFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.peerAddr, "peer-addr", "", "peer (Raft) listen address (default 127.0.0.1:9124)")
 	fl.StringVar(&f.gossipAddr, "gossip-addr", "", "gossip listen address (default 127.0.0.1:9125)")
 	fl.StringVar(&f.advertise, "advertise", "", "host other nodes and clients use to reach this node")
-	fl.StringSliceVar(&f.join, "join", nil, "peer addresses of cluster members to join (repeat or comma-separate; default: none, bootstrap a new cluster)")
+	fl.StringSliceVar(&f.join, "join", nil, "peer or gossip addresses of cluster members to join (repeat or comma-separate; default: none, bootstrap a new cluster)")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "bootstrap a new cluster once this many nodes of --join see each other (needs --node-id)")
 	fl.IntVar(&f.metaVoters, "meta-voters", 0, "voters of the metadata Raft group (default 3)")
 }
@@ -135,9 +135,10 @@ func joinCmd() *cobra.Command {
 	var f serverFlags
 	cmd := &cobra.Command{
 		Use:   "join SEED",
-		Short: "Run a node inside the cluster that SEED (any member's peer address, host:port) belongs to",
+		Short: "Run a node inside the cluster that SEED (any member's peer or gossip address, host:port) belongs to",
 		Long: "join starts a node like serve, but a fresh node is admitted by the cluster SEED belongs to\n" +
 			"instead of bootstrapping its own; it gets a node id from the cluster unless --node-id is given.\n" +
+			"SEED may be a gossip address only with --node-id (gossip starts once the id is known).\n" +
 			"A node that is already a member (its data directory holds metadata state) just starts.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

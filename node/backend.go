@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -243,7 +244,13 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 		ids[i] = m.ID
 	}
 	stats := n.statsOf(ctx, ids)
+	gossiped := map[raftmeta.NodeID]*membership.Member{}
+	members := n.members()
+	for i := range members {
+		gossiped[raftmeta.NodeID(members[i].ID)] = &members[i]
+	}
 	for _, m := range nodes {
+		m.State = gossipNodeState(m.State, gossiped[m.ID])
 		ni := rpc.NodeInfo{Node: m, MetaRole: roles[m.ID]}
 		switch {
 		case m.ID == leaderID:

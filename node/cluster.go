@@ -63,6 +63,8 @@ type helloResp struct {
 	ID       raftmeta.NodeID `json:"id"`
 	PeerAddr string          `json:"peer_addr"`
 	HasState bool            `json:"has_state"`
+	// GossipAddr is the node's gossip address, "" before its gossip runs.
+	GossipAddr string `json:"gossip_addr,omitempty"`
 }
 
 // opTimeout is the deadline of a forwarded op without one.
@@ -92,6 +94,9 @@ func (n *Node) metaOpen() bool {
 
 func (n *Node) handleHello(context.Context, []byte) ([]byte, error) {
 	r := helloResp{ID: n.nodeID(), PeerAddr: n.peers.Addr()}
+	if n.gossipStarted() {
+		r.GossipAddr = n.gossip.m.GossipAddr()
+	}
 	if n.metaOpen() {
 		r.HasState = n.meta.Raft().LastIndex() > 0
 	}
@@ -417,7 +422,22 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: n.peers.Addr()}}
 	var lastErr error
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		for _, seed := range seeds {
+		// Gossip members (joined through seeds that are gossip addresses)
+		// name more peer addresses to ask.
+		// A seed that is a gossip member's gossip address is not asked.
+		peerSeeds, gossipSeeds := n.gossipPeerAddrs()
+		var round []string
+		for _, a := range seeds {
+			if !slices.Contains(gossipSeeds, a) {
+				round = append(round, a)
+			}
+		}
+		for _, a := range peerSeeds {
+			if !slices.Contains(round, a) {
+				round = append(round, a)
+			}
+		}
+		for _, seed := range round {
 			if seed == n.peers.Addr() {
 				continue
 			}
@@ -463,7 +483,8 @@ func (n *Node) adoptID(id raftmeta.NodeID) error {
 }
 
 // awaitBootstrap implements bootstrap_expect: it says hello to the join
-// list until BootstrapExpect distinct nodes (this one included) answered.
+// list (and to the peer addresses of the alive gossip members, for a join
+// list of gossip addresses) until BootstrapExpect distinct nodes (this one included) answered.
 // It returns true when this node must bootstrap (no node has state and it
 // has the smallest id); false when it must join (someone has state, or a
 // smaller id will bootstrap).
@@ -471,7 +492,16 @@ func (n *Node) awaitBootstrap(ctx context.Context) (bool, error) {
 	for {
 		seen := map[raftmeta.NodeID]bool{n.id: true}
 		existing := false
-		for _, addr := range n.cfg.Join {
+		// Join-list entries that are gossip addresses stand for the peer
+		// addresses their members gossip.
+		peerAddrs, gossipAddrs := n.gossipPeerAddrs()
+		var addrs []string
+		for _, a := range slices.Concat(n.cfg.Join, peerAddrs) {
+			if !slices.Contains(gossipAddrs, a) && !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+		for _, addr := range addrs {
 			if addr == n.peers.Addr() {
 				continue
 			}

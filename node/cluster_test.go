@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/node/membership"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -56,6 +57,7 @@ func newStarted(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.gossipProfile = membership.ProfileLocal
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.Start(ctx); err != nil {
@@ -452,11 +454,18 @@ func freeAddrs(t *testing.T, n int) []string {
 }
 
 // TestClusterStaticBootstrap starts 3 nodes at once with bootstrap_expect
-// = 3, meta_voters = 2 and each other's peer addresses: exactly one cluster
-// forms, with 2 metadata voters, 1 non-voter and one cluster id; a restart
-// does not bootstrap again.
+// = 3, meta_voters = 2 and each other's peer (or gossip) addresses: exactly
+// one cluster forms, with 2 metadata voters, 1 non-voter and one cluster
+// id; a restart does not bootstrap again.
 func TestClusterStaticBootstrap(t *testing.T) {
+	for _, seeds := range []string{"peer", "gossip"} {
+		t.Run(seeds, func(t *testing.T) { testStaticBootstrap(t, seeds == "gossip") })
+	}
+}
+
+func testStaticBootstrap(t *testing.T, gossipSeeds bool) {
 	peers := freeAddrs(t, 3)
+	gossips := freeAddrs(t, 3)
 	nodes := make([]*Node, 3)
 	cfgs := make([]Config, 3)
 	defer func() {
@@ -472,13 +481,18 @@ func TestClusterStaticBootstrap(t *testing.T) {
 		cfgs[i] = clusterConfig(t.TempDir())
 		cfgs[i].NodeID = int32(3 - i) // the smallest id is not the first started
 		cfgs[i].PeerAddr = peers[i]
+		cfgs[i].GossipAddr = gossips[i]
 		cfgs[i].BootstrapExpect = 3
 		cfgs[i].MetaVoters = 2
 		cfgs[i].Join = peers
+		if gossipSeeds {
+			cfgs[i].Join = gossips
+		}
 		n, err := New(cfgs[i], testLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
+		n.gossipProfile = membership.ProfileLocal
 		nodes[i] = n
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)

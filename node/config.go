@@ -23,12 +23,16 @@ type Config struct {
 	PeerAddr string `toml:"peer_addr"`
 	// GossipAddr is the membership listener. Default "127.0.0.1:9125".
 	GossipAddr string `toml:"gossip_addr"`
+	// GossipKey encrypts gossip (AES-GCM): base64 of 16, 24 or 32 bytes,
+	// the same on every node. Default "": no encryption.
+	GossipKey string `toml:"gossip_key"`
 	// Advertise is the host other nodes and clients use to reach this one.
 	// Default "": the host of each listener address.
 	Advertise string `toml:"advertise"`
 
-	// Join lists peer addresses (host:port of a member's peer listener) of
-	// the cluster this node belongs to. Empty (default): with
+	// Join lists addresses of members of the cluster this node belongs to:
+	// peer addresses (host:port of a member's peer listener) or gossip
+	// addresses (gossip_addr; needs node_id on a fresh node). Empty (default): with
 	// BootstrapExpect 0, a fresh node bootstraps a one-node cluster.
 	// Non-empty: a fresh node joins the cluster of the first seed that
 	// answers; a node with metadata state ignores it.
@@ -187,11 +191,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: %w", a.name, a.addr, err))
 		}
 	}
+	if _, err := decodeGossipKey(c.GossipKey); err != nil {
+		errs = append(errs, err)
+	}
 	if c.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap_expect must be >= 0, got %d", c.BootstrapExpect))
 	}
 	if c.BootstrapExpect > 1 && len(c.Join) == 0 {
-		errs = append(errs, fmt.Errorf("bootstrap_expect = %d needs a join list with the other nodes' peer addresses", c.BootstrapExpect))
+		errs = append(errs, fmt.Errorf("bootstrap_expect = %d needs a join list with the other nodes' peer or gossip addresses", c.BootstrapExpect))
 	}
 	if c.MetaVoters < 1 {
 		errs = append(errs, fmt.Errorf("meta_voters must be >= 1, got %d", c.MetaVoters))

@@ -61,6 +61,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad join", "join = [\"nohostport\"]\n", "join address"},
 		{"expect without join", "bootstrap_expect = 3\n", "needs a join list"},
 		{"no voters", "meta_voters = 0\n", "meta_voters"},
+		{"gossip key not base64", "gossip_key = \"%%%\"\n", "gossip_key is not base64"},
+		{"gossip key length", "gossip_key = \"c2hvcnQ=\"\n", "gossip_key decodes to 5 bytes"},
 		{"batch over request", "[limits]\nmax_batch_bytes = 100\nmax_request_bytes = 10\n", "max_batch_bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

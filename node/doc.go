@@ -24,4 +24,10 @@
 //     never forwarded by their receiver), so forwarding cannot loop.
 //   - A bucket replica with no Raft state bootstraps with the assignment's
 //     full replica set, identical on every replica.
+//   - Gossip (node/membership) starts once the node id is known and stops
+//     with the metadata group (closeStores); it gossips joining until this node's catalog
+//     registration is applied, then active, then left on Close (Leave).
+//     Gossip never writes the catalog: it only overrides the state that
+//     DescribeCluster shows (alive: gossiped state, failed: dead, left:
+//     left) and feeds DeadSince.
 package node

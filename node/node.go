@@ -63,6 +63,11 @@ type Node struct {
 	closeStoresOnce sync.Once
 	closeStoresErr  error
 
+	gossip        gossipState
+	gossipProfile string // membership profile ("" = LAN); tests use ProfileLocal
+	deadMu        sync.Mutex
+	deadSince     map[raftmeta.NodeID]time.Time // nodes gossip declared failed (hook for re-replication)
+
 	registered chan struct{} // closed once this node is in the catalog
 	quit       chan struct{}
 	wg         sync.WaitGroup
@@ -88,6 +93,8 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		registered: make(chan struct{}),
 		metaReady:  make(chan struct{}),
 		leaders:    make(map[raftmeta.BucketID]raftmeta.NodeID),
+		gossip:     gossipState{started: make(chan struct{}), events: make(chan struct{})},
+		deadSince:  make(map[raftmeta.NodeID]time.Time),
 	}
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registerMetrics()
@@ -232,11 +239,26 @@ func (n *Node) Start(ctx context.Context) error {
 		n.closeStores()
 		return fmt.Errorf("metadata transport: %w", err)
 	}
+	// Gossip starts as soon as the node id is known: before entering the
+	// cluster (its join may learn peer addresses from gossip seeds), or,
+	// for a node the cluster gives an id, right after.
+	if n.id != 0 {
+		if err := n.startGossip(n.configuredClientAddr()); err != nil {
+			n.closeStores()
+			return err
+		}
+	}
 	metaDir := filepath.Join(n.cfg.DataDir, "meta")
 	bootstrap, err := n.enterCluster(ctx, metaDir)
 	if err != nil {
 		n.closeStores()
 		return err
+	}
+	if !n.gossipStarted() {
+		if err := n.startGossip(n.configuredClientAddr()); err != nil {
+			n.closeStores()
+			return err
+		}
 	}
 	meta, err := raftmeta.Open(raftmeta.Config{
 		Dir:       metaDir,
@@ -330,6 +352,7 @@ func (n *Node) Close() error {
 	default:
 	}
 	close(n.quit)
+	n.leaveGossip()
 	var errs []error
 	if n.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -371,6 +394,7 @@ func (n *Node) closeStores() error {
 		if n.syncer != nil {
 			n.syncer.Close()
 		}
+		errs = append(errs, n.shutdownGossip())
 		if n.peers != nil {
 			errs = append(errs, n.peers.Close())
 		}
@@ -416,7 +440,7 @@ func (n *Node) registerLoop() {
 		ID:         n.id,
 		ClientAddr: n.advertised(n.ClientAddr()),
 		PeerAddr:   n.peers.Addr(),
-		GossipAddr: n.advertised(n.cfg.GossipAddr),
+		GossipAddr: n.gossip.m.GossipAddr(),
 		Version:    Version,
 		State:      raftmeta.NodeActive,
 	}
@@ -429,6 +453,7 @@ func (n *Node) registerLoop() {
 		cancel()
 		if err == nil {
 			close(n.registered)
+			n.gossipActive(self.ClientAddr)
 			return
 		}
 		n.logger.Debug("register node", "err", err)

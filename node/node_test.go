@@ -42,6 +42,7 @@ func startNode(t *testing.T, cfg Config) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.gossipProfile = "local" // membership.ProfileLocal
 	if err := n.Start(context.Background()); err != nil {
 		n.Close()
 		t.Fatal(err)

@@ -1,0 +1,326 @@
+package node
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/fluss-node/fluss-node/node/membership"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// StateDead is the state DescribeCluster reports for a node that gossip
+// declared failed (it is never stored in the catalog).
+const StateDead raftmeta.NodeState = "dead"
+
+// gossipLeaveTimeout bounds the leave broadcast of a clean Close.
+const gossipLeaveTimeout = 2 * time.Second
+
+// decodeGossipKey decodes gossip_key: "" is no encryption, else base64 of
+// 16, 24 or 32 bytes (AES-128/192/256).
+func decodeGossipKey(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("gossip_key is not base64 (generate one with `openssl rand -base64 32`): %w", err)
+	}
+	switch len(k) {
+	case 16, 24, 32:
+		return k, nil
+	}
+	return nil, fmt.Errorf("gossip_key decodes to %d bytes, want 16, 24 or 32", len(k))
+}
+
+// gossipState is the gossip side of a Node. m is set once, by startGossip,
+// before started is closed: read m only after started.
+type gossipState struct {
+	m       *membership.Membership
+	started chan struct{} // closed once m is set
+	events  chan struct{} // closed when the event logger returned
+}
+
+// startGossip starts membership on gossip_addr with this node's meta
+// (state joining) and begins joining the gossip cluster in the background.
+// It needs the node id; clientAddr may be "" while unknown.
+func (n *Node) startGossip(clientAddr string) error {
+	key, err := decodeGossipKey(n.cfg.GossipKey)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	m, err := membership.Start(membership.Config{
+		BindAddr:  n.cfg.GossipAddr,
+		Advertise: n.cfg.Advertise, // a host: the bound gossip port is used
+		Meta:      n.gossipMeta(clientAddr, membership.StateJoining),
+		SecretKey: key,
+		Logger:    n.logger,
+		Profile:   n.gossipProfile,
+	})
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	n.gossip.m = m
+	close(n.gossip.started)
+	n.logger.Info("gossip started", "gossip_addr", m.GossipAddr(), "encrypted", key != nil)
+	go n.logGossipEvents(m)
+	n.goFunc(n.gossipJoinLoop)
+	return nil
+}
+
+// gossipMeta is what this node gossips about itself.
+func (n *Node) gossipMeta(clientAddr, state string) membership.Meta {
+	return membership.Meta{
+		ID:         int32(n.id),
+		ClientAddr: clientAddr,
+		PeerAddr:   n.peers.Addr(),
+		Version:    Version,
+		State:      state,
+	}
+}
+
+// members returns the gossip view, nil before gossip started.
+func (n *Node) members() []membership.Member {
+	select {
+	case <-n.gossip.started:
+		return n.gossip.m.Members()
+	default:
+		return nil
+	}
+}
+
+// gossipJoinLoop joins the gossip cluster: through the join list (seeds
+// may be gossip addresses) and the gossip addresses of the other nodes in
+// the catalog (known once this node is registered, so also on a restart
+// and to a node admitted through a peer address). It returns once one
+// seed answered, when no other node is known, or at Close.
+func (n *Node) gossipJoinLoop() {
+	m := n.gossip.m
+	for attempt := 0; ; attempt++ {
+		seeds := n.gossipSeeds()
+		if len(seeds) == 0 {
+			select {
+			case <-n.registered:
+				if seeds = n.gossipSeeds(); len(seeds) == 0 {
+					return // a cluster of one, so far: the others join us
+				}
+			case <-n.quit:
+				return
+			}
+		}
+		qctx, qcancel := ctxOf(n.quit)
+		ctx, cancel := context.WithTimeout(qctx, 5*time.Second)
+		_, err := m.Join(ctx, seeds)
+		cancel()
+		qcancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, membership.ErrShutdown):
+			return
+		case attempt%10 != 9:
+			n.logger.Debug("gossip: join failed; retrying", "seeds", seeds, "err", err)
+		case errors.Is(err, membership.ErrIDConflict):
+			// Also the case for a few seconds after this node restarted on
+			// a new gossip address while the others still hold the old one
+			// (memberlist reclaims a dead member's id after a while).
+			n.logger.Warn("gossip: the seeds know this node id alive at another address; retrying (two processes with one node_id?)", "seeds", seeds, "err", err)
+		default:
+			n.logger.Warn("gossip: no seed answered; retrying (check that gossip_addr is reachable and gossip_key matches)", "seeds", seeds, "err", err)
+		}
+		select {
+		case <-n.quit:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// ctxOf is a context that ends when ch closes or cancel is called; its
+// goroutine ends with it.
+func ctxOf(ch <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
+// gossipSeeds are the addresses to join through: the gossip addresses of
+// the other catalog nodes, and for each join-list entry its gossip address
+// when it is a peer address (asked with node.hello), else the entry itself
+// (a gossip address). Own addresses are left out.
+func (n *Node) gossipSeeds() []string {
+	self := n.gossip.m.GossipAddr()
+	var out []string
+	add := func(a string) {
+		if a != "" && a != self && a != n.peers.Addr() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	if n.metaOpen() {
+		for _, nd := range n.meta.Nodes() {
+			if nd.ID != n.id {
+				add(nd.GossipAddr)
+			}
+		}
+	}
+	for _, a := range n.cfg.Join {
+		if a == n.peers.Addr() || a == self {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		b, err := n.peers.Call(ctx, a, callHello, nil)
+		cancel()
+		var h helloResp
+		if err == nil && json.Unmarshal(b, &h) == nil && h.PeerAddr != "" {
+			add(h.GossipAddr) // a peer address: its gossip address, if running
+			continue
+		}
+		add(a)
+	}
+	return out
+}
+
+// gossipPeerAddrs are the peer and the gossip addresses of the alive
+// gossip members other than this node: the peer addresses are extra seeds
+// for a join whose seeds are gossip addresses.
+func (n *Node) gossipPeerAddrs() (peer, gossip []string) {
+	for _, mb := range n.members() {
+		if mb.Status == membership.StatusAlive && mb.ID != int32(n.id) && mb.PeerAddr != "" {
+			peer = append(peer, mb.PeerAddr)
+			gossip = append(gossip, mb.GossipAddr)
+		}
+	}
+	return peer, gossip
+}
+
+// logGossipEvents logs membership changes and keeps deadSince, until
+// membership shuts down (Events closes).
+func (n *Node) logGossipEvents(m *membership.Membership) {
+	defer close(n.gossip.events)
+	for ev := range m.Events() {
+		mb := ev.Member
+		attrs := []any{"member", mb.ID, "gossip_addr", mb.GossipAddr, "state", mb.State}
+		switch ev.Type {
+		case membership.EventJoin:
+			n.setDeadSince(mb.ID, false)
+			n.logger.Info("gossip: member alive", attrs...)
+		case membership.EventLeave:
+			n.setDeadSince(mb.ID, false)
+			n.logger.Info("gossip: member left", attrs...)
+		case membership.EventFailed:
+			n.setDeadSince(mb.ID, true)
+			n.logger.Info("gossip: member failed", attrs...)
+		case membership.EventConflict:
+			n.logger.Error("gossip: node id conflict (two processes with one node id)", attrs...)
+		default:
+			n.logger.Debug("gossip: member updated", attrs...)
+		}
+	}
+}
+
+// setDeadSince records (dead) or clears the time a member was declared
+// failed by gossip.
+func (n *Node) setDeadSince(id int32, dead bool) {
+	n.deadMu.Lock()
+	defer n.deadMu.Unlock()
+	if !dead {
+		delete(n.deadSince, raftmeta.NodeID(id))
+		return
+	}
+	if _, ok := n.deadSince[raftmeta.NodeID(id)]; !ok {
+		n.deadSince[raftmeta.NodeID(id)] = time.Now()
+	}
+}
+
+// DeadSince returns, per node gossip declared failed and has not seen
+// alive since, when this node learned it. It is the hook for dead-node
+// re-replication (on the metadata leader, after a grace period): not acted
+// on yet.
+func (n *Node) DeadSince() map[raftmeta.NodeID]time.Time {
+	n.deadMu.Lock()
+	defer n.deadMu.Unlock()
+	out := make(map[raftmeta.NodeID]time.Time, len(n.deadSince))
+	for id, t := range n.deadSince {
+		out[id] = t
+	}
+	return out
+}
+
+// gossipNodeState is the state DescribeCluster shows for a catalog node:
+// from gossip when gossip knows the node, else the catalog's.
+func gossipNodeState(catalog raftmeta.NodeState, mb *membership.Member) raftmeta.NodeState {
+	if mb == nil {
+		return catalog
+	}
+	switch mb.Status {
+	case membership.StatusDead:
+		return StateDead
+	case membership.StatusLeft:
+		return raftmeta.NodeLeft
+	}
+	if mb.State == "" {
+		return catalog
+	}
+	return raftmeta.NodeState(mb.State)
+}
+
+// gossipActive announces this node active in gossip (after registration).
+func (n *Node) gossipActive(clientAddr string) {
+	if err := n.gossip.m.UpdateMeta(n.gossipMeta(clientAddr, membership.StateActive)); err != nil {
+		n.logger.Debug("gossip: state active not yet broadcast", "err", err)
+	}
+}
+
+// leaveGossip announces a clean departure (state left), best effort.
+func (n *Node) leaveGossip() {
+	select {
+	case <-n.gossip.started:
+	default:
+		return
+	}
+	if err := n.gossip.m.Leave(gossipLeaveTimeout); err != nil && !errors.Is(err, membership.ErrShutdown) {
+		n.logger.Info("gossip: leave not confirmed", "err", err)
+	}
+}
+
+// shutdownGossip stops gossip and waits for the event logger.
+func (n *Node) shutdownGossip() error {
+	select {
+	case <-n.gossip.started:
+	default:
+		return nil
+	}
+	err := n.gossip.m.Shutdown()
+	<-n.gossip.events
+	return err
+}
+
+// gossipStarted reports whether startGossip succeeded.
+func (n *Node) gossipStarted() bool {
+	select {
+	case <-n.gossip.started:
+		return true
+	default:
+		return false
+	}
+}
+
+// configuredClientAddr is the advertised client address when the port is
+// fixed, "" when it is picked at bind time (registration fills it in).
+func (n *Node) configuredClientAddr() string {
+	if _, port, err := net.SplitHostPort(n.cfg.ClientAddr); err != nil || port == "0" {
+		return ""
+	}
+	return n.advertised(n.cfg.ClientAddr)
+}
