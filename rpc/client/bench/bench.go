@@ -193,7 +193,9 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 					req.Arrow = p
 				}
 				t0 := time.Now()
-				_, err := c.AppendRequest(runCtx, req)
+				// The request itself is not bound to the run's deadline:
+				// requests in flight when the time is up complete.
+				_, err := c.AppendRequest(ctx, req)
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs++
