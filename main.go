@@ -28,7 +28,7 @@ func main() {
 func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "fluss-node",
-		Short:         "Streaming storage for real-time analytics: Arrow log tables and primary-key tables in one binary",
+		Short:         "Streaming storage for real-time analytics: Arrow log tables replicated by Raft, in one binary",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -37,12 +37,34 @@ func rootCmd() *cobra.Command {
 	return root
 }
 
-// version is the module version from build info, or "dev".
+// version is the module version from build info, else "dev" with the VCS
+// revision the binary was built from ("dev+1a2b3c4d5e6f", "-dirty" when
+// the tree had changes).
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
-	return "dev"
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	v := "dev"
+	if len(rev) >= 12 {
+		v += "+" + rev[:12]
+	}
+	if dirty {
+		v += "-dirty"
+	}
+	return v
 }
 
 func versionCmd() *cobra.Command {
