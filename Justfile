@@ -14,7 +14,7 @@ test:
 
 # Race detector on the packages that share state
 test-race:
-    go test -race ./logstore/ ./node/... ./rpc/... ./raftmeta/...
+    go test -race ./logstore/ ./node/... ./rpc/... ./raftmeta/... ./kvstore/
 
 # Multi-process tests (build the binary, kill -9, restart)
 integration:
