@@ -40,6 +40,7 @@ func benchCmd() *cobra.Command {
 	f.StringVar(&p.Compression, "compression", "zstd", "arrow buffer compression: zstd, lz4 or none")
 	f.DurationVar(&p.Duration, "duration", 10*time.Second, "how long to send")
 	f.BoolVar(&p.Wide, "wide", false, "20 columns instead of 10")
+	f.StringVar(&p.Protocol, "protocol", "proto", "proto (Connect over HTTP/1.1), grpc (gRPC over shared h2c connections), h2c (Connect proto over shared h2c connections) or json (Connect JSON)")
 
 	var fc bench.FetchConfig
 	var columns string

@@ -3,10 +3,13 @@ package rpc_test
 import (
 	"context"
 	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
 func benchEnv(b *testing.B) (*env, []byte) {
@@ -66,4 +69,54 @@ func BenchmarkCodecUnmarshal(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkAppendJSON1RowParallel: 1-row JSON appends from 64 concurrent
+// clients over loopback (client and handler in this process, in-memory
+// backend), per client protocol. cpu-us/op is the process's user+system
+// CPU per request: client plus server, the figure that matters when both
+// share the cores.
+func BenchmarkAppendJSON1RowParallel(b *testing.B) {
+	protocols := []struct {
+		name string
+		opts func() []client.Option
+	}{
+		{"connect-http1", func() []client.Option { return []client.Option{client.WithHTTPClient(client.DefaultHTTPClient(false))} }},
+		{"connect-h2c", func() []client.Option { return []client.Option{client.WithHTTPClient(client.DefaultHTTPClient(true))} }},
+		{"grpc-h2c", func() []client.Option {
+			return []client.Option{client.WithGRPC(), client.WithHTTPClient(client.DefaultHTTPClient(true))}
+		}},
+	}
+	for _, p := range protocols {
+		b.Run(p.name, func(b *testing.B) {
+			e, _ := benchEnv(b)
+			row := rowsJSON(randomRows(rand.New(rand.NewPCG(2, 2)), 0, 1))
+			shared := p.opts()
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetParallelism(32) // 64 goroutines on 2 cores
+			cpu0 := processCPU()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				c := client.New(e.url, append([]client.Option{client.WithRetry(client.Retry{Attempts: 1})}, shared...)...)
+				for pb.Next() {
+					if _, err := c.Append(ctx, "s.t", row); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+		})
+	}
+}
+
+// processCPU is the user+system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

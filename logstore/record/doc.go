@@ -20,8 +20,8 @@
 //     by this package are owned by the caller and must be released.
 //   - BucketOf is a pure function of the key values (FORMAT.md §3): clients
 //     and every server compute the same bucket.
-//   - A *Schema is immutable once used: its Arrow schema, column index and a
-//     pool of record builders are cached per *Schema (ArrowSchema returns the
+//   - A *Schema is immutable once used: its Arrow schema and column index
+//     are cached per *Schema (ArrowSchema returns the
 //     same *arrow.Schema every time; replacing Columns gives a fresh cache
 //     entry, editing a Column in place is not supported).
 //   - Bodies of flat columns are written by a direct encoder (plainipc.go):

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/valyala/fastjson"
@@ -46,11 +45,40 @@ func DecodeJSONRowsPartial(s *Schema, rows []byte, target []int, mem memory.Allo
 
 type jsonDecoder struct {
 	s       *Schema
-	rb      *array.RecordBuilder
+	cols    []colAcc
 	index   map[string]int
 	seen    []int
 	allowed []bool
 	scratch []byte
+	row     int   // the row being decoded
+	ferr    error // the first error of visit
+	visitFn func(key []byte, v *fastjson.Value)
+}
+
+// visit decodes one key/value of row d.row (fastjson's Object.Visit
+// callback; d.visitFn is bound once per pooled decoder).
+func (d *jsonDecoder) visit(key []byte, v *fastjson.Value) {
+	if d.ferr != nil {
+		return
+	}
+	row := d.row
+	ci, ok := d.index[string(key)]
+	if !ok {
+		d.ferr = fmt.Errorf("%w: row %d: unknown column %q", ErrBadRow, row, key)
+		return
+	}
+	if len(d.allowed) > 0 && !d.allowed[ci] {
+		d.ferr = fmt.Errorf("%w: row %d: column %q is not one of the target columns", ErrBadRow, row, key)
+		return
+	}
+	if d.seen[ci] == row+1 {
+		d.ferr = fmt.Errorf("%w: row %d: column %q given twice", ErrBadRow, row, key)
+		return
+	}
+	d.seen[ci] = row + 1
+	if msg := d.appendValue(ci, v); msg != "" {
+		d.ferr = fmt.Errorf("%w: row %d, column %q: %s", ErrBadRow, row, key, msg)
+	}
 }
 
 func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) (rec arrow.Record, err error) {
@@ -68,15 +96,16 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 		return nil, fmt.Errorf("%w: rows must be a JSON array of objects, got %s", ErrBadRow, v.Type())
 	}
 	st := s.state()
-	var seenBuf [16]int
-	d := &jsonDecoder{s: s, index: st.index}
-	if len(s.Columns) <= len(seenBuf) {
-		d.seen = seenBuf[:len(s.Columns)]
-	} else {
-		d.seen = make([]int, len(s.Columns))
-	}
+	d := getJSONDecoder(s, st)
+	defer putJSONDecoder(d)
 	if target != nil {
-		d.allowed = make([]bool, len(s.Columns))
+		// allowed is non-empty whenever the schema has columns, so
+		// len(d.allowed) > 0 means "partial".
+		if cap(d.allowed) < len(s.Columns) {
+			d.allowed = make([]bool, len(s.Columns))
+		}
+		d.allowed = d.allowed[:len(s.Columns)]
+		clear(d.allowed)
 		for _, t := range target {
 			if t < 0 || t >= len(s.Columns) {
 				return nil, fmt.Errorf("%w: target column index %d out of range", ErrBadRow, t)
@@ -84,80 +113,55 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 			d.allowed[t] = true
 		}
 	}
-	d.rb = st.getBuilder(mem)
-	defer st.putBuilder(d.rb, mem)
-	d.rb.Reserve(len(arr))
-
-	var (
-		row  int
-		ferr error
-	)
-	visit := func(key []byte, v *fastjson.Value) {
-		if ferr != nil {
-			return
-		}
-		ci, ok := d.index[string(key)]
-		if !ok {
-			ferr = fmt.Errorf("%w: row %d: unknown column %q", ErrBadRow, row, key)
-			return
-		}
-		if d.allowed != nil && !d.allowed[ci] {
-			ferr = fmt.Errorf("%w: row %d: column %q is not one of the target columns", ErrBadRow, row, key)
-			return
-		}
-		if d.seen[ci] == row+1 {
-			ferr = fmt.Errorf("%w: row %d: column %q given twice", ErrBadRow, row, key)
-			return
-		}
-		d.seen[ci] = row + 1
-		if msg := d.appendValue(ci, v); msg != "" {
-			ferr = fmt.Errorf("%w: row %d, column %q: %s", ErrBadRow, row, key, msg)
-		}
+	if d.visitFn == nil {
+		d.visitFn = d.visit
 	}
+	partial := len(d.allowed) > 0
 	for i, rv := range arr {
-		row = i
+		d.row = i
 		obj, oerr := rv.Object()
 		if oerr != nil {
-			return nil, fmt.Errorf("%w: row %d: not an object but %s", ErrBadRow, row, rv.Type())
+			return nil, fmt.Errorf("%w: row %d: not an object but %s", ErrBadRow, i, rv.Type())
 		}
-		obj.Visit(visit)
-		if ferr != nil {
-			return nil, ferr
+		obj.Visit(d.visitFn)
+		if d.ferr != nil {
+			return nil, d.ferr
 		}
 		for ci := range d.seen {
-			if d.seen[ci] == row+1 {
+			if d.seen[ci] == i+1 {
 				continue
 			}
 			c := &s.Columns[ci]
-			if !c.Nullable && (d.allowed == nil || d.allowed[ci]) {
-				return nil, fmt.Errorf("%w: row %d: missing NOT NULL column %q", ErrBadRow, row, c.Name)
+			if !c.Nullable && (!partial || d.allowed[ci]) {
+				return nil, fmt.Errorf("%w: row %d: missing NOT NULL column %q", ErrBadRow, i, c.Name)
 			}
-			d.rb.Field(ci).AppendNull()
+			d.cols[ci].appendNull(i)
 		}
 	}
-	return d.rb.NewRecordBatch(), nil
+	return d.newRecord(st, len(arr), mem), nil
 }
 
 // appendValue appends v to column ci; it returns a non-empty message when
 // v does not fit.
 func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 	c := &d.s.Columns[ci]
-	b := d.rb.Field(ci)
+	b := &d.cols[ci]
+	row := d.row
 	t := v.Type()
 	if t == fastjson.TypeNull {
 		if !c.Nullable {
 			return "null in a NOT NULL column"
 		}
-		b.AppendNull()
+		b.appendNull(row)
 		return ""
 	}
 	switch c.Type.Kind {
 	case KindBoolean:
 		switch t {
 		case fastjson.TypeTrue:
-			b.(*array.BooleanBuilder).Append(true)
+			b.appendBool(row, true)
 		case fastjson.TypeFalse:
-			b.(*array.BooleanBuilder).Append(false)
+			b.appendBool(row, false)
 		default:
 			return wrongType("true or false", v)
 		}
@@ -175,19 +179,19 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 			if n < math.MinInt8 || n > math.MaxInt8 {
 				return fmt.Sprintf("%d is out of range for TINYINT (-128..127)", n)
 			}
-			b.(*array.Int8Builder).Append(int8(n))
+			b.appendFixed(row, uint64(n))
 		case KindSmallInt:
 			if n < math.MinInt16 || n > math.MaxInt16 {
 				return fmt.Sprintf("%d is out of range for SMALLINT (-32768..32767)", n)
 			}
-			b.(*array.Int16Builder).Append(int16(n))
+			b.appendFixed(row, uint64(n))
 		case KindInt:
 			if n < math.MinInt32 || n > math.MaxInt32 {
 				return fmt.Sprintf("%d is out of range for INT (-2147483648..2147483647)", n)
 			}
-			b.(*array.Int32Builder).Append(int32(n))
+			b.appendFixed(row, uint64(n))
 		default:
-			b.(*array.Int64Builder).Append(n)
+			b.appendFixed(row, uint64(n))
 		}
 	case KindFloat, KindDouble:
 		f, msg := d.parseFloat(v, c.Type.Kind == KindFloat)
@@ -195,9 +199,9 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 			return msg
 		}
 		if c.Type.Kind == KindFloat {
-			b.(*array.Float32Builder).Append(float32(f))
+			b.appendFixed(row, uint64(math.Float32bits(float32(f))))
 		} else {
-			b.(*array.Float64Builder).Append(f)
+			b.appendFixed(row, math.Float64bits(f))
 		}
 	case KindDecimal:
 		text, msg := d.numberText(v, "a decimal (JSON number or string)")
@@ -208,7 +212,7 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		if msg != "" {
 			return msg
 		}
-		b.(*array.Decimal128Builder).Append(n)
+		b.appendDecimal(row, n)
 	case KindString:
 		sb, msg := stringBytes(v, "a string")
 		if msg != "" {
@@ -217,7 +221,9 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		if !utf8.Valid(sb) {
 			return "string is not valid UTF-8"
 		}
-		b.(*array.StringBuilder).BinaryBuilder.Append(sb)
+		if !b.appendBytes(row, sb) {
+			return "too much string data in one request (over 2 GiB in a column)"
+		}
 	case KindBytes:
 		sb, msg := stringBytes(v, "a base64 string")
 		if msg != "" {
@@ -231,7 +237,9 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		if err != nil {
 			return "not valid base64 (standard alphabet, padded): " + err.Error()
 		}
-		b.(*array.BinaryBuilder).Append(d.scratch[:n])
+		if !b.appendBytes(row, d.scratch[:n]) {
+			return "too much bytes data in one request (over 2 GiB in a column)"
+		}
 	case KindDate:
 		sb, msg := stringBytes(v, `a date string "YYYY-MM-DD"`)
 		if msg != "" {
@@ -241,7 +249,7 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		if !ok || len(sb) != 10 {
 			return fmt.Sprintf("%q is not a date YYYY-MM-DD", sb)
 		}
-		b.(*array.Date32Builder).Append(arrow.Date32(days))
+		b.appendFixed(row, uint64(uint32(days)))
 	case KindTime:
 		sb, msg := stringBytes(v, `a time string "HH:MM:SS[.fff]"`)
 		if msg != "" {
@@ -256,18 +264,18 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		}
 		switch c.Type.TimeUnit() {
 		case arrow.Millisecond:
-			b.(*array.Time32Builder).Append(arrow.Time32(nanos / 1e6))
+			b.appendFixed(row, uint64(nanos/1e6))
 		case arrow.Microsecond:
-			b.(*array.Time64Builder).Append(arrow.Time64(nanos / 1e3))
+			b.appendFixed(row, uint64(nanos/1e3))
 		default:
-			b.(*array.Time64Builder).Append(arrow.Time64(nanos))
+			b.appendFixed(row, uint64(nanos))
 		}
 	case KindTimestamp, KindTimestampLTZ:
 		ts, msg := d.parseTimestamp(v, c.Type)
 		if msg != "" {
 			return msg
 		}
-		b.(*array.TimestampBuilder).Append(arrow.Timestamp(ts))
+		b.appendFixed(row, uint64(ts))
 	default:
 		return fmt.Sprintf("type %s is not supported in JSON rows", c.Type)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -119,6 +120,11 @@ func New(baseURL string, opts ...Option) *Client {
 	return c
 }
 
+// DefaultHTTPClient returns a new HTTP client as New makes one: HTTP/1.1,
+// or cleartext HTTP/2 (h2c, as gRPC needs) when h2c is true. Share one
+// between clients (WithHTTPClient) to share its connections.
+func DefaultHTTPClient(h2c bool) *http.Client { return defaultHTTPClient(h2c) }
+
 func defaultHTTPClient(h2c bool) *http.Client {
 	t := &http.Transport{
 		Proxy:               nil,
@@ -126,13 +132,48 @@ func defaultHTTPClient(h2c bool) *http.Client {
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
+		// Connect negotiates compression itself; without this net/http
+		// would ask for gzip on its own and decompress transparently.
+		DisableCompression: true,
 	}
 	if h2c {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
 		t.Protocols = &p
+		return &http.Client{Transport: t}
 	}
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: inMemoryBody{t}}
+}
+
+// inMemoryBodyMax bounds the request bodies inMemoryBody copies.
+const inMemoryBodyMax = 64 << 10
+
+// inMemoryBody hands small request bodies to the HTTP/1.1 transport as a
+// bytes.Reader. net/http flushes the request headers on their own (one
+// extra write syscall per request here, one extra read on the server)
+// unless the body is one of the in-memory readers it knows; connect-go's
+// unary body is not. Copying a body of a few hundred bytes costs far less
+// than the syscalls. Larger bodies go through untouched.
+type inMemoryBody struct{ rt http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (t inMemoryBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength <= 0 || r.ContentLength > inMemoryBodyMax {
+		return t.rt.RoundTrip(r)
+	}
+	buf := make([]byte, r.ContentLength)
+	_, err := io.ReadFull(r.Body, buf)
+	_ = r.Body.Close() // a RoundTripper closes the body, error or not
+	if err != nil {
+		return nil, fmt.Errorf("read request body of %d bytes: %w", r.ContentLength, err)
+	}
+	// A RoundTripper must not modify the request: a shallow copy with
+	// another body.
+	r2 := new(http.Request)
+	*r2 = *r
+	r2.Body = io.NopCloser(bytes.NewReader(buf))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return t.rt.RoundTrip(r2)
 }
 
 func randomWriterID() int64 {

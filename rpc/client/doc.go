@@ -11,6 +11,9 @@
 //     tries) and stop as soon as the context ends.
 //   - Admin writes (create/drop) are not retried: a lost reply would turn
 //     a success into already_exists / not_found.
+//   - The default HTTP/1.1 client hands small request bodies (up to 64 KiB)
+//     to net/http as in-memory readers, so headers and body leave in one
+//     write; the bytes sent are unchanged.
 //   - Leader routing is not done yet: every call goes to the one base URL,
 //     which forwards to the bucket leader.
 package client

@@ -40,6 +40,7 @@ type ProduceConfig struct {
 	Clients     int           // concurrent clients, each with its own writer id
 	BatchRows   int           // rows per request
 	Format      string        // "arrow" or "json"
+	Protocol    string        // "proto" (Connect, HTTP/1.1; "" too), "grpc" (gRPC over shared h2c connections), "h2c" (Connect proto over shared h2c connections) or "json" (Connect JSON, rows inline, HTTP/1.1)
 	Compression string        // arrow only: "zstd", "lz4" or "none"
 	Duration    time.Duration // how long to send
 	Wide        bool          // 20 columns instead of 10
@@ -157,7 +158,11 @@ func payloads(cfg ProduceConfig) ([][]byte, error) {
 
 // Produce runs the produce benchmark.
 func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
-	admin := client.New(cfg.Server)
+	copts, err := protocolOptions(cfg.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	admin := client.New(cfg.Server, copts...)
 	if err := CreateTable(ctx, admin, cfg.Table, cfg.Buckets, cfg.Wide, nil); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)
 	}
@@ -180,7 +185,10 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := client.New(cfg.Server)
+			// Each worker has its own writer id; the HTTP client (and so
+			// the connections) is shared only over h2c ("grpc", "h2c"),
+			// whose HTTP/2 connections multiplex the workers' requests.
+			c := client.New(cfg.Server, copts...)
 			var lat []time.Duration
 			var reqs, rows, sent, errs int64
 			for i := 0; runCtx.Err() == nil; i++ {
@@ -233,6 +241,24 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 	return &res, nil
 }
 
+// protocolOptions maps ProduceConfig.Protocol to client options.
+func protocolOptions(protocol string) ([]client.Option, error) {
+	switch protocol {
+	case "", "proto":
+		return nil, nil
+	case "json":
+		return []client.Option{client.WithJSON()}, nil
+	case "grpc":
+		// One transport for every worker: HTTP/2 multiplexes their
+		// requests over a few connections instead of one each.
+		return []client.Option{client.WithGRPC(), client.WithHTTPClient(client.DefaultHTTPClient(true))}, nil
+	case "h2c":
+		// Connect proto, but over shared cleartext HTTP/2 connections.
+		return []client.Option{client.WithHTTPClient(client.DefaultHTTPClient(true))}, nil
+	}
+	return nil, fmt.Errorf("protocol %q: want proto, grpc, h2c or json", protocol)
+}
+
 // logBytes reads fluss_log_size_bytes from the server's /metrics (-1 if
 // it cannot).
 func logBytes(ctx context.Context, server string) int64 {
@@ -271,8 +297,12 @@ func PrintProduce(w io.Writer, cfg ProduceConfig, r *Result) {
 	if cfg.Format == "json" {
 		comp = "server zstd"
 	}
+	format := cfg.Format
+	if cfg.Protocol != "" && cfg.Protocol != "proto" {
+		format += " over " + cfg.Protocol
+	}
 	fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.0f | %.0f | %.1f | %s | %s | %d | %s |\n",
-		cfg.Format, comp, cfg.Clients, cfg.BatchRows, cfg.Buckets,
+		format, comp, cfg.Clients, cfg.BatchRows, cfg.Buckets,
 		float64(r.Rows)/secs, float64(r.Requests)/secs, float64(r.Bytes)/secs/1e6,
 		r.Quantile(0.50).Round(time.Microsecond), r.Quantile(0.99).Round(time.Microsecond), r.Errors, disk)
 	if r.FirstErr != nil {
