@@ -296,6 +296,9 @@ func PrintProduce(w io.Writer, cfg ProduceConfig, r *Result) {
 	comp := cfg.Compression
 	if cfg.Format == "json" {
 		comp = "server zstd"
+		if cfg.BatchRows < 32 {
+			comp = "none (< 32 rows)" // the server stores tiny batches uncompressed
+		}
 	}
 	format := cfg.Format
 	if cfg.Protocol != "" && cfg.Protocol != "proto" {
