@@ -466,42 +466,10 @@ func appendBatch(dst []byte, v *batchView, lens []int64, compressed bool, fbCode
 	}
 	nodesVec := b.EndVector(v.nodes.n)
 
-	var compression flatbuffers.UOffsetT
-	if compressed {
-		b.StartObject(2)
-		b.PrependByteSlot(bcCodec, fbCodec, 0)
-		b.PrependByteSlot(bcMethod, methodBuffer, 0)
-		compression = b.EndObject()
-	}
-	b.StartObject(5)
-	b.PrependInt64Slot(rbLength, v.length, 0)
-	b.PrependUOffsetTSlot(rbNodes, nodesVec, 0)
-	b.PrependUOffsetTSlot(rbBuffers, buffersVec, 0)
-	if compressed {
-		b.PrependUOffsetTSlot(rbCompression, compression, 0)
-	}
-	batch := b.EndObject()
-
-	b.StartObject(5)
-	b.PrependInt16Slot(msgVersion, v.m.version, 0)
-	b.PrependByteSlot(msgHeaderType, hdrRecordBatch, 0)
-	b.PrependUOffsetTSlot(msgHeader, batch, 0)
-	b.PrependInt64Slot(msgBodyLength, newBody, 0)
-	if customMeta != 0 {
-		b.PrependUOffsetTSlot(msgCustomMetadata, customMeta, 0)
-	}
-	b.Finish(b.EndObject())
-	meta := b.FinishedBytes()
-
-	metaLen := int(pad8(int64(8+len(meta)))) - 8
 	start := len(dst)
-	dst = grow(dst, 8+metaLen+int(newBody))
-	out := dst[start:]
-	le.PutUint32(out, continuation)
-	le.PutUint32(out[4:], uint32(metaLen))
-	p := 8 + copy(out[8:], meta)
-	clear8(out[p : 8+metaLen])
-	if err := fill(out[8+metaLen:]); err != nil {
+	dst, body := appendBatchMessage(dst, b, v.m.version, v.length, nodesVec, buffersVec,
+		compressed, fbCodec, methodBuffer, customMeta, newBody)
+	if err := fill(body); err != nil {
 		return dst[:start], err
 	}
 	return dst, nil

@@ -164,48 +164,15 @@ func Project(dst []byte, batchMsg []byte, keep []int, layout *Layout) ([]byte, e
 	}
 	nodesVec := b.EndVector(nKeptNodes)
 
-	var compression flatbuffers.UOffsetT
-	if hasCompression {
-		b.StartObject(2)
-		b.PrependByteSlot(bcCodec, codec, 0)
-		b.PrependByteSlot(bcMethod, method, 0)
-		compression = b.EndObject()
-	}
-
-	b.StartObject(5)
-	b.PrependInt64Slot(rbLength, length, 0)
-	b.PrependUOffsetTSlot(rbNodes, nodesVec, 0)
-	b.PrependUOffsetTSlot(rbBuffers, buffersVec, 0)
-	if hasCompression {
-		b.PrependUOffsetTSlot(rbCompression, compression, 0)
-	}
-	batch := b.EndObject()
-
-	b.StartObject(5)
-	b.PrependInt16Slot(msgVersion, m.version, 0)
-	b.PrependByteSlot(msgHeaderType, hdrRecordBatch, 0)
-	b.PrependUOffsetTSlot(msgHeader, batch, 0)
-	b.PrependInt64Slot(msgBodyLength, newBody, 0)
-	if customMeta != 0 {
-		b.PrependUOffsetTSlot(msgCustomMetadata, customMeta, 0)
-	}
-	b.Finish(b.EndObject())
-	meta := b.FinishedBytes()
-
-	metaLen := int(pad8(int64(8+len(meta)))) - 8
-	start := len(dst)
-	dst = grow(dst, 8+metaLen+int(newBody))
-	out := dst[start:]
-	le.PutUint32(out, continuation)
-	le.PutUint32(out[4:], uint32(metaLen))
-	p := 8 + copy(out[8:], meta)
-	p += clear8(out[p : 8+metaLen])
+	dst, body := appendBatchMessage(dst, b, m.version, length, nodesVec, buffersVec,
+		hasCompression, codec, method, customMeta, newBody)
+	p := 0
 	for _, k := range keep {
 		_, _, bufFrom, bufTo := layout.Span(k)
 		for i := bufFrom; i < bufTo; i++ {
 			o, n := bufs.i64At(i, 0), bufs.i64At(i, 1)
-			p += copy(out[p:], m.body[o:o+n])
-			p += clear8(out[p : p+int(pad8(n)-n)])
+			p += copy(body[p:], m.body[o:o+n])
+			p += clear8(body[p : p+int(pad8(n)-n)])
 		}
 	}
 	return dst, nil
@@ -262,6 +229,53 @@ func copyCustomMetadata(b *flatbuffers.Builder, msg fbTable) (flatbuffers.UOffse
 		b.PrependUOffsetT(offs[i])
 	}
 	return b.EndVector(len(offs)), nil
+}
+
+// appendBatchMessage finishes a RecordBatch message in b (the optional
+// BodyCompression, the RecordBatch table over nodesVec and buffersVec, and
+// the Message) and appends it to dst framed as an encapsulated message
+// (continuation, metadata length, metadata zero-padded to 8), followed by
+// bodyLen bytes of room for the body. It returns dst and that body slice,
+// which the caller fills.
+func appendBatchMessage(dst []byte, b *flatbuffers.Builder, version int16, length int64,
+	nodesVec, buffersVec flatbuffers.UOffsetT, compressed bool, codec, method uint8,
+	customMeta flatbuffers.UOffsetT, bodyLen int64) ([]byte, []byte) {
+	var compression flatbuffers.UOffsetT
+	if compressed {
+		b.StartObject(2)
+		b.PrependByteSlot(bcCodec, codec, 0)
+		b.PrependByteSlot(bcMethod, method, 0)
+		compression = b.EndObject()
+	}
+	b.StartObject(5)
+	b.PrependInt64Slot(rbLength, length, 0)
+	b.PrependUOffsetTSlot(rbNodes, nodesVec, 0)
+	b.PrependUOffsetTSlot(rbBuffers, buffersVec, 0)
+	if compressed {
+		b.PrependUOffsetTSlot(rbCompression, compression, 0)
+	}
+	batch := b.EndObject()
+
+	b.StartObject(5)
+	b.PrependInt16Slot(msgVersion, version, 0)
+	b.PrependByteSlot(msgHeaderType, hdrRecordBatch, 0)
+	b.PrependUOffsetTSlot(msgHeader, batch, 0)
+	b.PrependInt64Slot(msgBodyLength, bodyLen, 0)
+	if customMeta != 0 {
+		b.PrependUOffsetTSlot(msgCustomMetadata, customMeta, 0)
+	}
+	b.Finish(b.EndObject())
+	meta := b.FinishedBytes()
+
+	metaLen := int(pad8(int64(8+len(meta)))) - 8
+	start := len(dst)
+	dst = grow(dst, 8+metaLen+int(bodyLen))
+	out := dst[start:]
+	le.PutUint32(out, continuation)
+	le.PutUint32(out[4:], uint32(metaLen))
+	p := 8 + copy(out[8:], meta)
+	clear8(out[p : 8+metaLen])
+	return dst, out[8+metaLen:]
 }
 
 func pad8(n int64) int64 { return (n + 7) &^ 7 }
