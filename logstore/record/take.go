@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -83,41 +84,11 @@ func takeArray(a arrow.Array, idx []int, mem memory.Allocator) (arrow.Array, err
 	case *array.Timestamp:
 		return takeFixed[arrow.Timestamp](c, array.NewTimestampBuilder(mem, dt.(*arrow.TimestampType)), idx), nil
 	case *array.Decimal128:
-		b := array.NewDecimal128Builder(mem, dt.(*arrow.Decimal128Type))
-		defer b.Release()
-		b.Reserve(len(idx))
-		for _, r := range idx {
-			if c.IsNull(r) {
-				b.AppendNull()
-			} else {
-				b.Append(c.Value(r))
-			}
-		}
-		return b.NewArray(), nil
+		return takeFixed[decimal128.Num](c, array.NewDecimal128Builder(mem, dt.(*arrow.Decimal128Type)), idx), nil
 	case *array.String:
-		b := array.NewStringBuilder(mem)
-		defer b.Release()
-		b.Reserve(len(idx))
-		for _, r := range idx {
-			if c.IsNull(r) {
-				b.AppendNull()
-			} else {
-				b.Append(c.Value(r))
-			}
-		}
-		return b.NewArray(), nil
+		return takeFixed[string](c, array.NewStringBuilder(mem), idx), nil
 	case *array.Binary:
-		b := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
-		defer b.Release()
-		b.Reserve(len(idx))
-		for _, r := range idx {
-			if c.IsNull(r) {
-				b.AppendNull()
-			} else {
-				b.Append(c.Value(r))
-			}
-		}
-		return b.NewArray(), nil
+		return takeFixed[[]byte](c, array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary), idx), nil
 	}
 	return nil, fmt.Errorf("type %s is not supported", dt)
 }
