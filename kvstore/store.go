@@ -256,58 +256,88 @@ func readIndex(txn *badger.Txn, k []byte) (uint64, error) {
 	return idx, err
 }
 
-// Apply writes one changelog batch and its Raft index in one badger txn:
-// either all of it and the index are stored, or none. +I/+U put the row,
-// -D deletes its key, -U writes nothing (the +U that follows overwrites it).
-// A batch whose index is <= AppliedIndex is already applied and is skipped
-// (replay after restart). Apply is deterministic.
+// Apply writes one changelog batch and its Raft index: +I/+U put the row,
+// -D deletes its key, -U writes nothing (the +U that follows overwrites
+// it). A batch whose index is <= AppliedIndex is already applied and is
+// skipped (replay after restart). Normally one badger txn holds the batch
+// and the index. A batch too large for one txn (badger's ErrTxnTooBig) is
+// committed in several, the index in the last: a crash in between leaves
+// AppliedIndex below the batch, whose replay rewrites the same final values
+// (puts and deletes are absolute). Apply is deterministic.
 func (r *Replica) Apply(changes []Change, appliedIndex uint64) error {
-	mk := r.metaKey()
-	err := r.db.Update(func(txn *badger.Txn) error {
-		cur, err := readIndex(txn, mk)
-		if err != nil {
-			return err
-		}
-		if appliedIndex <= cur {
-			return nil
-		}
-		// One arena for every key and value of the txn: badger keeps the
-		// slices until commit, and appending never moves bytes already
-		// handed out (a growing append copies to a new array).
-		arena := make([]byte, 0, len(changes)*64)
-		for i, c := range changes {
-			start := len(arena)
-			arena = append(arena, r.prefix[:]...)
-			arena = append(arena, nsRow)
-			if arena, err = r.codec.AppendKey(arena, c.Row); err != nil {
-				return fmt.Errorf("change %d: %w", i, err)
-			}
-			k := arena[start:len(arena):len(arena)]
-			switch c.Type {
-			case Insert, UpdateAfter:
-				vstart := len(arena)
-				if arena, err = r.codec.AppendRow(arena, c.Row); err != nil {
-					return fmt.Errorf("change %d: %w", i, err)
-				}
-				err = txn.Set(k, arena[vstart:len(arena):len(arena)])
-			case Delete:
-				err = txn.Delete(k)
-			case UpdateBefore:
-			default:
-				err = fmt.Errorf("%w: change %d has type %v", ErrCorrupt, i, c.Type)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		var ib [8]byte
-		binary.BigEndian.PutUint64(ib[:], appliedIndex)
-		return txn.Set(mk, ib[:])
-	})
-	if err != nil {
+	if err := r.apply(changes, appliedIndex); err != nil {
 		return fmt.Errorf("kvstore: apply index %d: %w", appliedIndex, err)
 	}
 	return nil
+}
+
+func (r *Replica) apply(changes []Change, appliedIndex uint64) error {
+	mk := r.metaKey()
+	txn := r.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	cur, err := readIndex(txn, mk)
+	if err != nil {
+		return err
+	}
+	if appliedIndex <= cur {
+		return nil
+	}
+	// One arena for every key and value: badger keeps the slices until
+	// commit, and appending never moves bytes already handed out (a growing
+	// append copies to a new array).
+	arena := make([]byte, 0, len(changes)*64)
+	for i, c := range changes {
+		start := len(arena)
+		arena = append(arena, r.prefix[:]...)
+		arena = append(arena, nsRow)
+		if arena, err = r.codec.AppendKey(arena, c.Row); err != nil {
+			return fmt.Errorf("change %d: %w", i, err)
+		}
+		k := arena[start:len(arena):len(arena)]
+		var v []byte
+		switch c.Type {
+		case Insert, UpdateAfter:
+			vstart := len(arena)
+			if arena, err = r.codec.AppendRow(arena, c.Row); err != nil {
+				return fmt.Errorf("change %d: %w", i, err)
+			}
+			v = arena[vstart:len(arena):len(arena)]
+		case Delete:
+		case UpdateBefore:
+			continue
+		default:
+			return fmt.Errorf("%w: change %d has type %v", ErrCorrupt, i, c.Type)
+		}
+		op := func() error {
+			if v == nil {
+				return txn.Delete(k)
+			}
+			return txn.Set(k, v)
+		}
+		if err = op(); errors.Is(err, badger.ErrTxnTooBig) {
+			if err = txn.Commit(); err != nil {
+				return err
+			}
+			txn = r.db.NewTransaction(true)
+			err = op()
+		}
+		if err != nil {
+			return fmt.Errorf("change %d: %w", i, err)
+		}
+	}
+	var ib [8]byte
+	binary.BigEndian.PutUint64(ib[:], appliedIndex)
+	if err = txn.Set(mk, ib[:]); errors.Is(err, badger.ErrTxnTooBig) {
+		if err = txn.Commit(); err != nil {
+			return err
+		}
+		txn = r.db.NewTransaction(true)
+		err = txn.Set(mk, ib[:])
+	}
+	if err != nil {
+		return err
+	}
+	return txn.Commit()
 }
 
 // Snapshot stream format (FORMAT.md "Snapshot").

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -511,5 +512,41 @@ func TestConcurrentReadsDuringApply(t *testing.T) {
 	}
 	if idx, _ := r.AppliedIndex(); idx != 50 {
 		t.Fatalf("AppliedIndex = %d", idx)
+	}
+}
+
+// A changelog larger than one badger txn is committed in several; every row
+// lands and the applied index is written.
+func TestApplyLargerThanOneTxn(t *testing.T) {
+	o := DefaultOptions()
+	o.MemTableSize = 1 << 20 // txn limit ~150 KiB
+	st, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := mkSchema(t, []string{"id"}, "id BIGINT NOT NULL", "v STRING")
+	c, err := NewCodec(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.Replica(9, c)
+	pad := strings.Repeat("x", 200)
+	var changes []Change
+	for i := range 5000 {
+		changes = append(changes, Change{Insert, Row{Int(int64(i)), Str(pad)}})
+	}
+	if err := r.Apply(changes, 3); err != nil {
+		t.Fatal(err)
+	}
+	if idx, _ := r.AppliedIndex(); idx != 3 {
+		t.Fatalf("applied index %d, want 3", idx)
+	}
+	n := 0
+	if err := r.PrefixScan(nil, func(_, _ []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 5000 {
+		t.Fatalf("%d rows stored, want 5000", n)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/kvstore"
 )
 
 // WriterWindow is how many of a writer's most recent batch sequences the
@@ -62,6 +64,10 @@ type FSM struct {
 	// logStartFn, when set, reports the local log start offset recorded in
 	// snapshots (informational: retention is local, not replicated).
 	logStartFn func() int64
+
+	// pk is set for primary-key table replicas: Apply also applies the
+	// changelog to the KV state, snapshots carry it.
+	pk *PKConfig
 }
 
 func newFSM() *FSM {
@@ -151,6 +157,9 @@ func (f *FSM) applyCommand(l *raft.Log) {
 	if err != nil {
 		panic(fmt.Sprintf("replica FSM: raft index %d: undecodable entry: %v; refusing to diverge", l.Index, err))
 	}
+	if f.pk != nil {
+		f.applyPK(l)
+	}
 	if entryTs-st.LastSweep >= writerSweepMs {
 		st.LastSweep = entryTs
 		for id, ws := range st.Writers {
@@ -227,19 +236,36 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	defer f.mu.RUnlock()
 	st := f.st
 	st.LogStart = max(st.LogStart, start)
-	return &fsmSnapshot{data: appendState(nil, &st)}, nil
+	snap := &fsmSnapshot{data: appendState(nil, &st)}
+	if f.pk != nil {
+		// On the FSM goroutine: the KV read txn sees exactly the state at
+		// st.AppliedIndex. Persist streams it while Apply goes on.
+		snap.kv = f.pk.KV.NewSnapshot()
+	}
+	return snap, nil
 }
 
 // Restore implements raft.FSM: decode into fresh state, then swap it in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotBytes+1))
+	var b []byte
+	var err error
+	if f.pk != nil {
+		b, err = readPKHeader(rc)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(rc, maxSnapshotBytes+1))
+	}
 	if err != nil {
 		return fmt.Errorf("replica FSM restore: read snapshot: %w", err)
 	}
 	st, err := decodeState(b)
 	if err != nil {
 		return fmt.Errorf("replica FSM restore: %w", err)
+	}
+	if f.pk != nil {
+		if err := f.restoreKV(rc, st.AppliedIndex); err != nil {
+			return fmt.Errorf("replica FSM restore: %w", err)
+		}
 	}
 	f.mu.Lock()
 	f.st = st
@@ -255,17 +281,30 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type fsmSnapshot struct{ data []byte }
+type fsmSnapshot struct {
+	data []byte
+	kv   *kvstore.Snapshot // PK replicas: the KV state at the same index
+}
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.data); err != nil {
+	var err error
+	if s.kv != nil {
+		err = writePKSnapshot(sink, s.data, s.kv)
+	} else {
+		_, err = sink.Write(s.data)
+	}
+	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("replica FSM snapshot: write: %w", err)
 	}
 	return sink.Close()
 }
 
-func (s *fsmSnapshot) Release() {}
+func (s *fsmSnapshot) Release() {
+	if s.kv != nil {
+		s.kv.Release()
+	}
+}
 
 // Snapshot encoding (little-endian), documented in doc.go:
 //

@@ -2,15 +2,19 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/kvstore"
 )
 
 // appendReq is one Append call waiting for its result.
 type appendReq struct {
-	batches [][]byte
+	batches [][]byte // nil for a PK write until the proposer merged it
+	pk      *PKWrite // a primary-key write (the proposer computes batches)
 	writer  int64
 	seq     int32
 	size    int   // total batch bytes
@@ -63,10 +67,12 @@ type term struct {
 	queuedBytes int
 	view        map[int64][]*viewSeq // writer → window, oldest first
 
-	// Owned by the run goroutine.
-	next     int64  // proposed next offset
-	lastTs   int64  // last commit timestamp stamped
-	proposed uint64 // entries proposed in this term
+	// Owned by the run goroutine (pw is internally locked: the completion
+	// goroutine calls Applied).
+	pw       *kvstore.PreWriteBuffer // PK replicas: rows proposed, not yet applied
+	next     int64                   // proposed next offset
+	lastTs   int64                   // last commit timestamp stamped
+	proposed uint64                  // entries proposed in this term
 }
 
 // viewPruneEvery is how many proposed entries pass between prunes of the
@@ -194,6 +200,9 @@ func (t *term) becomeReady() bool {
 		view[id] = vs
 	}
 	t.next, t.lastTs = next, maxTs
+	if r.cfg.PK != nil {
+		t.pw = kvstore.NewPreWriteBuffer() // DESIGN §6: a new leader starts empty
+	}
 	t.mu.Lock()
 	t.view, t.failed, t.ready = view, false, true
 	t.mu.Unlock()
@@ -262,6 +271,7 @@ func (t *term) proposeLoop() {
 		t.queue, t.queuedBytes = nil, 0
 		accepted := t.dedupe(reqs)
 		t.mu.Unlock()
+		accepted = t.assign(accepted)
 		for len(accepted) > 0 {
 			data, packed, rest := t.buildEntry(accepted)
 			if t.isFailed() {
@@ -287,8 +297,8 @@ func (t *term) isFailed() bool {
 	return t.failed
 }
 
-// dedupe answers or parks duplicates and assigns offsets to the rest, in
-// queue order. Caller holds t.mu.
+// dedupe answers or parks duplicates and registers the rest in the writer
+// view, in queue order. Caller holds t.mu.
 func (t *term) dedupe(reqs []*appendReq) []*appendReq {
 	out := reqs[:0]
 	for _, req := range reqs {
@@ -314,7 +324,7 @@ func (t *term) dedupe(reqs []*appendReq) []*appendReq {
 				}
 				continue
 			}
-			v := &viewSeq{SeqResult: SeqResult{Seq: req.seq, Base: t.next, Count: req.count}, req: req}
+			v := &viewSeq{SeqResult: SeqResult{Seq: req.seq}, req: req} // Base, Count: assign
 			win = append(win, v)
 			if len(win) > WriterWindow {
 				win = append(win[:0], win[len(win)-WriterWindow:]...)
@@ -322,11 +332,55 @@ func (t *term) dedupe(reqs []*appendReq) []*appendReq {
 			t.view[req.writer] = win
 			req.vs = v
 		}
+		out = append(out, req)
+	}
+	return out
+}
+
+// assign merges PK writes (outside t.mu: it reads the KV store) and gives
+// every request its offsets, in order. A PK write the merge engine refuses
+// is answered with the error and leaves the writer view, so a retry is
+// merged afresh. It returns the requests to propose.
+func (t *term) assign(reqs []*appendReq) []*appendReq {
+	out := reqs[:0]
+	for _, req := range reqs {
+		if req.pk != nil {
+			if err := t.preparePK(req); err != nil {
+				t.reject(req, err)
+				continue
+			}
+		}
 		req.base = t.next
 		t.next += int64(req.count)
 		out = append(out, req)
 	}
+	t.mu.Lock()
+	for _, req := range out {
+		if req.vs != nil {
+			req.vs.Base, req.vs.Count = req.base, req.count
+		}
+	}
+	t.mu.Unlock()
 	return out
+}
+
+// reject answers a request that will not be proposed, and its parked
+// duplicates, with err, and removes it from the writer view.
+func (t *term) reject(req *appendReq, err error) {
+	t.mu.Lock()
+	if req.vs != nil {
+		win := t.view[req.writer]
+		if i := slices.Index(win, req.vs); i >= 0 {
+			t.view[req.writer] = slices.Delete(win, i, i+1)
+		}
+	}
+	dups := req.dups
+	req.dups = nil
+	t.mu.Unlock()
+	req.finish(0, 0, err)
+	for _, d := range dups {
+		d.finish(0, 0, err)
+	}
 }
 
 // buildEntry packs requests from the front of reqs into one entry of at
@@ -367,6 +421,10 @@ func (t *term) complete(comp <-chan inflight) {
 				t.finishAll(req, 0, 0, lost)
 			}
 			continue
+		}
+		if t.pw != nil && len(inf.reqs) > 0 {
+			last := inf.reqs[len(inf.reqs)-1]
+			t.pw.Applied(uint64(last.base + int64(last.count)))
 		}
 		for _, req := range inf.reqs {
 			t.finishAll(req, req.base, req.count, nil)

@@ -74,6 +74,9 @@ type Config struct {
 	Log    logstore.Options
 	Raft   RaftTuning
 	Logger *slog.Logger // nil: discard
+	// PK, when set, makes this the replica of a primary-key table bucket
+	// (Write, Lookup, PrefixLookup, LimitScan; Append is refused).
+	PK *PKConfig
 
 	openLog func(dir string) (dataLog, error) // tests: replaces the logstore
 }
@@ -88,6 +91,7 @@ type Replica struct {
 	fsm    *FSM
 	snaps  *raft.FileSnapshotStore
 	raft   *raft.Raft
+	verify verifier // linearizable reads of PK state
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -117,6 +121,11 @@ func Open(cfg Config) (*Replica, error) {
 		quit:   make(chan struct{}),
 	}
 	r.fsm.logStartFn = func() int64 { return r.log.StartOffset() }
+	r.fsm.pk = cfg.PK
+	if cfg.PK != nil && cfg.Raft.SnapshotThreshold == 0 {
+		// A PK snapshot streams the whole KV state: take them less often.
+		r.tuning.SnapshotThreshold = pkSnapshotThreshold
+	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,6 +158,13 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if !has && cfg.PK != nil {
+		// A replica without raft state starts from empty KV state: drop
+		// anything a wiped or half-removed earlier replica left behind.
+		if err := cfg.PK.KV.Drop(); err != nil {
+			return fail(err)
+		}
+	}
 	if !has && len(cfg.Bootstrap) > 0 {
 		bc := raft.Configuration{Servers: cfg.Bootstrap}
 		if err := raft.BootstrapCluster(conf, r.log, r.log, r.snaps, cfg.Transport, bc); err != nil {
@@ -159,6 +175,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
+	r.verify.raft = r.raft
 	r.wg.Go(r.monitor)
 	return r, nil
 }
@@ -276,6 +293,14 @@ func (r *Replica) Append(ctx context.Context, batches [][]byte, writerID int64, 
 	if req.size > r.tuning.MaxEntryBytes {
 		return 0, 0, fmt.Errorf("%w: bucket %v: %d bytes in one append, limit %d", ErrTooLarge, r.cfg.ID, req.size, r.tuning.MaxEntryBytes)
 	}
+	if r.cfg.PK != nil {
+		return 0, 0, fmt.Errorf("%w: bucket %v belongs to a primary-key table; its log is the changelog the leader computes", ErrNotPK, r.cfg.ID)
+	}
+	return r.submit(ctx, req)
+}
+
+// submit queues a request on the leader's proposer and waits for its result.
+func (r *Replica) submit(ctx context.Context, req *appendReq) (int64, int32, error) {
 	r.mu.Lock()
 	t, closed := r.term, r.closed
 	r.mu.Unlock()

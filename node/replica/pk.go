@@ -1,0 +1,361 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/kvstore"
+	"github.com/fluss-node/fluss-node/logstore/record"
+)
+
+// PKConfig makes a replica the replica of a primary-key table bucket: its
+// log holds the changelog the leader computes, and every replica applies
+// that changelog to its KV state (DESIGN §6).
+type PKConfig struct {
+	KV     *kvstore.Replica // this replica's part of the node's badger store
+	Merger *kvstore.Merger
+	Schema *record.Schema // the table schema (the KV codec's)
+	// Compression of changelog batches with 32 records or more (smaller
+	// ones are stored uncompressed, as the log-table write path does).
+	Compression record.Compression
+	ZstdLevel   int
+}
+
+// PKWrite is one Upsert or Delete request for one bucket of a primary-key
+// table. Rows are full schema-width rows; for a Delete only the key columns
+// matter. TargetCols (schema indexes, nil = every column) makes it a
+// partial update or partial delete.
+type PKWrite struct {
+	Rows       []kvstore.Row
+	TargetCols []int
+	Delete     bool
+}
+
+// ErrNotPK is returned by the primary-key methods of a log-table replica
+// (and by Append on a primary-key replica).
+var ErrNotPK = errors.New("operation does not fit the bucket's table kind")
+
+// ErrRejected wraps a merge-engine refusal of a write (a delete on a table
+// with table.delete.behavior=disable, NOT NULL violations of a partial
+// insert, aggregation overflow): the request is not stored.
+var ErrRejected = errors.New("write rejected")
+
+// smallChangelog: changelog batches with fewer records are not compressed.
+const smallChangelog = 32
+
+// Write merges a PK write against the current rows (the applied KV state
+// plus the leader's pre-write buffer) and stores the resulting changelog as
+// one request of writer writerID with sequence seq. It returns once the
+// changelog is committed and applied: the base offset and record count of
+// the changelog (count 0 when the merge engine changed nothing). A retry of
+// an applied or in-flight (writerID, seq) returns the first result; the
+// rows are never merged twice.
+func (r *Replica) Write(ctx context.Context, w *PKWrite, writerID int64, seq int32) (int64, int32, error) {
+	if r.cfg.PK == nil {
+		return 0, 0, fmt.Errorf("%w: bucket %v belongs to a log table", ErrNotPK, r.cfg.ID)
+	}
+	if len(w.Rows) == 0 {
+		return 0, 0, fmt.Errorf("%w: bucket %v: no rows", ErrInvalidBatch, r.cfg.ID)
+	}
+	req := &appendReq{pk: w, writer: writerID, seq: seq, done: make(chan appendResult, 1)}
+	// A rough size for the queue bound; the real one is known after merging.
+	req.size = 64 * len(w.Rows) * len(r.cfg.PK.Schema.Columns)
+	return r.submit(ctx, req)
+}
+
+// preparePK runs the merge engine over one PK request in the proposer
+// goroutine and turns its changelog into the request's batch. Rows are
+// merged in order against the pre-write view; the request's own updates are
+// staged in an overlay so that a refused row leaves the view untouched.
+func (t *term) preparePK(req *appendReq) error {
+	pk := t.r.cfg.PK
+	codec := pk.KV.Codec()
+	type staged struct {
+		key []byte
+		row kvstore.Row
+	}
+	overlay := make(map[string]int, len(req.pk.Rows))
+	var stage []staged
+	var changes []kvstore.Change
+	var key []byte
+	for i, in := range req.pk.Rows {
+		var err error
+		if key, err = codec.AppendKey(key[:0], in); err != nil {
+			return fmt.Errorf("%w: row %d: %w", ErrRejected, i, err)
+		}
+		var old kvstore.Row
+		if j, ok := overlay[string(key)]; ok {
+			old = stage[j].row
+		} else if old, err = t.pw.Lookup(pk.KV, key); err != nil {
+			return fmt.Errorf("bucket %v: read current row: %w", t.r.cfg.ID, err)
+		}
+		var nw kvstore.Row
+		if req.pk.Delete {
+			nw, changes, err = pk.Merger.Delete(changes, old, req.pk.TargetCols)
+		} else {
+			nw, changes, err = pk.Merger.Upsert(changes, old, in, req.pk.TargetCols)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: row %d: %w", ErrRejected, i, err)
+		}
+		if j, ok := overlay[string(key)]; ok {
+			stage[j].row = nw
+		} else {
+			overlay[string(key)] = len(stage)
+			stage = append(stage, staged{key: append([]byte(nil), key...), row: nw})
+		}
+	}
+	comp := pk.Compression
+	if len(changes) < smallChangelog {
+		comp = record.CompressionNone
+	}
+	rec, err := kvstore.ChangelogRecord(pk.Schema, changes, memory.DefaultAllocator)
+	if err != nil {
+		return fmt.Errorf("bucket %v: build changelog: %w", t.r.cfg.ID, err)
+	}
+	defer rec.Release()
+	h := record.BatchHeader{
+		Attributes:    record.AttrChangeType,
+		RecordCount:   int32(len(changes)),
+		WriterID:      req.writer,
+		BatchSequence: req.seq,
+		SchemaID:      pk.Schema.ID,
+	}
+	batch, err := record.AppendRecordBatch(nil, h, rec, comp, pk.ZstdLevel)
+	if err != nil {
+		return fmt.Errorf("bucket %v: encode changelog: %w", t.r.cfg.ID, err)
+	}
+	if len(batch) > t.r.tuning.MaxEntryBytes {
+		return fmt.Errorf("%w: bucket %v: a changelog of %d bytes, limit %d; send fewer rows per request", ErrTooLarge, t.r.cfg.ID, len(batch), t.r.tuning.MaxEntryBytes)
+	}
+	req.batches, req.size, req.count = [][]byte{batch}, len(batch), int32(len(changes))
+	// The view changes once the whole request merged. Tag: the offset after
+	// this request's changelog; the buffer entry is dropped once the FSM
+	// applied that offset (Applied in complete).
+	tag := uint64(t.next) + uint64(len(changes))
+	for _, s := range stage {
+		if s.row == nil {
+			t.pw.Delete(s.key, tag)
+		} else {
+			t.pw.Put(s.key, s.row, tag)
+		}
+	}
+	return nil
+}
+
+// applyPK applies the changelog batches of one entry to the KV state with
+// the entry's raft index (kvstore skips an index it already applied). It
+// panics on an undecodable batch or a KV write failure: the replica must
+// not go on with state that differs from its peers'.
+func (f *FSM) applyPK(l *raft.Log) {
+	var changes []kvstore.Change
+	err := forEachBatch(l.Data[1:], func(h batchHeader, b []byte) error {
+		if h.Count == 0 {
+			return nil
+		}
+		bt, _, err := record.ParseBatch(b)
+		if err != nil {
+			return err
+		}
+		rec, err := record.DecodeBody(kvstore.ChangelogArrowSchema(f.pk.Schema), bt.Body, memory.DefaultAllocator)
+		if err != nil {
+			return err
+		}
+		defer rec.Release()
+		changes, err = kvstore.ChangesFromRecord(changes, f.pk.Schema, rec)
+		return err
+	})
+	if err != nil {
+		panic(fmt.Sprintf("replica FSM: raft index %d: undecodable changelog: %v; refusing to diverge", l.Index, err))
+	}
+	if err := f.pk.KV.Apply(changes, l.Index); err != nil {
+		panic(fmt.Sprintf("replica FSM: raft index %d: KV apply failed: %v; refusing to diverge", l.Index, err))
+	}
+}
+
+// verifier coalesces raft VerifyLeader calls: a read waits for a round that
+// started after the read did, and every read waiting then shares it.
+type verifier struct {
+	raft    *raft.Raft
+	mu      sync.Mutex
+	running bool
+	next    *verifyRound
+}
+
+type verifyRound struct {
+	done chan struct{}
+	err  error
+}
+
+func (v *verifier) verify(ctx context.Context) error {
+	v.mu.Lock()
+	rd := v.next
+	if rd == nil {
+		rd = &verifyRound{done: make(chan struct{})}
+		v.next = rd
+		if !v.running {
+			v.startLocked()
+		}
+	}
+	v.mu.Unlock()
+	select {
+	case <-rd.done:
+		return rd.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startLocked runs the pending round. Caller holds v.mu.
+func (v *verifier) startLocked() {
+	rd := v.next
+	v.next, v.running = nil, true
+	go func() {
+		rd.err = v.raft.VerifyLeader().Error()
+		close(rd.done)
+		v.mu.Lock()
+		v.running = false
+		if v.next != nil {
+			v.startLocked()
+		}
+		v.mu.Unlock()
+	}()
+}
+
+// pkSnapshotThreshold is the default SnapshotThreshold of PK replicas.
+const pkSnapshotThreshold = 16384
+
+// PK snapshot stream (doc.go): "FPK1" | u32 LE length of the log-state
+// snapshot | the log-state snapshot (appendState) | the KV snapshot stream
+// (kvstore FORMAT.md, checksummed on its own).
+const pkSnapMagic = "FPK1"
+
+func writePKSnapshot(w io.Writer, state []byte, kv *kvstore.Snapshot) error {
+	hdr := make([]byte, 0, 8+len(state))
+	hdr = append(hdr, pkSnapMagic...)
+	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(state)))
+	hdr = append(hdr, state...)
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	_, err := kv.WriteTo(w)
+	return err
+}
+
+// readPKHeader reads the magic and the log-state part of a PK snapshot.
+func readPKHeader(r io.Reader) ([]byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("%w: PK snapshot header: %v", ErrCorruptSnapshot, err)
+	}
+	if string(hdr[:4]) != pkSnapMagic {
+		return nil, fmt.Errorf("%w: not a primary-key bucket snapshot (magic %q)", ErrCorruptSnapshot, hdr[:4])
+	}
+	n := binary.LittleEndian.Uint32(hdr[4:])
+	if n > maxSnapshotBytes {
+		return nil, fmt.Errorf("%w: log state of %d bytes", ErrCorruptSnapshot, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("%w: PK snapshot log state: %v", ErrCorruptSnapshot, err)
+	}
+	return b, nil
+}
+
+// restoreKV replaces the KV state by the snapshot's, unless the store
+// already holds the state of index or a later one (a restart: raft restores
+// its latest snapshot and then replays the log after it, and kvstore skips
+// the entries it already applied).
+func (f *FSM) restoreKV(r io.Reader, index uint64) error {
+	have, err := f.pk.KV.AppliedIndex()
+	if err != nil {
+		return err
+	}
+	if have > 0 && have >= index {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}
+	return f.pk.KV.Restore(r)
+}
+
+// pkRead checks that a read of the KV state is linearizable: this replica
+// leads, its barrier applied every earlier term's entries, and a quorum
+// still confirms its leadership after the read arrived (raft VerifyLeader,
+// coalesced). The KV state read afterwards holds every write acknowledged
+// before the read started (writes are acknowledged after they are applied)
+// and nothing uncommitted (only applied entries reach it).
+func (r *Replica) pkRead(ctx context.Context) (*PKConfig, error) {
+	if r.cfg.PK == nil {
+		return nil, fmt.Errorf("%w: bucket %v belongs to a log table", ErrNotPK, r.cfg.ID)
+	}
+	if err := r.servingReads(); err != nil {
+		return nil, err
+	}
+	if err := r.verify.verify(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("bucket %v lookup: %w", r.cfg.ID, ctx.Err())
+		}
+		if nerr := r.notReadyErr(); nerr != nil && !errors.Is(nerr, ErrNoLeader) {
+			return nil, nerr
+		}
+		return nil, fmt.Errorf("%w: bucket %v: leadership not confirmed: %v; retry", ErrNoLeader, r.cfg.ID, err)
+	}
+	return r.cfg.PK, nil
+}
+
+// Lookup returns the stored row value (kvstore row encoding) of each
+// encoded primary key (kvstore.Codec.AppendKey), nil where the key has no
+// row. Linearizable (pkRead).
+func (r *Replica) Lookup(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	pk, err := r.pkRead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	var arena []byte
+	for i, k := range keys {
+		start := len(arena)
+		var ok bool
+		if arena, ok, err = pk.KV.AppendValue(arena, k); err != nil {
+			return nil, fmt.Errorf("bucket %v lookup: %w", r.cfg.ID, err)
+		}
+		if ok {
+			out[i] = arena[start:len(arena):len(arena)]
+		}
+	}
+	// Values taken before arena grew still point into its earlier array,
+	// which append never overwrites.
+	return out, nil
+}
+
+// errLimit stops a scan at its limit.
+var errLimit = errors.New("limit reached")
+
+// PrefixScan returns the values (kvstore row encoding) of the rows whose
+// encoded key starts with prefix (kvstore.Codec.AppendBucketKey; empty: every
+// row), in key order, at most limit (0: no limit). Linearizable (pkRead).
+func (r *Replica) PrefixScan(ctx context.Context, prefix []byte, limit int) ([][]byte, error) {
+	pk, err := r.pkRead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	err = pk.KV.PrefixScan(prefix, func(_, v []byte) error {
+		if limit > 0 && len(out) >= limit {
+			return errLimit
+		}
+		out = append(out, append([]byte(nil), v...))
+		return nil
+	})
+	if err != nil && err != errLimit {
+		return nil, fmt.Errorf("bucket %v prefix scan: %w", r.cfg.ID, err)
+	}
+	return out, nil
+}
