@@ -40,8 +40,10 @@ type Options struct {
 	// FS is the filesystem; default OSFS{}.
 	FS FS
 	// SegmentBytes rolls the active segment when the next frame would
-	// make it larger. Default 128 MiB, at most 1 GiB. Segments are
-	// preallocated to this size (FALLOC_FL_KEEP_SIZE).
+	// make it larger. Default 128 MiB, at most 1 GiB. The active segment's
+	// blocks are reserved preallocStep ahead of the write position
+	// (FALLOC_FL_KEEP_SIZE), never the whole segment up front: a node holds
+	// thousands of mostly idle buckets.
 	SegmentBytes int64
 	// SegmentMaxAge rolls a non-empty segment at the next append once it
 	// is this old. Default 1 h.
@@ -616,6 +618,7 @@ func (l *Log) writeBuf(s *segment, pos int64) error {
 	if len(l.buf) == 0 {
 		return nil
 	}
+	l.reserve(s, pos+int64(len(l.buf)))
 	if _, err := s.f.WriteAt(l.buf, pos); err != nil {
 		// Nothing was published; drop whatever part was written.
 		_ = s.f.Truncate(pos)
@@ -662,6 +665,26 @@ func (l *Log) seal(s *segment) error {
 	return nil
 }
 
+// preallocStep is how far ahead of its write position the active segment's
+// blocks are reserved: appends then rarely allocate blocks (less journal
+// work per fsync), and an idle bucket holds at most this much unused disk.
+const preallocStep = 1 << 20
+
+// reserve makes sure s has blocks reserved up to end plus preallocStep
+// (capped at the segment size). A failure (a filesystem without fallocate)
+// is logged once per segment and not retried.
+func (l *Log) reserve(s *segment, end int64) {
+	if end < s.reserved {
+		return
+	}
+	want := min(end+preallocStep, max(l.opts.SegmentBytes, end))
+	if err := s.f.Preallocate(want); err != nil {
+		l.log.Debug("logstore: preallocate failed", "segment", s.name(), "err", err)
+		want = 1 << 62
+	}
+	s.reserved = want
+}
+
 func (l *Log) newSegment(base uint64, offset int64, now time.Time) (*segment, error) {
 	s := &segment{dir: l.opts.Dir, stem: segmentStem(base), base: base, created: now}
 	s.resetState(offset)
@@ -670,9 +693,8 @@ func (l *Log) newSegment(base uint64, offset int64, now time.Time) (*segment, er
 	if err != nil {
 		return nil, fmt.Errorf("logstore: create segment: %w", err)
 	}
-	if err := f.Preallocate(l.opts.SegmentBytes); err != nil {
-		l.log.Debug("logstore: preallocate failed", "segment", s.name(), "err", err)
-	}
+	s.f = f
+	l.reserve(s, 0)
 	for _, p := range []string{s.idxPath(), s.tidxPath()} {
 		_ = l.fs.Remove(p)
 	}

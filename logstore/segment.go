@@ -42,6 +42,7 @@ type segment struct {
 	maxTs       int64  // newest record timestamp; math.MinInt64 if none
 	maxTsOffset int64  // base offset of the frame holding maxTs
 	created     time.Time
+	reserved    int64 // file blocks reserved (preallocated) up to here; active segment only
 
 	index          []indexEntry
 	tindex         []timeEntry

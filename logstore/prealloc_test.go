@@ -1,0 +1,47 @@
+package logstore
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// allocated is the disk space a file holds (blocks, including blocks
+// preallocated beyond its size).
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Blocks * 512
+}
+
+// A new segment reserves about preallocStep of disk, not SegmentBytes: a
+// node with a thousand idle buckets must not reserve a thousand segments.
+// The reservation follows the writes.
+func TestSegmentPreallocationFollowsWrites(t *testing.T) {
+	dir := t.TempDir()
+	s := NewSyncer(nil)
+	defer s.Close()
+	l, err := Open(Options{Dir: dir, OffsetFunc: testOffsets, Syncer: s, SegmentBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g := &gen{}
+	mustStore(t, l, g.batch(1, 100))
+	seg := filepath.Join(dir, segmentStem(1)+".log")
+	if got := allocated(t, seg); got > 2*preallocStep {
+		t.Fatalf("a new segment holds %d bytes of disk, want at most %d", got, 2*preallocStep)
+	}
+	for range 30 {
+		mustStore(t, l, g.batch(20, 8000)) // ~5 MB in all
+	}
+	fi, _ := os.Stat(seg)
+	got := allocated(t, seg)
+	if got < fi.Size() || got > fi.Size()+2*preallocStep {
+		t.Fatalf("segment of %d bytes holds %d bytes of disk, want between size and size+%d", fi.Size(), got, 2*preallocStep)
+	}
+}
