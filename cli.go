@@ -33,7 +33,7 @@ func addClientCommands(root *cobra.Command) {
 		def = "127.0.0.1:9123"
 	}
 	root.PersistentFlags().StringVar(&serverAddr, "server", def, "address of any node's client API (or $FLUSS_SERVER)")
-	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd())
+	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd(), upsertCmd(), deleteCmd(), lookupCmd(), prefixLookupCmd(), limitScanCmd())
 }
 
 // newClient connects to --server.

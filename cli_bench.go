@@ -67,7 +67,7 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&fc.Rows, "rows", 1_000_000, "rows to load")
 	f.StringVar(&columns, "columns", "user_id,amount", "columns of the projected read")
 	f.StringVar(&fc.Format, "format", "arrow", "arrow or json")
-	cmd.AddCommand(produce, fetch)
+	cmd.AddCommand(produce, fetch, benchUpsertCmd(), benchLookupCmd())
 	return cmd
 }
 

@@ -341,8 +341,9 @@ func (n *Node) ListOffset(ctx context.Context, b raftmeta.BucketID, spec rpc.Off
 // replicaError maps replica sentinels onto the rpc ones, keeping the
 // replica's message.
 func replicaError(err error) error {
-	var sentinel error
+	sentinel := pkErrorSentinel(err)
 	switch {
+	case sentinel != nil:
 	case errors.Is(err, replica.ErrNotLeader):
 		sentinel = rpc.ErrNotLeader
 	case errors.Is(err, replica.ErrNoLeader), errors.Is(err, replica.ErrClosed):

@@ -79,6 +79,9 @@ func (n *Node) registerHandlers() {
 	n.peers.Handle(callBucketWrite, n.handleBucket(callBucketWrite))
 	n.peers.Handle(callBucketFetch, n.handleBucket(callBucketFetch))
 	n.peers.Handle(callBucketOff, n.handleBucket(callBucketOff))
+	n.peers.Handle(callBucketPKWrite, n.handleBucket(callBucketPKWrite))
+	n.peers.Handle(callBucketLookup, n.handleBucket(callBucketLookup))
+	n.peers.Handle(callBucketPrefix, n.handleBucket(callBucketPrefix))
 	n.peers.Handle(callNodeStats, n.handleNodeStats)
 }
 

@@ -256,6 +256,8 @@ func (n *Node) handleBucket(call string) func(context.Context, []byte) ([]byte, 
 				p.Batches, p.HighWatermark, p.LogStartOffset, err = r.Fetch(ctx, q.Offset, int(q.MaxBytes), time.Duration(q.MaxWaitMs)*time.Millisecond)
 			case callBucketOff:
 				p.Offset, err = listOffsetLocal(r, rpc.OffsetSpec(q.Spec), q.TsMs)
+			default:
+				err = n.servePK(ctx, call, r, q, &p)
 			}
 			if err != nil {
 				var nl *replica.NotLeaderError

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/net/http2/h2c"
 	"golang.org/x/sys/unix"
 
+	"github.com/fluss-node/fluss-node/kvstore"
 	"github.com/fluss-node/fluss-node/logstore"
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
@@ -59,6 +60,10 @@ type Node struct {
 
 	leadersMu sync.Mutex
 	leaders   map[raftmeta.BucketID]raftmeta.NodeID // last leader that served a forwarded request
+
+	kvMu     sync.Mutex
+	kv       *kvstore.Store // <data_dir>/kv, opened with the first PK replica
+	kvClosed bool
 
 	closeStoresOnce sync.Once
 	closeStoresErr  error
@@ -363,6 +368,7 @@ func (n *Node) Close() error {
 	}
 	n.wg.Wait()
 	errs = append(errs, n.closeReplicas())
+	errs = append(errs, n.closeKV())
 	errs = append(errs, n.closeStores())
 	n.unlock()
 	return errors.Join(errs...)

@@ -86,6 +86,9 @@ func (n *Node) reconcile() {
 		if err := os.RemoveAll(n.bucketDir(id)); err != nil {
 			n.logger.Warn("remove dropped bucket data", "bucket", id, "err", err)
 		}
+		if err := n.dropKV(id); err != nil {
+			n.logger.Warn("remove dropped bucket KV state", "bucket", id, "err", err)
+		}
 		n.logger.Info("bucket replica removed", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket)
 	}
 }
@@ -140,7 +143,13 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 	if n.cfg.Storage.Fsync == "interval" {
 		sync = logstore.SyncInterval
 	}
+	pk, err := n.pkConfig(a.BucketID)
+	if err != nil {
+		transport.Close()
+		return nil, nil, err
+	}
 	r, err := replica.Open(replica.Config{
+		PK:        pk,
 		ID:        a.BucketID,
 		Dir:       n.bucketDir(a.BucketID),
 		LocalID:   localID,

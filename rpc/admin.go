@@ -39,7 +39,8 @@ func parseTableName(name string) (tableRef, error) {
 	return ref, nil
 }
 
-// table resolves a plain (non-virtual) table name.
+// table resolves a table name; a $changelog or $binlog suffix is allowed on
+// primary-key tables (ref.Virtual says which).
 func (s *service) table(ctx context.Context, name string) (*raftmeta.Table, tableRef, error) {
 	ref, err := parseTableName(name)
 	if err != nil {
@@ -53,7 +54,6 @@ func (s *service) table(ctx context.Context, name string) (*raftmeta.Table, tabl
 		if !t.HasPrimaryKey() {
 			return nil, ref, fmt.Errorf("%w: %q is a log table; $%s exists only for primary-key tables", ErrWrongTableKind, ref.full(), ref.Virtual)
 		}
-		return nil, ref, fmt.Errorf("%w: $%s of primary-key tables", ErrUnimplemented, ref.Virtual)
 	}
 	return t, ref, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/fluss-node/fluss-node/kvstore"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
@@ -46,10 +47,33 @@ type Backend interface {
 	// offset whose commit timestamp is >= tsMs (LATEST if none is).
 	ListOffset(ctx context.Context, b raftmeta.BucketID, spec OffsetSpec, tsMs int64) (int64, error)
 
+	// Write merges a primary-key write on the bucket leader (DESIGN §6) and
+	// returns once its changelog is committed and applied: the changelog's
+	// base offset and record count (0 when the merge engine changed
+	// nothing). A retried (writerID, seq) returns the first result and is
+	// not merged again. Rows are full schema-width rows of the table's
+	// current schema; for deletes only the key columns matter.
+	Write(ctx context.Context, b raftmeta.BucketID, w *PKWrite, writerID int64, seq int32) (AppendResult, error)
+	// Lookup returns, on the bucket leader and linearizably, the stored row
+	// (kvstore row encoding) of each encoded primary key
+	// (kvstore.Codec.AppendKey), nil where the key has no row.
+	Lookup(ctx context.Context, b raftmeta.BucketID, keys [][]byte) ([][]byte, error)
+	// PrefixScan returns, like Lookup, the rows whose encoded key starts
+	// with prefix (kvstore.Codec.AppendBucketKey; empty: all), in key order,
+	// at most limit (0: no limit).
+	PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byte, limit int) ([][]byte, error)
+
 	// Ready returns nil when the node serves client requests (it has joined
 	// the cluster and knows a metadata leader), else why not. /readyz
 	// answers 200 or 503 with it.
 	Ready() error
+}
+
+// PKWrite is one Upsert or Delete for one bucket of a primary-key table.
+type PKWrite struct {
+	Rows       []kvstore.Row
+	TargetCols []int // partial update/delete: schema column indexes; nil = all
+	Delete     bool
 }
 
 // OffsetSpec selects a ListOffset position.

@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/fluss-node/fluss-node/kvstore"
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
 	"github.com/fluss-node/fluss-node/logstore/record/filter"
@@ -18,6 +19,7 @@ var extraInvalid = []error{
 	record.ErrBadRow, record.ErrRecordMismatch, record.ErrBadBody, record.ErrBadCompression,
 	filter.ErrSyntax, filter.ErrUnknownColumn, filter.ErrType,
 	arrowipc.ErrMalformed, arrowipc.ErrUnsupported,
+	kvstore.ErrBadRow, kvstore.ErrNullKey, kvstore.ErrBadProperty, kvstore.ErrOverflow,
 }
 
 // appendJSONRows appends the rows sel of rec (columns cols, named names) as

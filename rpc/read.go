@@ -11,7 +11,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
@@ -24,8 +23,9 @@ import (
 // (schema indexes, in schema order), the filter and the format.
 type readPlan struct {
 	t      *raftmeta.Table
-	sch    *record.Schema
-	out    []int // output columns, ascending schema indexes
+	view   view           // what the log is read as
+	sch    *record.Schema // the columns read: the table's, or the view's
+	out    []int          // output columns, ascending schema indexes
 	names  []string
 	filter *filter.Filter
 	need   []int // out ∪ filter columns, ascending: what gets decoded
@@ -81,9 +81,20 @@ func layoutOf(s *record.Schema) (*arrowipc.Layout, error) {
 }
 
 // newReadPlan resolves columns (empty: all) and the filter of a read.
-func newReadPlan(t *raftmeta.Table, columns []string, filterExpr string, format flussv1.Format) (*readPlan, error) {
+func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string, format flussv1.Format) (*readPlan, error) {
 	sch := t.Schema()
-	p := &readPlan{t: t, sch: sch, arrow: format == flussv1.Format_ARROW}
+	if v != viewLog {
+		sch = changelogSchema(sch)
+	}
+	p := &readPlan{t: t, view: v, sch: sch, arrow: format == flussv1.Format_ARROW}
+	if v == viewBinlog {
+		if p.arrow {
+			return nil, fmt.Errorf("%w: $binlog is served as JSON rows (before/after objects); read $changelog for Arrow", ErrInvalidRequest)
+		}
+		if strings.TrimSpace(filterExpr) != "" {
+			return nil, fmt.Errorf("%w: filters on $binlog are not supported; filter $changelog instead", ErrInvalidRequest)
+		}
+	}
 	switch format {
 	case flussv1.Format_JSON, flussv1.Format_ARROW:
 	default:
@@ -123,6 +134,13 @@ func newReadPlan(t *raftmeta.Table, columns []string, filterExpr string, format 
 			}
 		}
 		slices.Sort(p.need)
+	}
+	if v != viewLog {
+		// Views decode whole stored batches (decodeView): every column.
+		p.need = p.need[:0]
+		for i := range sch.Columns {
+			p.need = append(p.need, i)
+		}
 	}
 	var err error
 	if p.layout, err = layoutOf(sch); err != nil {
@@ -179,12 +197,12 @@ func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes 
 		if b.SchemaID != p.sch.ID {
 			return nil, fmt.Errorf("%w: batch at offset %d has schema %d, table %s has %d (schema evolution is not served yet)", ErrUnimplemented, b.BaseOffset, b.SchemaID, p.t.FullName(), p.sch.ID)
 		}
-		if p.filter != nil && b.Stats != nil && !p.filter.MayMatch(b.Stats) {
+		if p.view == viewLog && p.filter != nil && b.Stats != nil && !p.filter.MayMatch(b.Stats) {
 			o.nextOffset = b.BaseOffset + to
 			continue
 		}
 		// Fast path: a whole batch, no filter, ARROW: buffer-level projection.
-		if p.arrow && p.filter == nil && from == 0 && to == count {
+		if p.view == viewLog && p.arrow && p.filter == nil && from == 0 && to == count {
 			msg := b.Body
 			if !p.allColumns(p.out) {
 				if msg, err = arrowipc.Project(nil, b.Body, p.out, p.layout); err != nil {
@@ -213,16 +231,9 @@ func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes 
 // the selected rows; it returns the batch-relative offset after the last
 // row examined.
 func (p *readPlan) convertSlow(o *readOut, b *record.Batch, from, to int64, maxRecords int, selp *[]int32, outBytes *int) (int64, error) {
-	body := b.Body
-	if !p.allColumns(p.need) {
-		var err error
-		if body, err = arrowipc.Project(nil, b.Body, p.need, p.layout); err != nil {
-			return 0, fmt.Errorf("project stored batch at offset %d: %v", b.BaseOffset, err)
-		}
-	}
-	rec, err := record.DecodeBody(p.needSch, body, memory.DefaultAllocator)
+	rec, err := p.decode(b)
 	if err != nil {
-		return 0, fmt.Errorf("decode stored batch at offset %d: %v", b.BaseOffset, err)
+		return 0, err
 	}
 	defer rec.Release()
 	// Columns of the decoded record: position in p.need.
@@ -275,6 +286,13 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, from, to int64, maxR
 		}
 		o.arrowMsgs = append(o.arrowMsgs, msg)
 		*outBytes += len(msg)
+	} else if p.view == viewBinlog {
+		before := len(o.rows)
+		var k int
+		o.rows, k = p.appendBinlog(o.rows, rec, outCols, sel, o.records == 0)
+		*outBytes += len(o.rows) - before
+		o.records += k
+		return end, nil
 	} else {
 		before := len(o.rows)
 		if o.records > 0 {
@@ -307,7 +325,7 @@ func (s *service) fetchLimits(maxBytes, maxWaitMs int32) (int, time.Duration) {
 // Fetch reads one bucket of a log table.
 func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchRequest]) (*connect.Response[flussv1.FetchResponse], error) {
 	m := req.Msg
-	t, err := s.logTable(ctx, m.GetTable(), "Fetch")
+	t, v, err := s.readTable(ctx, m.GetTable())
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +341,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 	if m.GetMaxRecords() < 0 {
 		return nil, fmt.Errorf("%w: maxRecords %d is negative", ErrInvalidRequest, m.GetMaxRecords())
 	}
-	plan, err := newReadPlan(t, m.GetColumns(), m.GetFilter(), m.GetFormat())
+	plan, err := newReadPlan(t, v, m.GetColumns(), m.GetFilter(), m.GetFormat())
 	if err != nil {
 		return nil, err
 	}
@@ -355,14 +373,14 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 // following); the handler goroutine alone sends on the stream.
 func (s *service) Scan(ctx context.Context, req *connect.Request[flussv1.ScanRequest], stream *connect.ServerStream[flussv1.ScanResponse]) error {
 	m := req.Msg
-	t, err := s.logTable(ctx, m.GetTable(), "Scan")
+	t, v, err := s.readTable(ctx, m.GetTable())
 	if err != nil {
 		return err
 	}
 	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
 		return err
 	}
-	plan, err := newReadPlan(t, m.GetColumns(), m.GetFilter(), m.GetFormat())
+	plan, err := newReadPlan(t, v, m.GetColumns(), m.GetFilter(), m.GetFormat())
 	if err != nil {
 		return err
 	}
@@ -506,28 +524,4 @@ func (s *service) scanBucket(ctx context.Context, plan *readPlan, b int32, offse
 			return nil
 		}
 	}
-}
-
-// Lookup is for primary-key tables, which come later.
-func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.LookupRequest]) (*connect.Response[flussv1.LookupResponse], error) {
-	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "Lookup"); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w: Lookup (primary-key tables)", ErrUnimplemented)
-}
-
-// PrefixLookup is for primary-key tables, which come later.
-func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1.PrefixLookupRequest]) (*connect.Response[flussv1.PrefixLookupResponse], error) {
-	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "PrefixLookup"); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w: PrefixLookup (primary-key tables)", ErrUnimplemented)
-}
-
-// LimitScan is for primary-key tables, which come later.
-func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.LimitScanRequest]) (*connect.Response[flussv1.LimitScanResponse], error) {
-	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "LimitScan"); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w: LimitScan (primary-key tables)", ErrUnimplemented)
 }

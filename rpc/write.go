@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -20,38 +19,24 @@ import (
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
-// Table properties read by the write path (Fluss's names).
-const (
-	propCompression = "table.log.arrow.compression.type"
-	propZstdLevel   = "table.log.arrow.compression.zstd.level"
-)
-
 // tableCompression returns the table's log compression (default ZSTD level
 // 3, as Fluss).
 func tableCompression(t *raftmeta.Table) (record.Compression, int, error) {
-	c := record.CompressionZSTD
-	if v, ok := t.Properties[propCompression]; ok {
-		var err error
-		if c, err = record.ParseCompression(v); err != nil {
-			return 0, 0, fmt.Errorf("%w: table %s property %s=%q: %v", ErrInvalidRequest, t.FullName(), propCompression, v, err)
-		}
-	}
-	level := 3
-	if v, ok := t.Properties[propZstdLevel]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			return 0, 0, fmt.Errorf("%w: table %s property %s=%q is not an integer", ErrInvalidRequest, t.FullName(), propZstdLevel, v)
-		}
-		level = n
+	c, level, err := t.LogCompression()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	return c, level, nil
 }
 
 // logTable resolves a table that must be a log table for op.
 func (s *service) logTable(ctx context.Context, name, op string) (*raftmeta.Table, error) {
-	t, _, err := s.table(ctx, name)
+	t, ref, err := s.table(ctx, name)
 	if err != nil {
 		return nil, err
+	}
+	if ref.Virtual != "" {
+		return nil, fmt.Errorf("%w: %s on %q: $%s is a read-only view (Fetch, Scan)", ErrWrongTableKind, op, name, ref.Virtual)
 	}
 	if t.HasPrimaryKey() {
 		return nil, fmt.Errorf("%w: %s is for log tables; %q is a primary-key table (use Upsert/Delete, Lookup)", ErrWrongTableKind, op, t.FullName())
@@ -61,9 +46,12 @@ func (s *service) logTable(ctx context.Context, name, op string) (*raftmeta.Tabl
 
 // pkTable resolves a table that must be a primary-key table for op.
 func (s *service) pkTable(ctx context.Context, name, op string) (*raftmeta.Table, error) {
-	t, _, err := s.table(ctx, name)
+	t, ref, err := s.table(ctx, name)
 	if err != nil {
 		return nil, err
+	}
+	if ref.Virtual != "" {
+		return nil, fmt.Errorf("%w: %s on %q: $%s is a read-only view (Fetch, Scan); use %s", ErrWrongTableKind, op, name, ref.Virtual, ref.full())
 	}
 	if !t.HasPrimaryKey() {
 		return nil, fmt.Errorf("%w: %s is for primary-key tables; %q is a log table (use Append, Fetch or Scan)", ErrWrongTableKind, op, t.FullName())
@@ -465,20 +453,4 @@ func releaseAll(m map[int32]arrow.Record) {
 	for _, r := range m {
 		r.Release()
 	}
-}
-
-// Upsert is for primary-key tables, which come later.
-func (s *service) Upsert(ctx context.Context, req *connect.Request[flussv1.UpsertRequest]) (*connect.Response[flussv1.UpsertResponse], error) {
-	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "Upsert"); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w: Upsert (primary-key tables)", ErrUnimplemented)
-}
-
-// Delete is for primary-key tables, which come later.
-func (s *service) Delete(ctx context.Context, req *connect.Request[flussv1.DeleteRequest]) (*connect.Response[flussv1.DeleteResponse], error) {
-	if _, err := s.pkTable(ctx, req.Msg.GetTable(), "Delete"); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w: Delete (primary-key tables)", ErrUnimplemented)
 }

@@ -16,9 +16,22 @@
 // never split across entries. Noop, configuration and barrier entries carry
 // no records. EntryOffsets is the logstore.OffsetFunc that reads an entry's
 // range from the batch headers (first base offset, total count, max commit
-// timestamp). Unknown command bytes are reserved for later formats (PK
-// changelog entries) and make the FSM panic on a binary that does not know
-// them (gated by the cluster feature level).
+// timestamp). Unknown command bytes are reserved for later formats and
+// make the FSM panic on a binary that does not know them (gated by the
+// cluster feature level).
+//
+// # Primary-key buckets
+//
+// With Config.PK set the entries are the same, and their batches are the
+// changelog the leader computed (attribute bit 2; Arrow body = the table's
+// columns + `_change_type` TINYINT: 0 +I, 1 -U, 2 +U, 3 -D). A write that
+// changed nothing is a zero-record batch that only carries its writer id
+// and sequence. Every replica's FSM also applies each entry's changelog to
+// its kvstore.Replica with the entry's raft index (skipped when the store
+// already holds that index). Append is refused; Write merges through the
+// proposer (dedupe first, then merge against KV state + pre-write buffer,
+// then offsets); Lookup and PrefixScan are leader reads after the barrier
+// and a coalesced VerifyLeader.
 //
 // # Snapshot format
 //
@@ -31,6 +44,11 @@
 //
 // The log start is the local log's start when the snapshot was taken
 // (informational: retention is local to each replica).
+//
+// A PK replica's snapshot is "FPK1" | u32 LE length | the snapshot above |
+// the KV stream (kvstore/FORMAT.md "Snapshot"). Restore replaces the KV
+// state with the stream unless the store already holds the snapshot's
+// raft index or a later one.
 //
 // # Invariants
 //

@@ -32,6 +32,7 @@ type Client struct {
 	writerID int64
 	seq      atomic.Int32
 	retry    Retry
+	route    *router // nil unless WithRouting
 }
 
 // Retry bounds how calls that are safe to repeat are retried when the
@@ -50,6 +51,9 @@ type options struct {
 	writerID   int64
 	retry      Retry
 	connect    []connect.ClientOption
+
+	routing      bool          // WithRouting
+	routeRefresh time.Duration // cache lifetime of a table's leaders
 }
 
 // Option configures New.
@@ -80,8 +84,8 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:9123";
-// a bare "host:port" gets "http://"). Leader routing is not done yet: every
-// call goes to baseURL, which forwards as needed.
+// a bare "host:port" gets "http://"). Every call goes to baseURL, which
+// forwards to the bucket leader as needed, unless WithRouting.
 func New(baseURL string, opts ...Option) *Client {
 	o := options{protocol: "proto", retry: Retry{Attempts: 8, Base: 50 * time.Millisecond, Max: 2 * time.Second}}
 	for _, f := range opts {
@@ -117,6 +121,12 @@ func New(baseURL string, opts ...Option) *Client {
 		writerID: o.writerID,
 		retry:    o.retry,
 	}
+	c.initRouting(&o, baseURL, func(base string) *endpoint {
+		return &endpoint{
+			write: flussv1connect.NewWriteServiceClient(o.httpClient, base, copts...),
+			read:  flussv1connect.NewReadServiceClient(o.httpClient, base, copts...),
+		}
+	})
 	return c
 }
 
@@ -391,7 +401,11 @@ func (c *Client) AppendRequest(ctx context.Context, req *flussv1.AppendRequest) 
 	}
 	var out []*flussv1.AppendResult
 	err := c.do(ctx, func() error {
-		res, err := c.write.Append(ctx, connect.NewRequest(req))
+		wc, done := c.writeFor(ctx, req.Table, req.Partition, req.Bucket)
+		res, err := wc.Append(ctx, connect.NewRequest(req))
+		if done != nil {
+			done(err)
+		}
 		if err == nil {
 			out = res.Msg.GetResults()
 		}
@@ -406,7 +420,11 @@ func (c *Client) AppendRequest(ctx context.Context, req *flussv1.AppendRequest) 
 func (c *Client) Fetch(ctx context.Context, req *flussv1.FetchRequest) (*flussv1.FetchResponse, error) {
 	var out *flussv1.FetchResponse
 	err := c.do(ctx, func() error {
-		res, err := c.read.Fetch(ctx, connect.NewRequest(req))
+		rc, done := c.readFor(ctx, req.Table, req.Partition, req.Bucket)
+		res, err := rc.Fetch(ctx, connect.NewRequest(req))
+		if done != nil {
+			done(err)
+		}
 		if err == nil {
 			out = res.Msg
 		}

@@ -14,6 +14,14 @@
 //   - The default HTTP/1.1 client hands small request bodies (up to 64 KiB)
 //     to net/http as in-memory readers, so headers and body leave in one
 //     write; the bytes sent are unchanged.
-//   - Leader routing is not done yet: every call goes to the one base URL,
-//     which forwards to the bucket leader.
+//   - Without WithRouting every call goes to the one base URL, which
+//     forwards to the bucket leader. With it, bucket-addressed calls
+//     (append with a bucket, fetch, limit scan of a bucket) go to the leader
+//     learned from GetTableLayout + DescribeCluster, cached per table,
+//     reloaded when a call fails with `unavailable` and periodically, and to
+//     the base URL whenever no leader is known. Routing never changes a
+//     result: a retry after a routing failure carries the same writer id and
+//     batch sequence as the first attempt.
+//   - Primary-key writes (Upsert, Delete) follow the same writer id / batch
+//     sequence and retry rules as Append; all reads retry `unavailable`.
 package client

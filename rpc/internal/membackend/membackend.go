@@ -332,3 +332,19 @@ func (m *Backend) ListOffset(ctx context.Context, b raftmeta.BucketID, spec rpc.
 func (m *Backend) Ready() error { return m.ReadyErr }
 
 var _ rpc.Backend = (*Backend)(nil)
+
+// errNoPK: primary-key tables need the real KV path; their handlers are
+// tested against real nodes (node and integration packages).
+var errNoPK = fmt.Errorf("%w: the in-memory test backend has no primary-key state", rpc.ErrUnimplemented)
+
+func (m *Backend) Write(context.Context, raftmeta.BucketID, *rpc.PKWrite, int64, int32) (rpc.AppendResult, error) {
+	return rpc.AppendResult{}, errNoPK
+}
+
+func (m *Backend) Lookup(context.Context, raftmeta.BucketID, [][]byte) ([][]byte, error) {
+	return nil, errNoPK
+}
+
+func (m *Backend) PrefixScan(context.Context, raftmeta.BucketID, []byte, int) ([][]byte, error) {
+	return nil, errNoPK
+}

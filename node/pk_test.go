@@ -1,0 +1,280 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+// createPKTable creates db.<name>: (user_id, item) primary key, bucket key
+// user_id (a strict prefix: prefix lookups), 4 buckets.
+func createPKTable(t *testing.T, ctx context.Context, c *client.Client, name string, props map[string]string) {
+	t.Helper()
+	no := false
+	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table: "db." + name,
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
+			{Name: "user_id", Type: "BIGINT", Nullable: &no},
+			{Name: "item", Type: "INT", Nullable: &no},
+			{Name: "qty", Type: "BIGINT"},
+			{Name: "note", Type: "STRING"},
+		}, PrimaryKey: []string{"user_id", "item"}},
+		BucketKeys:  []string{"user_id"},
+		BucketCount: 4,
+		Properties:  props,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scanAll reads a whole table or view (from earliest to the current end)
+// as JSON objects, bucket by bucket.
+func scanAll(t *testing.T, ctx context.Context, c *client.Client, table string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	err := c.Scan(ctx, &flussv1.ScanRequest{Table: table, From: flussv1.ScanRequest_EARLIEST}, func(r *flussv1.ScanResponse) error {
+		if len(r.GetRows()) == 0 {
+			return nil
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal(r.GetRows(), &rows); err != nil {
+			return fmt.Errorf("rows %s: %w", r.GetRows(), err)
+		}
+		out = append(out, rows...)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("scan %s: %v", table, err)
+	}
+	return out
+}
+
+func codeOf(err error) connect.Code {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Code()
+	}
+	return 0
+}
+
+// TestPKTableEndToEnd drives a primary-key table through the Connect API of
+// one in-process node: upsert, partial update, lookup (order, nulls,
+// projection), prefix lookup, delete, $changelog and $binlog, limit scan,
+// bad input that changes nothing, and a restart.
+func TestPKTableEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	n := startNode(t, cfg)
+	defer func() { n.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := client.New("http://" + n.ClientAddr())
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	createPKTable(t, ctx, c, "cart", nil)
+
+	if _, err := c.Upsert(ctx, "db.cart", []byte(`[
+		{"user_id":1,"item":10,"qty":2,"note":"a"},
+		{"user_id":1,"item":11,"qty":1,"note":"b"},
+		{"user_id":2,"item":10,"qty":5,"note":"c"}]`), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Partial update: only qty changes, note keeps its value.
+	if _, err := c.Upsert(ctx, "db.cart", []byte(`[{"user_id":1,"item":10,"qty":7}]`), []string{"user_id", "item", "qty"}); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(keys string, cols ...string) string {
+		t.Helper()
+		got, err := c.Lookup(ctx, "db.cart", []byte(keys), cols)
+		if err != nil {
+			t.Fatalf("lookup %s: %v", keys, err)
+		}
+		return string(got)
+	}
+	if got, want := lookup(`[{"user_id":1,"item":10},{"user_id":9,"item":9},{"user_id":2,"item":10}]`),
+		`[{"user_id":1,"item":10,"qty":7,"note":"a"},null,{"user_id":2,"item":10,"qty":5,"note":"c"}]`; got != want {
+		t.Fatalf("lookup:\n got %s\nwant %s", got, want)
+	}
+	if got, want := lookup(`[{"user_id":1,"item":11}]`, "note"), `[{"note":"b"}]`; got != want {
+		t.Fatalf("projected lookup: %s, want %s", got, want)
+	}
+	pr, err := c.PrefixLookup(ctx, "db.cart", []byte(`[{"user_id":1},{"user_id":3}]`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pr) != 2 || string(pr[0].GetRows()) != `[{"user_id":1,"item":10,"qty":7,"note":"a"},{"user_id":1,"item":11,"qty":1,"note":"b"}]` || string(pr[1].GetRows()) != `[]` {
+		t.Fatalf("prefix lookup: %v", pr)
+	}
+	if _, err := c.Delete(ctx, "db.cart", []byte(`[{"user_id":1,"item":11}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(`[{"user_id":1,"item":11}]`); got != `[null]` {
+		t.Fatalf("deleted key: %s", got)
+	}
+
+	// The changelog: +I ×3, -U/+U of the partial update, -D.
+	cl := scanAll(t, ctx, c, "db.cart$changelog")
+	var types []string
+	for _, r := range cl {
+		types = append(types, fmt.Sprint(r["_change_type"]))
+		for _, k := range []string{"_log_offset", "_commit_timestamp", "user_id", "item"} {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("changelog row %v lacks %s", r, k)
+			}
+		}
+	}
+	if got := strings.Join(sortedCopy(types), " "); got != "+I +I +I +U -D -U" {
+		t.Fatalf("changelog change types %v", types)
+	}
+	// Replaying the changelog reproduces the table.
+	if got, want := replayChangelog(t, cl), limitScanKeys(t, ctx, c, "db.cart"); got != want {
+		t.Fatalf("changelog replay %s, table %s", got, want)
+	}
+	bl := scanAll(t, ctx, c, "db.cart$binlog")
+	kinds := map[string]int{}
+	for _, r := range bl {
+		kinds[fmt.Sprint(r["_change_type"])]++
+		if r["_change_type"] == "update" {
+			before, _ := r["before"].(map[string]any)
+			after, _ := r["after"].(map[string]any)
+			if before == nil || after == nil || before["qty"] != float64(2) || after["qty"] != float64(7) {
+				t.Fatalf("binlog update %v: want before qty 2, after qty 7", r)
+			}
+		}
+	}
+	if kinds["insert"] != 3 || kinds["update"] != 1 || kinds["delete"] != 1 || len(bl) != 5 {
+		t.Fatalf("binlog kinds %v (%d rows)", kinds, len(bl))
+	}
+
+	// Bad input: the right code, nothing stored.
+	yes := false
+	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{Table: "db.events",
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &yes}}}}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(scanAll(t, ctx, c, "db.cart$changelog"))
+	for _, tc := range []struct {
+		name string
+		call func() error
+		code connect.Code
+	}{
+		{"missing key column", func() error {
+			_, err := c.Upsert(ctx, "db.cart", []byte(`[{"user_id":1,"qty":1}]`), nil)
+			return err
+		}, connect.CodeInvalidArgument},
+		{"partial update without the key", func() error {
+			_, err := c.Upsert(ctx, "db.cart", []byte(`[{"user_id":1,"qty":1}]`), []string{"user_id", "qty"})
+			return err
+		}, connect.CodeInvalidArgument},
+		{"unknown column", func() error {
+			_, err := c.Upsert(ctx, "db.cart", []byte(`[{"user_id":1,"item":1,"color":"red"}]`), nil)
+			return err
+		}, connect.CodeInvalidArgument},
+		{"wrong type", func() error {
+			_, err := c.Upsert(ctx, "db.cart", []byte(`[{"user_id":"x","item":1}]`), nil)
+			return err
+		}, connect.CodeInvalidArgument},
+		{"upsert on a log table", func() error {
+			_, err := c.Upsert(ctx, "db.events", []byte(`[{"id":1}]`), nil)
+			return err
+		}, connect.CodeFailedPrecondition},
+		{"append on a PK table", func() error {
+			_, err := c.Append(ctx, "db.cart", []byte(`[{"user_id":1,"item":1}]`))
+			return err
+		}, connect.CodeFailedPrecondition},
+		{"upsert on $changelog", func() error {
+			_, err := c.Upsert(ctx, "db.cart$changelog", []byte(`[{"user_id":1,"item":1}]`), nil)
+			return err
+		}, connect.CodeFailedPrecondition},
+		{"lookup without the whole key", func() error {
+			_, err := c.Lookup(ctx, "db.cart", []byte(`[{"user_id":1}]`), nil)
+			return err
+		}, connect.CodeInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if codeOf(err) != tc.code {
+				t.Fatalf("got %v, want %v", err, tc.code)
+			}
+		})
+	}
+	if after := len(scanAll(t, ctx, c, "db.cart$changelog")); after != before {
+		t.Fatalf("bad input changed the changelog: %d -> %d records", before, after)
+	}
+
+	// A restart keeps everything.
+	want := lookup(`[{"user_id":1,"item":10},{"user_id":2,"item":10}]`)
+	n.Close()
+	cfg.ClientAddr = n.ClientAddr()
+	n = startNode(t, cfg)
+	c = client.New("http://"+n.ClientAddr(), client.WithRetry(client.Retry{Attempts: 50, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}))
+	if got := lookup(`[{"user_id":1,"item":10},{"user_id":2,"item":10}]`); got != want {
+		t.Fatalf("after restart: %s, want %s", got, want)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// replayChangelog applies changelog rows (+I/+U put, -D delete; -U must
+// match the current row) to an empty map and renders it in key order.
+func replayChangelog(t *testing.T, rows []map[string]any) string {
+	t.Helper()
+	state := map[string]string{}
+	for _, r := range rows {
+		key := fmt.Sprintf("%v/%v", r["user_id"], r["item"])
+		val := fmt.Sprintf("%v|%v", r["qty"], r["note"])
+		switch r["_change_type"] {
+		case "+I", "+U":
+			state[key] = val
+		case "-D":
+			delete(state, key)
+		case "-U":
+			if state[key] != val {
+				t.Fatalf("-U of %s carries %s, the replayed row is %s", key, val, state[key])
+			}
+		}
+	}
+	var keys []string
+	for k, v := range state {
+		keys = append(keys, k+"="+v)
+	}
+	return strings.Join(sortedCopy(keys), ",")
+}
+
+// limitScanKeys renders every row of a PK table as replayChangelog does.
+func limitScanKeys(t *testing.T, ctx context.Context, c *client.Client, table string) string {
+	t.Helper()
+	b, err := c.LimitScan(ctx, table, nil, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, r := range rows {
+		keys = append(keys, fmt.Sprintf("%v/%v=%v|%v", r["user_id"], r["item"], r["qty"], r["note"]))
+	}
+	return strings.Join(sortedCopy(keys), ",")
+}

@@ -1,0 +1,106 @@
+package client
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1"
+)
+
+// ---------------------------------------------------------------- primary-key tables
+
+// Upsert inserts or updates rows, a JSON array of objects
+// (`[{"id":1,"name":"a"}]`), in a primary-key table. With targetColumns
+// (which must include the primary key) only those columns are written: a
+// partial update. The write carries this client's writer id and the next
+// batch sequence and is retried on `unavailable` with the same pair, so the
+// server merges it once however often it is sent.
+func (c *Client) Upsert(ctx context.Context, table string, rowsJSON []byte, targetColumns []string) ([]*flussv1.WriteResult, error) {
+	req := &flussv1.UpsertRequest{Table: table, Rows: rowsJSON, TargetColumns: targetColumns,
+		WriterId: c.writerID, BatchSequence: c.seq.Add(1)}
+	var out []*flussv1.WriteResult
+	err := c.do(ctx, func() error {
+		res, err := c.write.Upsert(ctx, connect.NewRequest(req))
+		if err == nil {
+			out = res.Msg.GetResults()
+		}
+		return err
+	})
+	return out, err
+}
+
+// Delete deletes the rows of keys, a JSON array of objects holding the
+// primary-key columns (`[{"id":1}]`), from a primary-key table. Like Upsert
+// it carries the writer id and the next batch sequence and is retried on
+// `unavailable` with the same pair.
+func (c *Client) Delete(ctx context.Context, table string, keysJSON []byte) ([]*flussv1.WriteResult, error) {
+	req := &flussv1.DeleteRequest{Table: table, Keys: keysJSON, WriterId: c.writerID, BatchSequence: c.seq.Add(1)}
+	var out []*flussv1.WriteResult
+	err := c.do(ctx, func() error {
+		res, err := c.write.Delete(ctx, connect.NewRequest(req))
+		if err == nil {
+			out = res.Msg.GetResults()
+		}
+		return err
+	})
+	return out, err
+}
+
+// Lookup reads the current rows of keys, a JSON array of primary-key
+// objects, and returns a JSON array with one entry per key in key order:
+// the row (only columns, if given) or null where the key has no row. The
+// returned slice is the caller's.
+func (c *Client) Lookup(ctx context.Context, table string, keysJSON []byte, columns []string) ([]byte, error) {
+	req := &flussv1.LookupRequest{Table: table, Keys: keysJSON, Columns: columns}
+	var out []byte
+	err := c.do(ctx, func() error {
+		res, err := c.read.Lookup(ctx, connect.NewRequest(req))
+		if err == nil {
+			out = res.Msg.GetRows()
+		}
+		return err
+	})
+	return out, err
+}
+
+// PrefixLookup reads every row whose bucket-key columns equal one of
+// prefixesJSON (a JSON array of objects); the table's bucket key must be a
+// prefix of its primary key. The results are in prefix order, each a JSON
+// array of rows.
+func (c *Client) PrefixLookup(ctx context.Context, table string, prefixesJSON []byte, columns []string) ([]*flussv1.PrefixLookupResult, error) {
+	req := &flussv1.PrefixLookupRequest{Table: table, Prefixes: prefixesJSON, Columns: columns}
+	var out []*flussv1.PrefixLookupResult
+	err := c.do(ctx, func() error {
+		res, err := c.read.PrefixLookup(ctx, connect.NewRequest(req))
+		if err == nil {
+			out = res.Msg.GetResults()
+		}
+		return err
+	})
+	return out, err
+}
+
+// LimitScan returns up to limit rows as a JSON array: the current values of
+// a primary-key table, the latest rows of a log table. bucket nil reads
+// every bucket; a bucket is read from its leader when routing is on.
+func (c *Client) LimitScan(ctx context.Context, table string, bucket *int32, limit int32) ([]byte, error) {
+	req := &flussv1.LimitScanRequest{Table: table, Bucket: bucket, Limit: limit}
+	var out []byte
+	err := c.do(ctx, func() error {
+		rc := c.read
+		var done func(error)
+		if bucket != nil {
+			rc, done = c.readFor(ctx, table, "", *bucket)
+		}
+		res, err := rc.LimitScan(ctx, connect.NewRequest(req))
+		if done != nil {
+			done(err)
+		}
+		if err == nil {
+			out = res.Msg.GetRows()
+		}
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,298 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
+)
+
+// DefaultRoutingRefresh is how old a table's cached bucket → leader map may
+// grow before the next bucket-addressed call reloads it.
+const DefaultRoutingRefresh = 30 * time.Second
+
+// routingFailureBackoff is how long a table whose layout could not be read
+// is served by the seed before the layout is asked for again.
+const routingFailureBackoff = time.Second
+
+// WithRouting makes bucket-addressed calls (AppendArrow, AppendRecord and
+// AppendRequest with a bucket, Fetch, LimitScan of one bucket) go straight
+// to the bucket's leader instead of the base URL. The client learns the
+// leaders from GetTableLayout and their addresses from DescribeCluster,
+// caches them per table, reloads them every DefaultRoutingRefresh and as
+// soon as a call to a guessed leader fails with `unavailable` (which
+// includes a refused connection), and falls back to the base URL whenever
+// it knows no leader. Routing only saves the server's forwarding hop: every
+// node accepts every call, so results do not depend on it.
+func WithRouting() Option {
+	return func(o *options) {
+		o.routing = true
+		if o.routeRefresh <= 0 {
+			o.routeRefresh = DefaultRoutingRefresh
+		}
+	}
+}
+
+// WithRoutingRefresh turns routing on (see WithRouting) with the given
+// cache lifetime of a table's leaders; d <= 0 reloads them before every
+// bucket-addressed call.
+func WithRoutingRefresh(d time.Duration) Option {
+	return func(o *options) {
+		o.routing = true
+		o.routeRefresh = max(d, time.Nanosecond)
+	}
+}
+
+// endpoint is the generated clients of one node's client address.
+type endpoint struct {
+	addr  string // host:port
+	write flussv1connect.WriteServiceClient
+	read  flussv1connect.ReadServiceClient
+}
+
+// bucketRef names a bucket of a table.
+type bucketRef struct {
+	partition string
+	bucket    int32
+}
+
+// tableRoute is the cached layout of one table.
+type tableRoute struct {
+	leaders    map[bucketRef]int32 // leader node id per bucket; absent: unknown
+	expires    time.Time           // reload at or after this time
+	refreshing bool                // one caller is reloading it now
+}
+
+// router maps buckets to their leaders' endpoints. All fields after mu are
+// guarded by it; calls to the server are made without holding it.
+type router struct {
+	admin    flussv1connect.AdminServiceClient // the seed's
+	seedAddr string                            // host:port of the base URL
+	scheme   string                            // of the base URL
+	refresh  time.Duration
+	dial     func(baseURL string) *endpoint
+	now      func() time.Time
+
+	mu     sync.Mutex
+	tables map[string]*tableRoute
+	nodes  map[int32]string // node id → client address (host:port)
+	ends   map[string]*endpoint
+	down   map[string]time.Time // address → until when calls avoid it
+}
+
+// initRouting sets up leader routing when an option asked for it. dial
+// builds the generated clients of another node with the client's HTTP
+// client and connect options.
+func (c *Client) initRouting(o *options, baseURL string, dial func(baseURL string) *endpoint) {
+	if !o.routing {
+		return
+	}
+	r := &router{
+		admin:   c.admin,
+		scheme:  "http",
+		refresh: o.routeRefresh,
+		dial:    dial,
+		now:     time.Now,
+		tables:  map[string]*tableRoute{},
+		nodes:   map[int32]string{},
+		ends:    map[string]*endpoint{},
+		down:    map[string]time.Time{},
+	}
+	if u, err := url.Parse(baseURL); err == nil {
+		r.seedAddr, r.scheme = u.Host, u.Scheme
+	}
+	c.route = r
+}
+
+// writeFor returns the WriteService client for a bucket of table (its
+// leader's when routing knows it, else the base URL's) and a function the
+// caller reports the call's error to; done is nil without routing.
+func (c *Client) writeFor(ctx context.Context, table, partition string, bucket *int32) (flussv1connect.WriteServiceClient, func(error)) {
+	if c.route == nil || bucket == nil || *bucket < 0 {
+		return c.write, nil
+	}
+	ep, done := c.route.endpoint(ctx, table, partition, *bucket)
+	if ep == nil {
+		return c.write, done
+	}
+	return ep.write, done
+}
+
+// readFor is writeFor for the ReadService.
+func (c *Client) readFor(ctx context.Context, table, partition string, bucket int32) (flussv1connect.ReadServiceClient, func(error)) {
+	if c.route == nil || bucket < 0 {
+		return c.read, nil
+	}
+	ep, done := c.route.endpoint(ctx, table, partition, bucket)
+	if ep == nil {
+		return c.read, done
+	}
+	return ep.read, done
+}
+
+// RoutedAddr reports where a call for the bucket would go now: the
+// leader's client address, or "" for the base URL (no routing, or no
+// leader known). It may reload the table's layout first.
+func (c *Client) RoutedAddr(ctx context.Context, table, partition string, bucket int32) string {
+	if c.route == nil {
+		return ""
+	}
+	ep, _ := c.route.endpoint(ctx, table, partition, bucket)
+	if ep == nil {
+		return ""
+	}
+	return ep.addr
+}
+
+// layoutName is the table whose layout a name's buckets follow: a
+// changelog or binlog view shares its table's buckets.
+func layoutName(table string) string {
+	if i := strings.IndexByte(table, '$'); i >= 0 {
+		return table[:i]
+	}
+	return table
+}
+
+// endpoint returns the leader endpoint of a bucket, or nil for the seed,
+// reloading the table's layout first when it is missing or old (unless
+// another call is reloading it: that caller does not wait). done takes the
+// call's error and drops the table's cached layout when the call failed
+// with `unavailable`, so the retry asks again.
+func (r *router) endpoint(ctx context.Context, table, partition string, bucket int32) (*endpoint, func(error)) {
+	table = layoutName(table)
+	r.mu.Lock()
+	t := r.tables[table]
+	if t == nil {
+		t = &tableRoute{}
+		r.tables[table] = t
+	}
+	if !t.refreshing && !r.now().Before(t.expires) {
+		t.refreshing = true
+		r.mu.Unlock()
+		r.reload(ctx, table, t)
+		r.mu.Lock()
+	}
+	var ep *endpoint
+	if id, ok := t.leaders[bucketRef{partition, bucket}]; ok {
+		ep = r.endpointOf(id)
+	}
+	r.mu.Unlock()
+	done := func(err error) {
+		if err != nil && connect.CodeOf(err) == connect.CodeUnavailable {
+			r.invalidate(table, partition, bucket, ep)
+		}
+	}
+	return ep, done
+}
+
+// endpointOf returns the endpoint of node id, nil for the seed, an
+// unknown node or one that failed a moment ago. r.mu is held.
+func (r *router) endpointOf(id int32) *endpoint {
+	addr, ok := r.nodes[id]
+	if !ok || addr == r.seedAddr {
+		return nil
+	}
+	if until, ok := r.down[addr]; ok {
+		if r.now().Before(until) {
+			return nil
+		}
+		delete(r.down, addr)
+	}
+	ep := r.ends[addr]
+	if ep == nil {
+		ep = r.dial(r.scheme + "://" + addr)
+		ep.addr = addr
+		r.ends[addr] = ep
+	}
+	return ep
+}
+
+// invalidate forgets the leader of one bucket (its calls go to the seed)
+// and makes the next call reload the table's layout. A node that failed
+// the call (ep; nil for the seed) is avoided for routingFailureBackoff, so
+// a retry goes to the seed even if the reloaded layout still names it.
+func (r *router) invalidate(table, partition string, bucket int32, ep *endpoint) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ep != nil {
+		r.down[ep.addr] = r.now().Add(routingFailureBackoff)
+	}
+	if t := r.tables[table]; t != nil {
+		delete(t.leaders, bucketRef{partition, bucket})
+		t.expires = time.Time{}
+	}
+}
+
+// reload reads the table's layout and the nodes' addresses from the seed,
+// one attempt each, and stores them in t. On failure the table keeps what
+// it had and is asked for again after routingFailureBackoff.
+func (r *router) reload(ctx context.Context, table string, t *tableRoute) {
+	leaders, nodes, err := r.fetch(ctx, table)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.refreshing = false
+	if err != nil {
+		t.expires = r.now().Add(min(routingFailureBackoff, r.refresh))
+		return
+	}
+	t.leaders = leaders
+	t.expires = r.now().Add(r.refresh)
+	for id, addr := range nodes {
+		r.nodes[id] = addr
+	}
+}
+
+// fetch asks the seed for a table's bucket leaders and for the nodes'
+// client addresses.
+func (r *router) fetch(ctx context.Context, table string) (map[bucketRef]int32, map[int32]string, error) {
+	lres, err := r.admin.GetTableLayout(ctx, connect.NewRequest(&flussv1.GetTableLayoutRequest{Table: table}))
+	if err != nil {
+		return nil, nil, err
+	}
+	cres, err := r.admin.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
+	if err != nil {
+		return nil, nil, err
+	}
+	leaders := make(map[bucketRef]int32, len(lres.Msg.GetBuckets()))
+	for _, b := range lres.Msg.GetBuckets() {
+		if b.GetLeader() != 0 {
+			leaders[bucketRef{b.GetPartition(), b.GetBucket()}] = b.GetLeader()
+		}
+	}
+	nodes := make(map[int32]string, len(cres.Msg.GetNodes()))
+	for _, n := range cres.Msg.GetNodes() {
+		if addr := r.reachable(n.GetClientAddr()); addr != "" {
+			nodes[n.GetId()] = addr
+		}
+	}
+	return leaders, nodes, nil
+}
+
+// reachable turns a node's advertised client address into one this client
+// can dial: a wildcard or empty host (a node listening on every interface
+// without an advertised host) is replaced by the seed's host. It returns ""
+// for an address it cannot use.
+func (r *router) reachable(addr string) string {
+	if i := strings.Index(addr, "://"); i >= 0 {
+		addr = addr[i+3:]
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		seedHost, _, err := net.SplitHostPort(r.seedAddr)
+		if err != nil {
+			return ""
+		}
+		host = seedHost
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -1,0 +1,533 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/fluss-node/fluss-node/kvstore"
+	"github.com/fluss-node/fluss-node/logstore/record"
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// Primary-key tables: Upsert, Delete, Lookup, PrefixLookup and LimitScan.
+// Every input is decoded and validated (types, NOT NULL, key columns)
+// before anything is sent to a bucket: a bad row fails the whole request
+// with nothing written. Rows are bucketed by the table's bucket key with
+// the same hash as log tables (record.BucketOf).
+
+// pkCodecs caches the KV codec per catalog table (tables are immutable).
+var pkCodecs sync.Map // *raftmeta.Table → *kvstore.Codec
+
+func pkCodecOf(t *raftmeta.Table) (*kvstore.Codec, error) {
+	if v, ok := pkCodecs.Load(t); ok {
+		return v.(*kvstore.Codec), nil
+	}
+	c, err := kvstore.NewCodec(t.Schema(), t.BucketKeys)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.FullName(), err)
+	}
+	v, _ := pkCodecs.LoadOrStore(t, c)
+	return v.(*kvstore.Codec), nil
+}
+
+// columnIndexes resolves column names of t (what names them: "targetColumns",
+// "columns") to schema indexes, in the given order, without duplicates.
+func columnIndexes(t *raftmeta.Table, names []string, what string) ([]int, error) {
+	sch := t.Schema()
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		i := sch.Index(n)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: unknown column %q in %s; table %s has: %s", ErrInvalidRequest, n, what, t.FullName(), columnList(sch))
+		}
+		if !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// keyIndexes returns the schema indexes of the named columns (known to exist).
+func keyIndexes(s *record.Schema, names []string) []int {
+	out := make([]int, len(names))
+	for i, n := range names {
+		out[i] = s.Index(n)
+	}
+	return out
+}
+
+// bucketRows is the part of a PK request for one bucket.
+type bucketRows struct {
+	bucket int32
+	rows   []kvstore.Row
+}
+
+// splitRows converts rec to rows and groups them by bucket, keeping the
+// request order within each bucket.
+func splitRows(t *raftmeta.Table, rec arrow.Record) ([]bucketRows, error) {
+	sch := t.Schema()
+	rows, err := kvstore.RowsFromRecord(nil, sch, rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if t.BucketCount <= 1 {
+		return []bucketRows{{bucket: 0, rows: rows}}, nil
+	}
+	keys := keyIndexes(sch, t.BucketKeys)
+	byBucket := map[int32]*bucketRows{}
+	var order []int32
+	for i, r := range rows {
+		b := record.BucketOf(rec, i, keys, t.BucketCount)
+		p := byBucket[b]
+		if p == nil {
+			p = &bucketRows{bucket: b}
+			byBucket[b] = p
+			order = append(order, b)
+		}
+		p.rows = append(p.rows, r)
+	}
+	slices.Sort(order)
+	out := make([]bucketRows, len(order))
+	for i, b := range order {
+		out[i] = *byBucket[b]
+	}
+	return out, nil
+}
+
+// Upsert inserts or updates rows of a primary-key table through its merge
+// engine. With targetColumns it is a partial update: only those columns
+// (which must include the primary key) change.
+func (s *service) Upsert(ctx context.Context, req *connect.Request[flussv1.UpsertRequest]) (*connect.Response[flussv1.UpsertResponse], error) {
+	m := req.Msg
+	t, err := s.pkTable(ctx, m.GetTable(), "Upsert")
+	if err != nil {
+		return nil, err
+	}
+	if len(m.GetRows()) == 0 {
+		return nil, fmt.Errorf("%w: Upsert needs rows (a JSON array of objects)", ErrInvalidRequest)
+	}
+	sch := t.Schema()
+	var target []int
+	var rec arrow.Record
+	if len(m.GetTargetColumns()) > 0 {
+		if target, err = columnIndexes(t, m.GetTargetColumns(), "targetColumns"); err != nil {
+			return nil, err
+		}
+		for _, k := range sch.PrimaryKey {
+			if !slices.Contains(target, sch.Index(k)) {
+				return nil, fmt.Errorf("%w: targetColumns of a partial update must include every primary-key column; %q is missing", ErrInvalidRequest, k)
+			}
+		}
+		slices.Sort(target)
+		rec, err = record.DecodeJSONRowsPartial(sch, m.GetRows(), target, memory.DefaultAllocator)
+	} else {
+		rec, err = record.DecodeJSONRows(sch, m.GetRows(), memory.DefaultAllocator)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rows for %s: %w", t.FullName(), err)
+	}
+	defer rec.Release()
+	results, err := s.writePK(ctx, t, rec, &PKWrite{TargetCols: target}, m.GetWriterId(), m.GetBatchSequence())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&flussv1.UpsertResponse{Results: results}), nil
+}
+
+// Delete deletes rows of a primary-key table by key: each key object holds
+// the primary-key columns.
+func (s *service) Delete(ctx context.Context, req *connect.Request[flussv1.DeleteRequest]) (*connect.Response[flussv1.DeleteResponse], error) {
+	m := req.Msg
+	t, err := s.pkTable(ctx, m.GetTable(), "Delete")
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.decodeKeys(t, m.GetKeys(), t.Schema().PrimaryKey, "Delete", "keys")
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	results, err := s.writePK(ctx, t, rec, &PKWrite{Delete: true}, m.GetWriterId(), m.GetBatchSequence())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&flussv1.DeleteResponse{Results: results}), nil
+}
+
+// decodeKeys decodes key objects holding exactly the named columns.
+func (s *service) decodeKeys(t *raftmeta.Table, keys []byte, cols []string, op, field string) (arrow.Record, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: %s needs %s (a JSON array of objects with the columns %v)", ErrInvalidRequest, op, field, cols)
+	}
+	rec, err := record.DecodeJSONRowsPartial(t.Schema(), keys, keyIndexes(t.Schema(), cols), memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("%s of %s (objects with the columns %v): %w", field, t.FullName(), cols, err)
+	}
+	if err := s.checkRows(rec.NumRows()); err != nil {
+		rec.Release()
+		return nil, err
+	}
+	return rec, nil
+}
+
+// writePK sends each bucket's rows of rec as one PK write, concurrently.
+func (s *service) writePK(ctx context.Context, t *raftmeta.Table, rec arrow.Record, w *PKWrite, writerID int64, seq int32) ([]*flussv1.WriteResult, error) {
+	if err := s.checkRows(rec.NumRows()); err != nil {
+		return nil, err
+	}
+	parts, err := splitRows(t, rec)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*flussv1.WriteResult, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Go(func() {
+			pw := &PKWrite{Rows: p.rows, TargetCols: w.TargetCols, Delete: w.Delete}
+			if _, err := s.b.Write(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: p.bucket}, pw, writerID, seq); err != nil {
+				errs[i] = fmt.Errorf("write to %s bucket %d: %w", t.FullName(), p.bucket, err)
+				return
+			}
+			results[i] = &flussv1.WriteResult{Bucket: p.bucket, Count: int32(len(p.rows))}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// rowWriter renders stored row values as JSON objects with the requested
+// columns.
+type rowWriter struct {
+	t     *raftmeta.Table
+	codec *kvstore.Codec
+	cols  []int // output columns (schema indexes); all when none were asked
+}
+
+func newRowWriter(t *raftmeta.Table, columns []string) (*rowWriter, error) {
+	codec, err := pkCodecOf(t)
+	if err != nil {
+		return nil, err
+	}
+	w := &rowWriter{t: t, codec: codec}
+	if len(columns) == 0 {
+		for i := range t.Schema().Columns {
+			w.cols = append(w.cols, i)
+		}
+	} else if w.cols, err = columnIndexes(t, columns, "columns"); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// appendObjects appends one JSON value per value of vals to dst as members
+// of an open array (comma-separated): the row object, or null where the
+// value is nil.
+func (w *rowWriter) appendObjects(dst []byte, vals [][]byte, first bool) ([]byte, error) {
+	var rows []kvstore.Row
+	for _, v := range vals {
+		if v == nil {
+			continue
+		}
+		r, err := w.codec.DecodeRow(nil, v)
+		if err != nil {
+			return nil, fmt.Errorf("stored row of %s: %w", w.t.FullName(), err)
+		}
+		rows = append(rows, r)
+	}
+	var lines [][]byte
+	if len(rows) > 0 {
+		changes := make([]kvstore.Change, len(rows))
+		for i, r := range rows {
+			changes[i] = kvstore.Change{Type: kvstore.Insert, Row: r}
+		}
+		rec, err := kvstore.ChangelogRecord(w.t.Schema(), changes, memory.DefaultAllocator)
+		if err != nil {
+			return nil, err
+		}
+		nd := record.AppendJSONRows(nil, rec, 0, len(rows), &record.JSONOptions{Columns: w.cols, NDJSON: true})
+		rec.Release()
+		lines = bytes.Split(bytes.TrimRight(nd, "\n"), []byte{'\n'})
+	}
+	k := 0
+	for _, v := range vals {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		if v == nil {
+			dst = append(dst, "null"...)
+			continue
+		}
+		dst = append(dst, lines[k]...)
+		k++
+	}
+	return dst, nil
+}
+
+// Lookup returns the current row of each key, in key order (null where the
+// key has no row). Keys of one bucket go to its leader in one call.
+func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.LookupRequest]) (*connect.Response[flussv1.LookupResponse], error) {
+	m := req.Msg
+	t, err := s.pkTable(ctx, m.GetTable(), "Lookup")
+	if err != nil {
+		return nil, err
+	}
+	w, err := newRowWriter(t, m.GetColumns())
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.decodeKeys(t, m.GetKeys(), t.Schema().PrimaryKey, "Lookup", "keys")
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	rows, err := kvstore.RowsFromRecord(nil, t.Schema(), rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	// Group key positions by bucket.
+	bkeys := keyIndexes(t.Schema(), t.BucketKeys)
+	byBucket := map[int32][]int{}
+	encoded := make([][]byte, len(rows))
+	for i, r := range rows {
+		if encoded[i], err = w.codec.AppendKey(nil, r); err != nil {
+			return nil, fmt.Errorf("%w: key %d: %w", ErrInvalidRequest, i, err)
+		}
+		b := int32(0)
+		if t.BucketCount > 1 {
+			b = record.BucketOf(rec, i, bkeys, t.BucketCount)
+		}
+		byBucket[b] = append(byBucket[b], i)
+	}
+	vals := make([][]byte, len(rows))
+	err = s.perBucket(byBucket, func(b int32, idx []int) error {
+		keys := make([][]byte, len(idx))
+		for j, i := range idx {
+			keys[j] = encoded[i]
+		}
+		got, err := s.b.Lookup(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, keys)
+		if err != nil {
+			return fmt.Errorf("lookup in %s bucket %d: %w", t.FullName(), b, err)
+		}
+		for j, i := range idx {
+			vals[i] = got[j]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, err := w.appendObjects([]byte{'['}, vals, true)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&flussv1.LookupResponse{Rows: append(out, ']')}), nil
+}
+
+// perBucket runs fn for every bucket of parts concurrently and returns the
+// first error.
+func (s *service) perBucket(parts map[int32][]int, fn func(b int32, idx []int) error) error {
+	errs := make(chan error, len(parts))
+	var wg sync.WaitGroup
+	for b, idx := range parts {
+		wg.Go(func() { errs <- fn(b, idx) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PrefixLookup returns, per prefix (an object with the bucket-key
+// columns), every row whose key starts with it. All rows of one prefix
+// live in one bucket, adjacent in the KV store: one seek each.
+func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1.PrefixLookupRequest]) (*connect.Response[flussv1.PrefixLookupResponse], error) {
+	m := req.Msg
+	t, err := s.pkTable(ctx, m.GetTable(), "PrefixLookup")
+	if err != nil {
+		return nil, err
+	}
+	sch := t.Schema()
+	if len(t.BucketKeys) >= len(sch.PrimaryKey) {
+		return nil, fmt.Errorf("%w: PrefixLookup needs a bucket key that is a strict prefix of the primary key; %s has bucket key %v and primary key %v (use Lookup)", ErrWrongTableKind, t.FullName(), t.BucketKeys, sch.PrimaryKey)
+	}
+	w, err := newRowWriter(t, m.GetColumns())
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.decodeKeys(t, m.GetPrefixes(), t.BucketKeys, "PrefixLookup", "prefixes")
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	rows, err := kvstore.RowsFromRecord(nil, sch, rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	bkeys := keyIndexes(sch, t.BucketKeys)
+	results := make([]*flussv1.PrefixLookupResult, len(rows))
+	errs := make([]error, len(rows))
+	var wg sync.WaitGroup
+	for i, r := range rows {
+		vals := make([]kvstore.Value, len(bkeys))
+		for j, c := range bkeys {
+			vals[j] = r[c]
+		}
+		prefix, err := w.codec.AppendBucketKey(nil, vals)
+		if err != nil {
+			return nil, fmt.Errorf("%w: prefix %d: %w", ErrInvalidRequest, i, err)
+		}
+		b := int32(0)
+		if t.BucketCount > 1 {
+			b = record.BucketOf(rec, i, bkeys, t.BucketCount)
+		}
+		wg.Go(func() {
+			got, err := s.b.PrefixScan(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, prefix, s.lim.MaxRowsPerRequest)
+			if err != nil {
+				errs[i] = fmt.Errorf("prefix lookup in %s bucket %d: %w", t.FullName(), b, err)
+				return
+			}
+			out, err := w.appendObjects([]byte{'['}, got, true)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i] = &flussv1.PrefixLookupResult{Rows: append(out, ']')}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return connect.NewResponse(&flussv1.PrefixLookupResponse{Results: results}), nil
+}
+
+// LimitScan returns up to limit rows: for a primary-key table its current
+// rows in key order, bucket by bucket; for a log table the latest rows of
+// each bucket (at most limit in all).
+func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.LimitScanRequest]) (*connect.Response[flussv1.LimitScanResponse], error) {
+	m := req.Msg
+	t, _, err := s.table(ctx, m.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+		return nil, err
+	}
+	limit := int(m.GetLimit())
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: limit %d must be at least 1", ErrInvalidRequest, m.GetLimit())
+	}
+	if limit > s.lim.MaxRowsPerRequest {
+		return nil, fmt.Errorf("%w: limit %d is over max_rows_per_request (%d)", ErrResourceExhausted, limit, s.lim.MaxRowsPerRequest)
+	}
+	var bs []int32
+	if m.Bucket != nil {
+		bs, err = buckets(t, []int32{m.GetBucket()})
+	} else {
+		bs, err = buckets(t, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !t.HasPrimaryKey() {
+		rows, err := s.latestRows(ctx, t, bs, limit)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&flussv1.LimitScanResponse{Rows: rows}), nil
+	}
+	w, err := newRowWriter(t, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := []byte{'['}
+	n := 0
+	for _, b := range bs {
+		if n >= limit {
+			break
+		}
+		vals, err := s.b.PrefixScan(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, nil, limit-n)
+		if err != nil {
+			return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		if out, err = w.appendObjects(out, vals, n == 0); err != nil {
+			return nil, err
+		}
+		n += len(vals)
+	}
+	return connect.NewResponse(&flussv1.LimitScanResponse{Rows: append(out, ']')}), nil
+}
+
+// latestRows reads the last rows of each bucket of a log table, at most
+// limit in all (the earlier buckets first).
+func (s *service) latestRows(ctx context.Context, t *raftmeta.Table, bs []int32, limit int) ([]byte, error) {
+	plan, err := newReadPlan(t, viewLog, nil, "", flussv1.Format_JSON)
+	if err != nil {
+		return nil, err
+	}
+	maxBytes, _ := s.fetchLimits(0, 0)
+	out := []byte{'['}
+	n := 0
+	for _, b := range bs {
+		if n >= limit {
+			break
+		}
+		bid := raftmeta.BucketID{TableID: t.ID, Bucket: b}
+		hw, err := s.b.ListOffset(ctx, bid, OffsetLatest, 0)
+		if err != nil {
+			return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+		}
+		start, err := s.b.ListOffset(ctx, bid, OffsetEarliest, 0)
+		if err != nil {
+			return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+		}
+		off := max(start, hw-int64(limit-n))
+		for off < hw && n < limit {
+			res, err := s.b.Fetch(ctx, bid, off, maxBytes, 0)
+			if err != nil {
+				return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+			}
+			o, err := plan.convert(res.Batches, off, limit-n, maxBytes)
+			if err != nil {
+				return nil, err
+			}
+			if o.records > 0 {
+				rows := o.rows[1 : len(o.rows)-1]
+				if n > 0 {
+					out = append(out, ',')
+				}
+				out = append(out, rows...)
+				n += o.records
+			}
+			if o.nextOffset == off {
+				break
+			}
+			off = o.nextOffset
+		}
+	}
+	return append(out, ']'), nil
+}
