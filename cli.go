@@ -413,7 +413,7 @@ func clusterCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.AddCommand(status)
+	cmd.AddCommand(append([]*cobra.Command{status}, clusterOpsCmds()...)...)
 	return cmd
 }
 

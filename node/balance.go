@@ -2,11 +2,11 @@ package node
 
 import (
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
@@ -14,15 +14,26 @@ import (
 // Leaders are spread by placement: a bucket's first replica is its
 // preferred leader, and placement rotates first replicas over the nodes.
 // Raft elections pick any replica, so each node hands the buckets it leads
-// back to their preferred leader once that node is active and caught up.
+// back to their preferred leader: the first replica, once it is active in
+// the catalog (not draining), up, and a voter of the group. A draining
+// node hands every leadership to the first replica that is all three
+// (drain.go).
 const (
 	balanceInterval = 2 * time.Second
 	// balanceBackoff is the least time between two transfers of one bucket,
 	// so that a preferred leader that keeps failing does not cause churn.
 	balanceBackoff = 30 * time.Second
+	// drainBackoff replaces balanceBackoff on a draining node: moving
+	// leaders off it is the point, so a failed transfer is retried soon.
+	drainBackoff = balanceInterval
 )
 
+// balanceLoop runs the cluster-maintenance passes of this node: leader
+// handback, bucket group membership (controller.go) and peer address
+// fixes, every balanceInterval. It also starts the
+// controller loop, which acts while this node leads the metadata group.
 func (n *Node) balanceLoop() {
+	n.goFunc(n.controllerLoop)
 	last := map[raftmeta.BucketID]time.Time{}
 	t := time.NewTicker(balanceInterval)
 	defer t.Stop()
@@ -32,30 +43,80 @@ func (n *Node) balanceLoop() {
 			return
 		case <-t.C:
 		}
-		n.balanceLeaders(last)
+		n.balance(last)
 	}
 }
 
-// balanceLeaders transfers the leadership of every bucket this node leads
-// but does not prefer to its preferred replica, when that node is active,
-// holds the bucket in the group's configuration and was not tried within
-// balanceBackoff.
-func (n *Node) balanceLeaders(last map[raftmeta.BucketID]time.Time) {
-	active := map[raftmeta.NodeID]bool{}
-	peerAddr := map[raft.ServerID]raft.ServerAddress{}
-	for _, m := range n.meta.Nodes() {
-		active[m.ID] = m.State == raftmeta.NodeActive
+// balance is one pass of balanceLoop.
+func (n *Node) balance(last map[raftmeta.BucketID]time.Time) {
+	nodes := n.meta.Nodes()
+	peerAddr := map[raftmeta.NodeID]string{}
+	serverAddr := map[raft.ServerID]raft.ServerAddress{}
+	for _, m := range nodes {
 		if m.PeerAddr != "" {
-			peerAddr[raft.ServerID(strconv.Itoa(int(m.ID)))] = raft.ServerAddress(m.PeerAddr)
+			peerAddr[m.ID] = m.PeerAddr
+			serverAddr[nodeServer(m.ID)] = raft.ServerAddress(m.PeerAddr)
 		}
 	}
-	n.fixAddresses(peerAddr)
-	for _, a := range n.meta.Assignments() {
-		if len(a.Replicas) < 2 || a.Replicas[0] == n.id || !slices.Contains(a.Replicas, n.id) {
+	n.fixAddresses(serverAddr)
+	alive := n.gossipAlive(nodes)
+	n.reconcileGroups(alive, peerAddr)
+	n.balanceLeaders(nodes, alive, last)
+}
+
+// gossipAlive maps catalog nodes to whether they may lead: not declared
+// failed or left by gossip (a node gossip does not know counts as up).
+func (n *Node) gossipAlive(nodes []raftmeta.Node) map[raftmeta.NodeID]bool {
+	out := make(map[raftmeta.NodeID]bool, len(nodes))
+	for _, m := range nodes {
+		out[m.ID] = true
+	}
+	for _, mb := range n.members() {
+		if mb.Status != membership.StatusAlive && mb.ID != int32(n.id) {
+			out[raftmeta.NodeID(mb.ID)] = false
+		}
+	}
+	return out
+}
+
+// preferredLeader is the bucket's first replica when it is active in the
+// catalog, up, and a voter in the group's configuration servers. For a
+// draining node (draining) it is the first replica that is all three: any
+// other would do, but the first keeps leaders spread as placement spread
+// them. 0 if none. A node that is not draining does not hand leadership
+// to a second choice: that would be a transfer (a short write stall) for
+// no gain, e.g. after every failover of a bucket whose first replica died.
+func preferredLeader(a raftmeta.Assignment, state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, servers []raft.Server, draining bool) (raftmeta.NodeID, raft.ServerAddress) {
+	cands := a.Replicas
+	if !draining {
+		cands = a.Replicas[:1]
+	}
+	for _, id := range cands {
+		if state[id] != raftmeta.NodeActive || !alive[id] {
 			continue
 		}
-		pref := a.Replicas[0]
-		if !active[pref] || time.Since(last[a.BucketID]) < balanceBackoff {
+		sid := nodeServer(id)
+		if i := slices.IndexFunc(servers, func(s raft.Server) bool { return s.ID == sid && s.Suffrage == raft.Voter }); i >= 0 {
+			return id, servers[i].Address
+		}
+	}
+	return 0, ""
+}
+
+// balanceLeaders transfers the leadership of every bucket this node leads
+// but does not prefer to its preferred replica, unless that bucket was
+// tried within the backoff.
+func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, last map[raftmeta.BucketID]time.Time) {
+	state := map[raftmeta.NodeID]raftmeta.NodeState{}
+	for _, m := range nodes {
+		state[m.ID] = m.State
+	}
+	backoff := balanceBackoff
+	if state[n.id] == raftmeta.NodeDraining {
+		backoff = drainBackoff
+	}
+	for _, a := range n.meta.Assignments() {
+		if len(a.Replicas) < 2 || !slices.Contains(a.Replicas, n.id) || time.Since(last[a.BucketID]) < backoff {
 			continue
 		}
 		r := n.replica(a.BucketID)
@@ -66,9 +127,8 @@ func (n *Node) balanceLeaders(last map[raftmeta.BucketID]time.Time) {
 		if f.Error() != nil {
 			continue
 		}
-		sid := raft.ServerID(strconv.Itoa(int(pref)))
-		i := slices.IndexFunc(f.Configuration().Servers, func(s raft.Server) bool { return s.ID == sid && s.Suffrage == raft.Voter })
-		if i < 0 {
+		pref, addr := preferredLeader(a, state, alive, f.Configuration().Servers, state[n.id] == raftmeta.NodeDraining)
+		if pref == 0 || pref == n.id {
 			continue
 		}
 		last[a.BucketID] = time.Now()
@@ -77,7 +137,7 @@ func (n *Node) balanceLeaders(last map[raftmeta.BucketID]time.Time) {
 			return
 		default:
 		}
-		if err := r.Raft().LeadershipTransferToServer(sid, f.Configuration().Servers[i].Address).Error(); err != nil {
+		if err := r.Raft().LeadershipTransferToServer(nodeServer(pref), addr).Error(); err != nil {
 			n.logger.Debug("leadership transfer to the preferred replica", "table", a.TableID, "bucket", a.Bucket, "to", int32(pref), "err", err)
 			continue
 		}

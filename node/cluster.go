@@ -83,6 +83,7 @@ func (n *Node) registerHandlers() {
 	n.peers.Handle(callBucketLookup, n.handleBucket(callBucketLookup))
 	n.peers.Handle(callBucketPrefix, n.handleBucket(callBucketPrefix))
 	n.peers.Handle(callNodeStats, n.handleNodeStats)
+	n.peers.Handle(callBucketProgress, n.handleBucketProgress)
 }
 
 // metaOpen reports whether the metadata group is open (n.meta is set).
@@ -161,7 +162,17 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 		if op.Node == nil || op.Node.ID <= 0 {
 			return 0, fmt.Errorf("%w: register without a node id", raftmeta.ErrInvalid)
 		}
-		return 0, n.meta.RegisterNode(ctx, *op.Node)
+		rec := *op.Node
+		// A draining node stays draining across restarts, until undrained.
+		if old, err := n.meta.FSM().Node(rec.ID); err == nil && old.State == raftmeta.NodeDraining && rec.State == raftmeta.NodeActive {
+			rec.State = raftmeta.NodeDraining
+		}
+		return 0, n.meta.RegisterNode(ctx, rec)
+	case opSetNodeState:
+		return 0, n.setNodeState(ctx, op.Node)
+	case opRebalance:
+		moved, err := n.rebalance(ctx)
+		return int64(moved), err
 	case opJoin:
 		if op.Node == nil || op.Node.PeerAddr == "" {
 			return 0, fmt.Errorf("%w: join without a peer address", raftmeta.ErrInvalid)

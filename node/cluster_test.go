@@ -355,6 +355,18 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 				return false
 			}
 		}
+		// Counts can be even before every leader is its bucket's
+		// preferred one; a transfer still to come would race the checks
+		// below.
+		lay, err := clients[0].GetTableLayout(ctx, "db.t")
+		if err != nil {
+			return false
+		}
+		for _, b := range lay {
+			if b.Leader != b.Replicas[0] {
+				return false
+			}
+		}
 		return true
 	})
 	// Node 1 now follows 4 buckets of db.t: a forwarded request there is
@@ -588,6 +600,13 @@ func batchSpan(b []byte) (int64, int32, error) {
 // (a new pod IP): it re-admits itself, the metadata group and its bucket
 // groups learn the new address, and its replicas catch up.
 func TestClusterNodeMovesPeerAddress(t *testing.T) {
+	if raceEnabled {
+		// hashicorp/raft v1.7.3 logs from pipelineSend with a peer address
+		// that startStopReplication rewrites without a lock when a server's
+		// address changes (upstream hashicorp/raft#681, fix #682 open): a
+		// race in the library, reported by -race. The test runs without it.
+		t.Skip("hashicorp/raft v1.7.3 races on a peer address change (hashicorp/raft#681); runs without -race")
+	}
 	cfgs := make([]Config, 3)
 	nodes := make([]*Node, 3)
 	defer func() {

@@ -50,7 +50,16 @@ type Config struct {
 	Storage StorageConfig `toml:"storage"`
 	Limits  LimitsConfig  `toml:"limits"`
 	Raft    RaftConfig    `toml:"raft"`
+	Cluster ClusterConfig `toml:"cluster"`
 	Debug   DebugConfig   `toml:"debug"`
+}
+
+// ClusterConfig tunes cluster operations (controller.go).
+type ClusterConfig struct {
+	// DeadNodeGrace is how long a node may be down (gossip: failed or
+	// left) before the metadata leader moves its replicas to live nodes.
+	// Default 5m.
+	DeadNodeGrace Duration `toml:"dead_node_grace"`
 }
 
 // DebugConfig enables diagnostics on the client listener.
@@ -155,6 +164,7 @@ func Default() Config {
 			ElectionTimeout:  Duration{time.Second},
 			CommitTimeout:    Duration{time.Second},
 		},
+		Cluster: ClusterConfig{DeadNodeGrace: Duration{5 * time.Minute}},
 	}
 }
 
@@ -240,6 +250,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Raft.HeartbeatTimeout.Duration < 5*time.Millisecond || c.Raft.ElectionTimeout.Duration < c.Raft.HeartbeatTimeout.Duration {
 		errs = append(errs, errors.New("raft: need heartbeat_timeout >= 5ms and election_timeout >= heartbeat_timeout"))
+	}
+	if c.Cluster.DeadNodeGrace.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("cluster.dead_node_grace must be > 0, got %s", c.Cluster.DeadNodeGrace.Duration))
 	}
 	if c.Raft.CommitTimeout.Duration <= 0 {
 		errs = append(errs, errors.New("raft.commit_timeout must be > 0"))

@@ -244,9 +244,8 @@ func (n *Node) setDeadSince(id int32, dead bool) {
 }
 
 // DeadSince returns, per node gossip declared failed and has not seen
-// alive since, when this node learned it. It is the hook for dead-node
-// re-replication (on the metadata leader, after a grace period): not acted
-// on yet.
+// alive since, when this node learned it. The controller (on the metadata
+// leader) starts a dead node's grace period from it.
 func (n *Node) DeadSince() map[raftmeta.NodeID]time.Time {
 	n.deadMu.Lock()
 	defer n.deadMu.Unlock()
@@ -258,7 +257,8 @@ func (n *Node) DeadSince() map[raftmeta.NodeID]time.Time {
 }
 
 // gossipNodeState is the state DescribeCluster shows for a catalog node:
-// from gossip when gossip knows the node, else the catalog's.
+// from gossip when gossip knows the node, else the catalog's. Draining is
+// a catalog state (drain.go): an alive draining node shows draining.
 func gossipNodeState(catalog raftmeta.NodeState, mb *membership.Member) raftmeta.NodeState {
 	if mb == nil {
 		return catalog
@@ -269,7 +269,7 @@ func gossipNodeState(catalog raftmeta.NodeState, mb *membership.Member) raftmeta
 	case membership.StatusLeft:
 		return raftmeta.NodeLeft
 	}
-	if mb.State == "" {
+	if mb.State == "" || catalog == raftmeta.NodeDraining {
 		return catalog
 	}
 	return raftmeta.NodeState(mb.State)

@@ -196,6 +196,8 @@ func TestGossipNodeState(t *testing.T) {
 		{"unknown to gossip", raftmeta.NodeActive, nil, raftmeta.NodeActive},
 		{"alive joining", raftmeta.NodeActive, &membership.Member{Meta: membership.Meta{State: "joining"}, Status: membership.StatusAlive}, raftmeta.NodeJoining},
 		{"alive draining", raftmeta.NodeActive, &membership.Member{Meta: membership.Meta{State: "draining"}, Status: membership.StatusAlive}, raftmeta.NodeDraining},
+		{"alive, drained in the catalog", raftmeta.NodeDraining, &membership.Member{Meta: membership.Meta{State: "active"}, Status: membership.StatusAlive}, raftmeta.NodeDraining},
+		{"dead, drained in the catalog", raftmeta.NodeDraining, &membership.Member{Meta: membership.Meta{State: "active"}, Status: membership.StatusDead}, StateDead},
 		{"alive no state", raftmeta.NodeJoining, &membership.Member{Status: membership.StatusAlive}, raftmeta.NodeJoining},
 		{"dead", raftmeta.NodeActive, &membership.Member{Meta: membership.Meta{State: "active"}, Status: membership.StatusDead}, StateDead},
 		{"left", raftmeta.NodeActive, &membership.Member{Meta: membership.Meta{State: "active"}, Status: membership.StatusLeft}, raftmeta.NodeLeft},

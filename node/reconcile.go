@@ -24,9 +24,13 @@ const reconcileInterval = 10 * time.Second
 // reconcileLoop makes the open replicas match the catalog's assignments for
 // this node, on every catalog change.
 func (n *Node) reconcileLoop() {
+	swept := false
 	for {
 		watch := n.meta.Watch()
 		n.reconcile()
+		if !swept {
+			swept = n.sweepBucketDirs()
+		}
 		select {
 		case <-n.quit:
 			return
@@ -91,6 +95,64 @@ func (n *Node) reconcile() {
 		}
 		n.logger.Info("bucket replica removed", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket)
 	}
+}
+
+// sweepBucketDirs deletes the bucket directories of replicas that are not
+// assigned to this node: their buckets moved to other nodes (or their
+// tables were dropped) while this node was down. It runs once, when this
+// node's own registration is in its catalog copy (so the copy is current
+// up to a point after the node restarted), and reports whether it ran.
+func (n *Node) sweepBucketDirs() bool {
+	select {
+	case <-n.registered:
+	default:
+		return false
+	}
+	self, err := n.meta.FSM().Node(n.id)
+	if err != nil || self.PeerAddr != n.peers.Addr() {
+		return false
+	}
+	want := map[raftmeta.BucketID]bool{}
+	for _, a := range n.meta.Assignments() {
+		if slices.Contains(a.Replicas, n.id) {
+			want[a.BucketID] = true
+		}
+	}
+	root := filepath.Join(n.cfg.DataDir, "buckets")
+	tables, _ := os.ReadDir(root)
+	for _, t := range tables {
+		tid, err := strconv.ParseInt(t.Name(), 10, 64)
+		if err != nil || !t.IsDir() {
+			continue
+		}
+		parts, _ := os.ReadDir(filepath.Join(root, t.Name()))
+		for _, p := range parts {
+			pid, err := strconv.ParseInt(p.Name(), 10, 64)
+			if err != nil || !p.IsDir() {
+				continue
+			}
+			buckets, _ := os.ReadDir(filepath.Join(root, t.Name(), p.Name()))
+			for _, b := range buckets {
+				bn, err := strconv.ParseInt(b.Name(), 10, 32)
+				if err != nil || !b.IsDir() {
+					continue
+				}
+				id := raftmeta.BucketID{TableID: tid, PartitionID: pid, Bucket: int32(bn)}
+				if want[id] || n.replica(id) != nil {
+					continue
+				}
+				if err := os.RemoveAll(n.bucketDir(id)); err != nil {
+					n.logger.Warn("remove the data of a bucket no longer assigned here", "bucket", id, "err", err)
+					continue
+				}
+				if err := n.dropKV(id); err != nil {
+					n.logger.Warn("remove the KV state of a bucket no longer assigned here", "bucket", id, "err", err)
+				}
+				n.logger.Info("bucket replica data removed: the bucket is no longer assigned here", "table", tid, "partition", pid, "bucket", bn)
+			}
+		}
+	}
+	return true
 }
 
 // bucketDir is <data_dir>/buckets/<table_id>/<partition_id>/<bucket> (DESIGN §11).
@@ -178,8 +240,14 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 }
 
 // bootConfig is the initial Raft configuration of a bucket group: every
-// replica of the assignment as a voter, at its node's peer address.
+// replica of the assignment as a voter, at its node's peer address. Only
+// the set a bucket was created with (epoch 0) bootstraps: a replica placed
+// here later (epoch > 0) gets none and waits for the group's leader to add
+// it (controller.go), so it can never form a second group.
 func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
+	if a.Epoch > 0 {
+		return nil, nil
+	}
 	peers := map[raftmeta.NodeID]string{}
 	for _, m := range n.meta.Nodes() {
 		peers[m.ID] = m.PeerAddr

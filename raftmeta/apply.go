@@ -155,6 +155,7 @@ func (st *state) checkNewBuckets(t *Table, partID int64, pbs []*metapb.Assignmen
 	for _, p := range pbs {
 		a := assignmentFromPB(p)
 		a.TableID, a.PartitionID = t.ID, partID
+		a.Epoch = 0 // the set a bucket is created with
 		if a.Bucket < 0 || a.Bucket >= t.BucketCount || seen[a.Bucket] {
 			return nil, fmt.Errorf("%w: table %s: bucket %d is out of range or assigned twice", ErrInvalid, t.FullName(), a.Bucket)
 		}
@@ -287,8 +288,15 @@ func (st *state) setAssignments(pbs []*metapb.Assignment) error {
 		for _, a := range byTable[tid] {
 			i, found := slices.BinarySearchFunc(next, a, compareAssignments)
 			if found {
+				a.Epoch = next[i].Epoch
+				if !SameReplicas(a.Replicas, next[i].Replicas) {
+					a.Epoch++
+				}
 				next[i] = a
 			} else {
+				// A bucket without an assignment yet: no replica has
+				// Raft state, so this first set bootstraps the group.
+				a.Epoch = 0
 				next = slices.Insert(next, i, a)
 			}
 		}

@@ -2,6 +2,7 @@ package raftmeta
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 )
@@ -91,6 +92,26 @@ type BucketID struct {
 type Assignment struct {
 	BucketID
 	Replicas []NodeID
+	// Epoch counts the changes of the replica set: 0 is the set the bucket
+	// was created with, whose replicas bootstrap its Raft group with it; a
+	// replica that opens with no Raft state at a later epoch was moved
+	// there and waits for the group's leader to add it. Set by the FSM:
+	// ignored in commands.
+	Epoch int64
+}
+
+// SameReplicas reports whether a and b hold the same set of nodes, in any
+// order.
+func SameReplicas(a, b []NodeID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // NodeState is a node's membership state.

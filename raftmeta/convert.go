@@ -175,7 +175,7 @@ func tableFromPB(p *metapb.Table) (*Table, error) {
 }
 
 func assignmentToPB(a Assignment) *metapb.Assignment {
-	out := &metapb.Assignment{TableId: a.TableID, PartitionId: a.PartitionID, Bucket: a.Bucket}
+	out := &metapb.Assignment{TableId: a.TableID, PartitionId: a.PartitionID, Bucket: a.Bucket, Epoch: a.Epoch}
 	out.Replicas = make([]int32, len(a.Replicas))
 	for i, r := range a.Replicas {
 		out.Replicas[i] = int32(r)
@@ -184,7 +184,7 @@ func assignmentToPB(a Assignment) *metapb.Assignment {
 }
 
 func assignmentFromPB(p *metapb.Assignment) Assignment {
-	a := Assignment{BucketID: BucketID{TableID: p.TableId, PartitionID: p.PartitionId, Bucket: p.Bucket}}
+	a := Assignment{BucketID: BucketID{TableID: p.TableId, PartitionID: p.PartitionId, Bucket: p.Bucket}, Epoch: p.Epoch}
 	a.Replicas = make([]NodeID, len(p.Replicas))
 	for i, r := range p.Replicas {
 		a.Replicas[i] = NodeID(r)

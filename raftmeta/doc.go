@@ -24,6 +24,16 @@
 //     all its buckets in one entry; a partitioned table has buckets only
 //     per partition, created with the partition. Dropping a table or
 //     partition drops its assignments.
+//   - An assignment's Epoch is 0 for the replica set a bucket was created
+//     with and grows by one on every SetAssignments that changes the set
+//     (not its order); commands cannot set it. Only epoch-0 replicas
+//     bootstrap a bucket's Raft group.
+//   - ReplaceDown and Rebalance (placement.go) are pure: the controller
+//     on the metadata leader feeds them the catalog and liveness and
+//     proposes their output. Neither puts two replicas of a bucket on one
+//     node; ReplaceDown changes only buckets whose live replicas are a
+//     majority, Rebalance moves at most one replica of a bucket per run
+//     and only in buckets of 3 or more replicas.
 //   - User input is validated before proposing (BuildTable, PartitionName,
 //     checkNewColumns); Apply re-checks only what keeps the catalog
 //     consistent (existence, id ranges, bucket coverage, nullable added

@@ -58,3 +58,175 @@ func PlacementFrom(nodes []Node, buckets int32, rf int, start int) ([][]NodeID, 
 	}
 	return out, nil
 }
+
+// ReplaceDown returns the assignments among as that must change because
+// some of their replicas are on down nodes, with each down replica replaced
+// in place (so a replaced preferred leader's successor is preferred) by a
+// node of targets that holds no replica of the bucket; the target with the
+// fewest replicas overall (counting the changes made so far) is taken,
+// ties to the smallest id. A bucket is changed only when its replicas that
+// are not down are a majority of its set: its Raft group then has a leader
+// that can add and remove members; without one, moving replicas would
+// only make the returning nodes delete their copies. A down replica with
+// no free target stays. The input is not modified; the result is a pure
+// function of the arguments (targets in any order).
+func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []Assignment {
+	count := map[NodeID]int{}
+	for _, t := range targets {
+		count[t] += 0
+	}
+	for _, a := range as {
+		for _, r := range a.Replicas {
+			if _, ok := count[r]; ok {
+				count[r]++
+			}
+		}
+	}
+	ts := slices.Clone(targets)
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
+	var out []Assignment
+	for _, a := range as {
+		dead := 0
+		for _, r := range a.Replicas {
+			if down(r) {
+				dead++
+			}
+		}
+		if dead == 0 || 2*(len(a.Replicas)-dead) <= len(a.Replicas) {
+			continue
+		}
+		reps := slices.Clone(a.Replicas)
+		changed := false
+		for i, r := range reps {
+			if !down(r) {
+				continue
+			}
+			best := NodeID(0)
+			for _, t := range ts {
+				if down(t) || slices.Contains(reps, t) {
+					continue
+				}
+				if best == 0 || count[t] < count[best] {
+					best = t
+				}
+			}
+			if best == 0 {
+				continue
+			}
+			reps[i] = best
+			count[best]++
+			changed = true
+		}
+		if changed {
+			out = append(out, Assignment{BucketID: a.BucketID, Replicas: reps, Epoch: a.Epoch})
+		}
+	}
+	return out
+}
+
+// Rebalance returns the assignments among as that change so that the
+// replicas, and then the preferred leaders (first replicas), are spread
+// evenly over nodes: at most one apart between any two of them. A replica
+// moves from a node holding the most to one holding the fewest, in place
+// (keeping its position), never onto a node that already holds the
+// bucket; a preferred leader changes by reordering a bucket's replicas.
+// Replicas on nodes not in nodes (draining, down) are left where they are.
+// Only buckets of at least 3 replicas have a replica moved, at most one
+// each: a node whose replica moves away closes it when it sees the new
+// assignment, and the others must still be a majority of the group's
+// voters while the new replica catches up. Running Rebalance again after
+// the moves finished continues. The input is not modified; the result is
+// a pure function of the arguments (nodes in any order).
+func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
+	ids := slices.Clone(nodes)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) < 2 {
+		return nil
+	}
+	out := make([]Assignment, len(as))
+	for i, a := range as {
+		out[i] = Assignment{BucketID: a.BucketID, Replicas: slices.Clone(a.Replicas), Epoch: a.Epoch}
+	}
+	// extremes returns the nodes with the most and the fewest of count
+	// (ties: the smallest id).
+	extremes := func(count map[NodeID]int) (NodeID, NodeID) {
+		hi, lo := ids[0], ids[0]
+		for _, id := range ids {
+			if count[id] > count[hi] {
+				hi = id
+			}
+			if count[id] < count[lo] {
+				lo = id
+			}
+		}
+		return hi, lo
+	}
+	count := map[NodeID]int{}
+	for _, a := range out {
+		for _, r := range a.Replicas {
+			count[r]++
+		}
+	}
+	movedBucket := make([]bool, len(out))
+	for range len(out) * len(ids) {
+		hi, lo := extremes(count)
+		if count[hi]-count[lo] <= 1 {
+			break
+		}
+		moved := false
+		// Prefer moving a follower: the leader stays put.
+		for pass := 0; pass < 2 && !moved; pass++ {
+			for i := range out {
+				reps := out[i].Replicas
+				j := slices.Index(reps, hi)
+				if j < 0 || (pass == 0 && j == 0) || slices.Contains(reps, lo) || len(reps) < 3 || movedBucket[i] {
+					continue
+				}
+				movedBucket[i] = true
+				reps[j] = lo
+				count[hi]--
+				count[lo]++
+				moved = true
+				break
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	lead := map[NodeID]int{}
+	for _, a := range out {
+		lead[a.Replicas[0]]++
+	}
+	for range len(out) * len(ids) {
+		hi, lo := extremes(lead)
+		if lead[hi]-lead[lo] <= 1 {
+			break
+		}
+		moved := false
+		for i := range out {
+			reps := out[i].Replicas
+			j := slices.Index(reps, lo)
+			if reps[0] != hi || j < 0 {
+				continue
+			}
+			reps[0], reps[j] = reps[j], reps[0]
+			lead[hi]--
+			lead[lo]++
+			moved = true
+			break
+		}
+		if !moved {
+			break
+		}
+	}
+	var changed []Assignment
+	for i, a := range out {
+		if !slices.Equal(a.Replicas, as[i].Replicas) {
+			changed = append(changed, a)
+		}
+	}
+	return changed
+}

@@ -309,3 +309,45 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 	}
 	return connect.NewResponse(out), nil
 }
+
+// ---------------------------------------------------------------- cluster operations (backend_admin.go)
+
+func (s *service) DrainNode(ctx context.Context, req *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error) {
+	ca, err := s.clusterAdmin("DrainNode")
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.NodeId <= 0 {
+		return nil, fmt.Errorf("%w: drain: node_id must be > 0, got %d", ErrInvalidRequest, req.Msg.NodeId)
+	}
+	if err := ca.DrainNode(ctx, raftmeta.NodeID(req.Msg.NodeId)); err != nil {
+		return nil, adminError(fmt.Errorf("drain node %d: %w", req.Msg.NodeId, err))
+	}
+	return connect.NewResponse(&flussv1.DrainNodeResponse{}), nil
+}
+
+func (s *service) UndrainNode(ctx context.Context, req *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error) {
+	ca, err := s.clusterAdmin("UndrainNode")
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.NodeId <= 0 {
+		return nil, fmt.Errorf("%w: undrain: node_id must be > 0, got %d", ErrInvalidRequest, req.Msg.NodeId)
+	}
+	if err := ca.UndrainNode(ctx, raftmeta.NodeID(req.Msg.NodeId)); err != nil {
+		return nil, adminError(fmt.Errorf("undrain node %d: %w", req.Msg.NodeId, err))
+	}
+	return connect.NewResponse(&flussv1.UndrainNodeResponse{}), nil
+}
+
+func (s *service) Rebalance(ctx context.Context, req *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error) {
+	ca, err := s.clusterAdmin("Rebalance")
+	if err != nil {
+		return nil, err
+	}
+	moved, err := ca.Rebalance(ctx)
+	if err != nil {
+		return nil, adminError(fmt.Errorf("rebalance: %w", err))
+	}
+	return connect.NewResponse(&flussv1.RebalanceResponse{Moved: int32(moved)}), nil
+}

@@ -174,7 +174,7 @@ func (x ScanRequest_From) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScanRequest_From.Descriptor instead.
 func (ScanRequest_From) EnumDescriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42, 0}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48, 0}
 }
 
 type CreateDatabaseRequest struct {
@@ -1940,6 +1940,247 @@ func (x *DescribeClusterResponse) GetNodes() []*NodeInfo {
 	return nil
 }
 
+type DrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DrainNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type DrainNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{33}
+}
+
+type UndrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeRequest) Reset() {
+	*x = UndrainNodeRequest{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeRequest) ProtoMessage() {}
+
+func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*UndrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UndrainNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type UndrainNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeResponse) Reset() {
+	*x = UndrainNodeResponse{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeResponse) ProtoMessage() {}
+
+func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{35}
+}
+
+type RebalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{36}
+}
+
+type RebalanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// moved is how many bucket replicas the new assignments move.
+	Moved         int32 `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RebalanceResponse) GetMoved() int32 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
 type AppendRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Table     string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -1957,7 +2198,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2210,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2223,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{32}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AppendRequest) GetTable() string {
@@ -2046,7 +2287,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2299,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2312,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{33}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AppendResult) GetBucket() int32 {
@@ -2111,7 +2352,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2364,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2377,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{34}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AppendResponse) GetResults() []*AppendResult {
@@ -2159,7 +2400,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2412,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2425,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{35}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpsertRequest) GetTable() string {
@@ -2233,7 +2474,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2486,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2499,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{36}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WriteResult) GetBucket() int32 {
@@ -2291,7 +2532,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2544,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2557,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{37}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpsertResponse) GetResults() []*WriteResult {
@@ -2338,7 +2579,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2591,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2604,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{38}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteRequest) GetTable() string {
@@ -2403,7 +2644,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2656,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2669,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{39}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteResponse) GetResults() []*WriteResult {
@@ -2456,7 +2697,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2709,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2722,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FetchRequest) GetTable() string {
@@ -2567,7 +2808,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2820,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2833,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *FetchResponse) GetRows() []byte {
@@ -2648,7 +2889,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2901,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2914,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ScanRequest) GetTable() string {
@@ -2759,7 +3000,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +3012,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +3025,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ScanResponse) GetBucket() int32 {
@@ -2833,7 +3074,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +3086,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +3099,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LookupRequest) GetTable() string {
@@ -2892,7 +3133,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3145,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3158,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LookupResponse) GetRows() []byte {
@@ -2938,7 +3179,7 @@ type PrefixLookupRequest struct {
 
 func (x *PrefixLookupRequest) Reset() {
 	*x = PrefixLookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3191,7 @@ func (x *PrefixLookupRequest) String() string {
 func (*PrefixLookupRequest) ProtoMessage() {}
 
 func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3204,7 @@ func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
 func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PrefixLookupRequest) GetTable() string {
@@ -2996,7 +3237,7 @@ type PrefixLookupResult struct {
 
 func (x *PrefixLookupResult) Reset() {
 	*x = PrefixLookupResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3249,7 @@ func (x *PrefixLookupResult) String() string {
 func (*PrefixLookupResult) ProtoMessage() {}
 
 func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3262,7 @@ func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResult.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PrefixLookupResult) GetRows() []byte {
@@ -3040,7 +3281,7 @@ type PrefixLookupResponse struct {
 
 func (x *PrefixLookupResponse) Reset() {
 	*x = PrefixLookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3293,7 @@ func (x *PrefixLookupResponse) String() string {
 func (*PrefixLookupResponse) ProtoMessage() {}
 
 func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3306,7 @@ func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PrefixLookupResponse) GetResults() []*PrefixLookupResult {
@@ -3087,7 +3328,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3340,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3353,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *LimitScanRequest) GetTable() string {
@@ -3152,7 +3393,7 @@ type LimitScanResponse struct {
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3405,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3418,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LimitScanResponse) GetRows() []byte {
@@ -3358,7 +3599,16 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
 	"\vmeta_leader\x18\x02 \x01(\x05R\n" +
 	"metaLeader\x12(\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x12.fluss.v1.NodeInfoR\x05nodes\"\xdf\x01\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x12.fluss.v1.NodeInfoR\x05nodes\"+\n" +
+	"\x10DrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x13\n" +
+	"\x11DrainNodeResponse\"-\n" +
+	"\x12UndrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x15\n" +
+	"\x13UndrainNodeResponse\"\x12\n" +
+	"\x10RebalanceRequest\")\n" +
+	"\x11RebalanceResponse\x12\x14\n" +
+	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\xdf\x01\n" +
 	"\rAppendRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x1b\n" +
@@ -3464,7 +3714,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x04rows\x18\x01 \x01(\fB\x04\x88\xb5\x18\x01R\x04rows*\x1d\n" +
 	"\x06Format\x12\b\n" +
 	"\x04JSON\x10\x00\x12\t\n" +
-	"\x05ARROW\x10\x012\x9a\b\n" +
+	"\x05ARROW\x10\x012\xf2\t\n" +
 	"\fAdminService\x12S\n" +
 	"\x0eCreateDatabase\x12\x1f.fluss.v1.CreateDatabaseRequest\x1a .fluss.v1.CreateDatabaseResponse\x12M\n" +
 	"\fDropDatabase\x12\x1d.fluss.v1.DropDatabaseRequest\x1a\x1e.fluss.v1.DropDatabaseResponse\x12P\n" +
@@ -3479,7 +3729,10 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x0eListPartitions\x12\x1f.fluss.v1.ListPartitionsRequest\x1a .fluss.v1.ListPartitionsResponse\x12J\n" +
 	"\vListOffsets\x12\x1c.fluss.v1.ListOffsetsRequest\x1a\x1d.fluss.v1.ListOffsetsResponse\x12S\n" +
 	"\x0eGetTableLayout\x12\x1f.fluss.v1.GetTableLayoutRequest\x1a .fluss.v1.GetTableLayoutResponse\x12V\n" +
-	"\x0fDescribeCluster\x12 .fluss.v1.DescribeClusterRequest\x1a!.fluss.v1.DescribeClusterResponse2\xc5\x01\n" +
+	"\x0fDescribeCluster\x12 .fluss.v1.DescribeClusterRequest\x1a!.fluss.v1.DescribeClusterResponse\x12D\n" +
+	"\tDrainNode\x12\x1a.fluss.v1.DrainNodeRequest\x1a\x1b.fluss.v1.DrainNodeResponse\x12J\n" +
+	"\vUndrainNode\x12\x1c.fluss.v1.UndrainNodeRequest\x1a\x1d.fluss.v1.UndrainNodeResponse\x12D\n" +
+	"\tRebalance\x12\x1a.fluss.v1.RebalanceRequest\x1a\x1b.fluss.v1.RebalanceResponse2\xc5\x01\n" +
 	"\fWriteService\x12;\n" +
 	"\x06Append\x12\x17.fluss.v1.AppendRequest\x1a\x18.fluss.v1.AppendResponse\x12;\n" +
 	"\x06Upsert\x12\x17.fluss.v1.UpsertRequest\x1a\x18.fluss.v1.UpsertResponse\x12;\n" +
@@ -3505,7 +3758,7 @@ func file_fluss_v1_fluss_proto_rawDescGZIP() []byte {
 }
 
 var file_fluss_v1_fluss_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_fluss_v1_fluss_proto_goTypes = []any{
 	(Format)(0),                       // 0: fluss.v1.Format
 	(ListOffsetsRequest_Spec)(0),      // 1: fluss.v1.ListOffsetsRequest.Spec
@@ -3542,59 +3795,65 @@ var file_fluss_v1_fluss_proto_goTypes = []any{
 	(*DescribeClusterRequest)(nil),    // 32: fluss.v1.DescribeClusterRequest
 	(*NodeInfo)(nil),                  // 33: fluss.v1.NodeInfo
 	(*DescribeClusterResponse)(nil),   // 34: fluss.v1.DescribeClusterResponse
-	(*AppendRequest)(nil),             // 35: fluss.v1.AppendRequest
-	(*AppendResult)(nil),              // 36: fluss.v1.AppendResult
-	(*AppendResponse)(nil),            // 37: fluss.v1.AppendResponse
-	(*UpsertRequest)(nil),             // 38: fluss.v1.UpsertRequest
-	(*WriteResult)(nil),               // 39: fluss.v1.WriteResult
-	(*UpsertResponse)(nil),            // 40: fluss.v1.UpsertResponse
-	(*DeleteRequest)(nil),             // 41: fluss.v1.DeleteRequest
-	(*DeleteResponse)(nil),            // 42: fluss.v1.DeleteResponse
-	(*FetchRequest)(nil),              // 43: fluss.v1.FetchRequest
-	(*FetchResponse)(nil),             // 44: fluss.v1.FetchResponse
-	(*ScanRequest)(nil),               // 45: fluss.v1.ScanRequest
-	(*ScanResponse)(nil),              // 46: fluss.v1.ScanResponse
-	(*LookupRequest)(nil),             // 47: fluss.v1.LookupRequest
-	(*LookupResponse)(nil),            // 48: fluss.v1.LookupResponse
-	(*PrefixLookupRequest)(nil),       // 49: fluss.v1.PrefixLookupRequest
-	(*PrefixLookupResult)(nil),        // 50: fluss.v1.PrefixLookupResult
-	(*PrefixLookupResponse)(nil),      // 51: fluss.v1.PrefixLookupResponse
-	(*LimitScanRequest)(nil),          // 52: fluss.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),         // 53: fluss.v1.LimitScanResponse
-	nil,                               // 54: fluss.v1.CreateTableRequest.PropertiesEntry
-	nil,                               // 55: fluss.v1.GetTableResponse.PropertiesEntry
-	nil,                               // 56: fluss.v1.Partition.ValuesEntry
-	nil,                               // 57: fluss.v1.CreatePartitionRequest.ValuesEntry
-	nil,                               // 58: fluss.v1.DropPartitionRequest.ValuesEntry
-	nil,                               // 59: fluss.v1.ListPartitionsRequest.ValuesEntry
-	(*descriptorpb.FieldOptions)(nil), // 60: google.protobuf.FieldOptions
+	(*DrainNodeRequest)(nil),          // 35: fluss.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),         // 36: fluss.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),        // 37: fluss.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),       // 38: fluss.v1.UndrainNodeResponse
+	(*RebalanceRequest)(nil),          // 39: fluss.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),         // 40: fluss.v1.RebalanceResponse
+	(*AppendRequest)(nil),             // 41: fluss.v1.AppendRequest
+	(*AppendResult)(nil),              // 42: fluss.v1.AppendResult
+	(*AppendResponse)(nil),            // 43: fluss.v1.AppendResponse
+	(*UpsertRequest)(nil),             // 44: fluss.v1.UpsertRequest
+	(*WriteResult)(nil),               // 45: fluss.v1.WriteResult
+	(*UpsertResponse)(nil),            // 46: fluss.v1.UpsertResponse
+	(*DeleteRequest)(nil),             // 47: fluss.v1.DeleteRequest
+	(*DeleteResponse)(nil),            // 48: fluss.v1.DeleteResponse
+	(*FetchRequest)(nil),              // 49: fluss.v1.FetchRequest
+	(*FetchResponse)(nil),             // 50: fluss.v1.FetchResponse
+	(*ScanRequest)(nil),               // 51: fluss.v1.ScanRequest
+	(*ScanResponse)(nil),              // 52: fluss.v1.ScanResponse
+	(*LookupRequest)(nil),             // 53: fluss.v1.LookupRequest
+	(*LookupResponse)(nil),            // 54: fluss.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),       // 55: fluss.v1.PrefixLookupRequest
+	(*PrefixLookupResult)(nil),        // 56: fluss.v1.PrefixLookupResult
+	(*PrefixLookupResponse)(nil),      // 57: fluss.v1.PrefixLookupResponse
+	(*LimitScanRequest)(nil),          // 58: fluss.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),         // 59: fluss.v1.LimitScanResponse
+	nil,                               // 60: fluss.v1.CreateTableRequest.PropertiesEntry
+	nil,                               // 61: fluss.v1.GetTableResponse.PropertiesEntry
+	nil,                               // 62: fluss.v1.Partition.ValuesEntry
+	nil,                               // 63: fluss.v1.CreatePartitionRequest.ValuesEntry
+	nil,                               // 64: fluss.v1.DropPartitionRequest.ValuesEntry
+	nil,                               // 65: fluss.v1.ListPartitionsRequest.ValuesEntry
+	(*descriptorpb.FieldOptions)(nil), // 66: google.protobuf.FieldOptions
 }
 var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	9,  // 0: fluss.v1.Schema.columns:type_name -> fluss.v1.Column
 	10, // 1: fluss.v1.CreateTableRequest.schema:type_name -> fluss.v1.Schema
-	54, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
+	60, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
 	10, // 3: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
-	55, // 4: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
-	56, // 5: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
-	57, // 6: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
+	61, // 4: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
+	62, // 5: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
+	63, // 6: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
 	19, // 7: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
-	58, // 8: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
+	64, // 8: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
 	19, // 9: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
-	59, // 10: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
+	65, // 10: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
 	19, // 11: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
 	1,  // 12: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
 	27, // 13: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
 	30, // 14: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
 	33, // 15: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
-	36, // 16: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
-	39, // 17: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
-	39, // 18: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
+	42, // 16: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
+	45, // 17: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
+	45, // 18: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
 	0,  // 19: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
 	2,  // 20: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
 	27, // 21: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
 	0,  // 22: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
-	50, // 23: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
-	60, // 24: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
+	56, // 23: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
+	66, // 24: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
 	3,  // 25: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
 	5,  // 26: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
 	7,  // 27: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
@@ -3608,37 +3867,43 @@ var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	26, // 35: fluss.v1.AdminService.ListOffsets:input_type -> fluss.v1.ListOffsetsRequest
 	29, // 36: fluss.v1.AdminService.GetTableLayout:input_type -> fluss.v1.GetTableLayoutRequest
 	32, // 37: fluss.v1.AdminService.DescribeCluster:input_type -> fluss.v1.DescribeClusterRequest
-	35, // 38: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
-	38, // 39: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
-	41, // 40: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
-	43, // 41: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
-	45, // 42: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
-	47, // 43: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
-	49, // 44: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
-	52, // 45: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
-	4,  // 46: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
-	6,  // 47: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
-	8,  // 48: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
-	12, // 49: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
-	14, // 50: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
-	16, // 51: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
-	18, // 52: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
-	21, // 53: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
-	23, // 54: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
-	25, // 55: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
-	28, // 56: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
-	31, // 57: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
-	34, // 58: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
-	37, // 59: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
-	40, // 60: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
-	42, // 61: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
-	44, // 62: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
-	46, // 63: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
-	48, // 64: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
-	51, // 65: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
-	53, // 66: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
-	46, // [46:67] is the sub-list for method output_type
-	25, // [25:46] is the sub-list for method input_type
+	35, // 38: fluss.v1.AdminService.DrainNode:input_type -> fluss.v1.DrainNodeRequest
+	37, // 39: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
+	39, // 40: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
+	41, // 41: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
+	44, // 42: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
+	47, // 43: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
+	49, // 44: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
+	51, // 45: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
+	53, // 46: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
+	55, // 47: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
+	58, // 48: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
+	4,  // 49: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
+	6,  // 50: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
+	8,  // 51: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
+	12, // 52: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
+	14, // 53: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
+	16, // 54: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
+	18, // 55: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
+	21, // 56: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
+	23, // 57: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
+	25, // 58: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
+	28, // 59: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
+	31, // 60: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
+	34, // 61: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
+	36, // 62: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
+	38, // 63: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
+	40, // 64: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
+	43, // 65: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
+	46, // 66: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
+	48, // 67: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
+	50, // 68: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
+	52, // 69: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
+	54, // 70: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
+	57, // 71: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
+	59, // 72: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
+	49, // [49:73] is the sub-list for method output_type
+	25, // [25:49] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
 	24, // [24:25] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -3650,15 +3915,15 @@ func file_fluss_v1_fluss_proto_init() {
 		return
 	}
 	file_fluss_v1_fluss_proto_msgTypes[6].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[32].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[49].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[38].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_v1_fluss_proto_rawDesc), len(file_fluss_v1_fluss_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   57,
+			NumMessages:   63,
 			NumExtensions: 1,
 			NumServices:   3,
 		},

@@ -418,7 +418,13 @@ type Assignment struct {
 	PartitionId int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
 	Bucket      int32                  `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
 	// replicas are node ids; the first is the preferred leader.
-	Replicas      []int32 `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas []int32 `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// epoch counts the changes of the replica set: 0 for the set the bucket
+	// was created with (its replicas bootstrap the bucket's Raft group with
+	// it), +1 on every SetAssignments that changes the set (a replica that
+	// opens with no Raft state then waits to be added by the group's
+	// leader). Set by the state machine; ignored in commands.
+	Epoch         int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -479,6 +485,13 @@ func (x *Assignment) GetReplicas() []int32 {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *Assignment) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type Node struct {
@@ -1176,6 +1189,8 @@ func (x *DropPartition) GetIgnoreIfNotExists() bool {
 
 // SetAssignments replaces the replica sets of the named buckets, which must
 // belong to existing tables (and partitions). Buckets not named keep theirs.
+// A bucket whose set of replicas changes gets epoch + 1 (a new order of the
+// same replicas keeps the epoch).
 type SetAssignments struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Assignments   []*Assignment          `protobuf:"bytes,1,rep,name=assignments,proto3" json:"assignments,omitempty"`
@@ -1581,13 +1596,14 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMs\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"~\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x01\n" +
 	"\n" +
 	"Assignment\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x16\n" +
 	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12\x1a\n" +
-	"\breplicas\x18\x04 \x03(\x05R\breplicas\"\xa5\x01\n" +
+	"\breplicas\x18\x04 \x03(\x05R\breplicas\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\"\xa5\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1f\n" +
 	"\vclient_addr\x18\x02 \x01(\tR\n" +

@@ -81,6 +81,13 @@ const (
 	// AdminServiceDescribeClusterProcedure is the fully-qualified name of the AdminService's
 	// DescribeCluster RPC.
 	AdminServiceDescribeClusterProcedure = "/fluss.v1.AdminService/DescribeCluster"
+	// AdminServiceDrainNodeProcedure is the fully-qualified name of the AdminService's DrainNode RPC.
+	AdminServiceDrainNodeProcedure = "/fluss.v1.AdminService/DrainNode"
+	// AdminServiceUndrainNodeProcedure is the fully-qualified name of the AdminService's UndrainNode
+	// RPC.
+	AdminServiceUndrainNodeProcedure = "/fluss.v1.AdminService/UndrainNode"
+	// AdminServiceRebalanceProcedure is the fully-qualified name of the AdminService's Rebalance RPC.
+	AdminServiceRebalanceProcedure = "/fluss.v1.AdminService/Rebalance"
 	// WriteServiceAppendProcedure is the fully-qualified name of the WriteService's Append RPC.
 	WriteServiceAppendProcedure = "/fluss.v1.WriteService/Append"
 	// WriteServiceUpsertProcedure is the fully-qualified name of the WriteService's Upsert RPC.
@@ -115,6 +122,14 @@ type AdminServiceClient interface {
 	ListOffsets(context.Context, *connect.Request[flussv1.ListOffsetsRequest]) (*connect.Response[flussv1.ListOffsetsResponse], error)
 	GetTableLayout(context.Context, *connect.Request[flussv1.GetTableLayoutRequest]) (*connect.Response[flussv1.GetTableLayoutResponse], error)
 	DescribeCluster(context.Context, *connect.Request[flussv1.DescribeClusterRequest]) (*connect.Response[flussv1.DescribeClusterResponse], error)
+	// DrainNode marks a node draining: its bucket leaderships move to other
+	// replicas and no new buckets are placed on it (`cluster drain NODE`).
+	DrainNode(context.Context, *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error)
+	// UndrainNode returns a draining node to active (`cluster undrain NODE`).
+	UndrainNode(context.Context, *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error)
+	// Rebalance spreads bucket replicas evenly over the active nodes
+	// (`cluster rebalance`); replicas move by add, catch up, remove.
+	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the fluss.v1.AdminService service. By default, it
@@ -206,6 +221,24 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("DescribeCluster")),
 			connect.WithClientOptions(opts...),
 		),
+		drainNode: connect.NewClient[flussv1.DrainNodeRequest, flussv1.DrainNodeResponse](
+			httpClient,
+			baseURL+AdminServiceDrainNodeProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DrainNode")),
+			connect.WithClientOptions(opts...),
+		),
+		undrainNode: connect.NewClient[flussv1.UndrainNodeRequest, flussv1.UndrainNodeResponse](
+			httpClient,
+			baseURL+AdminServiceUndrainNodeProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("UndrainNode")),
+			connect.WithClientOptions(opts...),
+		),
+		rebalance: connect.NewClient[flussv1.RebalanceRequest, flussv1.RebalanceResponse](
+			httpClient,
+			baseURL+AdminServiceRebalanceProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("Rebalance")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -224,6 +257,9 @@ type adminServiceClient struct {
 	listOffsets     *connect.Client[flussv1.ListOffsetsRequest, flussv1.ListOffsetsResponse]
 	getTableLayout  *connect.Client[flussv1.GetTableLayoutRequest, flussv1.GetTableLayoutResponse]
 	describeCluster *connect.Client[flussv1.DescribeClusterRequest, flussv1.DescribeClusterResponse]
+	drainNode       *connect.Client[flussv1.DrainNodeRequest, flussv1.DrainNodeResponse]
+	undrainNode     *connect.Client[flussv1.UndrainNodeRequest, flussv1.UndrainNodeResponse]
+	rebalance       *connect.Client[flussv1.RebalanceRequest, flussv1.RebalanceResponse]
 }
 
 // CreateDatabase calls fluss.v1.AdminService.CreateDatabase.
@@ -291,6 +327,21 @@ func (c *adminServiceClient) DescribeCluster(ctx context.Context, req *connect.R
 	return c.describeCluster.CallUnary(ctx, req)
 }
 
+// DrainNode calls fluss.v1.AdminService.DrainNode.
+func (c *adminServiceClient) DrainNode(ctx context.Context, req *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error) {
+	return c.drainNode.CallUnary(ctx, req)
+}
+
+// UndrainNode calls fluss.v1.AdminService.UndrainNode.
+func (c *adminServiceClient) UndrainNode(ctx context.Context, req *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error) {
+	return c.undrainNode.CallUnary(ctx, req)
+}
+
+// Rebalance calls fluss.v1.AdminService.Rebalance.
+func (c *adminServiceClient) Rebalance(ctx context.Context, req *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error) {
+	return c.rebalance.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the fluss.v1.AdminService service.
 type AdminServiceHandler interface {
 	CreateDatabase(context.Context, *connect.Request[flussv1.CreateDatabaseRequest]) (*connect.Response[flussv1.CreateDatabaseResponse], error)
@@ -306,6 +357,14 @@ type AdminServiceHandler interface {
 	ListOffsets(context.Context, *connect.Request[flussv1.ListOffsetsRequest]) (*connect.Response[flussv1.ListOffsetsResponse], error)
 	GetTableLayout(context.Context, *connect.Request[flussv1.GetTableLayoutRequest]) (*connect.Response[flussv1.GetTableLayoutResponse], error)
 	DescribeCluster(context.Context, *connect.Request[flussv1.DescribeClusterRequest]) (*connect.Response[flussv1.DescribeClusterResponse], error)
+	// DrainNode marks a node draining: its bucket leaderships move to other
+	// replicas and no new buckets are placed on it (`cluster drain NODE`).
+	DrainNode(context.Context, *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error)
+	// UndrainNode returns a draining node to active (`cluster undrain NODE`).
+	UndrainNode(context.Context, *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error)
+	// Rebalance spreads bucket replicas evenly over the active nodes
+	// (`cluster rebalance`); replicas move by add, catch up, remove.
+	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -393,6 +452,24 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("DescribeCluster")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceDrainNodeHandler := connect.NewUnaryHandler(
+		AdminServiceDrainNodeProcedure,
+		svc.DrainNode,
+		connect.WithSchema(adminServiceMethods.ByName("DrainNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceUndrainNodeHandler := connect.NewUnaryHandler(
+		AdminServiceUndrainNodeProcedure,
+		svc.UndrainNode,
+		connect.WithSchema(adminServiceMethods.ByName("UndrainNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceRebalanceHandler := connect.NewUnaryHandler(
+		AdminServiceRebalanceProcedure,
+		svc.Rebalance,
+		connect.WithSchema(adminServiceMethods.ByName("Rebalance")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fluss.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateDatabaseProcedure:
@@ -421,6 +498,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceGetTableLayoutHandler.ServeHTTP(w, r)
 		case AdminServiceDescribeClusterProcedure:
 			adminServiceDescribeClusterHandler.ServeHTTP(w, r)
+		case AdminServiceDrainNodeProcedure:
+			adminServiceDrainNodeHandler.ServeHTTP(w, r)
+		case AdminServiceUndrainNodeProcedure:
+			adminServiceUndrainNodeHandler.ServeHTTP(w, r)
+		case AdminServiceRebalanceProcedure:
+			adminServiceRebalanceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -480,6 +563,18 @@ func (UnimplementedAdminServiceHandler) GetTableLayout(context.Context, *connect
 
 func (UnimplementedAdminServiceHandler) DescribeCluster(context.Context, *connect.Request[flussv1.DescribeClusterRequest]) (*connect.Response[flussv1.DescribeClusterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.DescribeCluster is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DrainNode(context.Context, *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.DrainNode is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) UndrainNode(context.Context, *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.UndrainNode is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.Rebalance is not implemented"))
 }
 
 // WriteServiceClient is a client for the fluss.v1.WriteService service.

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+)
+
+// clusterOpsCmds are the cluster operations of `fluss-node cluster`:
+// drain, undrain and rebalance (AdminService DrainNode, UndrainNode,
+// Rebalance). Each returns once the metadata leader applied the change;
+// the nodes then converge (watch `cluster status`).
+func clusterOpsCmds() []*cobra.Command {
+	drain := &cobra.Command{
+		Use:   "drain NODE",
+		Short: "Move every bucket leadership off a node and place nothing new on it (until undrain)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseNodeArg(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			if _, err := newClient().Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: id})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d is draining; `fluss-node cluster status` shows its leaders going to 0\n", id)
+			return nil
+		},
+	}
+	undrain := &cobra.Command{
+		Use:   "undrain NODE",
+		Short: "Return a draining node to active: it leads and receives buckets again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseNodeArg(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			if _, err := newClient().Admin().UndrainNode(ctx, connect.NewRequest(&flussv1.UndrainNodeRequest{NodeId: id})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d is active\n", id)
+			return nil
+		},
+	}
+	rebalance := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Spread bucket replicas and leaders evenly over the active nodes",
+		Long: "Spread bucket replicas and leaders evenly over the active nodes. A replica moves by\n" +
+			"adding the new one, waiting until it caught up, then removing the old one; at most one\n" +
+			"replica of a bucket moves per run, and only buckets with 3 or more replicas move.\n" +
+			"Run it again once the moves finished until it reports 0.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			res, err := newClient().Admin().Rebalance(ctx, connect.NewRequest(&flussv1.RebalanceRequest{}))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d replica(s) moving\n", res.Msg.Moved)
+			return nil
+		},
+	}
+	return []*cobra.Command{drain, undrain, rebalance}
+}
+
+// parseNodeArg parses a node id argument (> 0).
+func parseNodeArg(s string) (int32, error) {
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("NODE must be a node id > 0 (see `fluss-node cluster status`), got %q", s)
+	}
+	return int32(v), nil
+}

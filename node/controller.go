@@ -1,0 +1,309 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/node/membership"
+	"github.com/fluss-node/fluss-node/node/replica"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// The controller (DESIGN §4) runs on the metadata leader only. It writes
+// the desired state; nodes and bucket-group leaders converge to it:
+//
+//   - controllerLoop: a node down (gossip: failed or left, or unknown to
+//     gossip and not answering node.hello) for longer than
+//     cluster.dead_node_grace gets its replicas replaced by live active
+//     nodes (raftmeta.ReplaceDown: spread evenly, never two replicas on one
+//     node, only buckets whose live replicas are a majority).
+//   - reconcileGroups (every node, for the buckets it leads): the bucket
+//     group's Raft configuration converges to the assignment: a missing
+//     replica is added as a non-voter, promoted to voter once it caught up
+//     (bucket.progress), and a server no longer assigned is removed at once
+//     when it is down, else once every assigned replica is a voter.
+//   - A replica opened at an assignment epoch > 0 does not bootstrap
+//     (bootConfig): it waits for its group's leader to add it.
+const (
+	controllerInterval = time.Second
+	// callBucketProgress asks a node how far its replica of a bucket got
+	// (request: bucket id; reply: the replica's last Raft index).
+	callBucketProgress = "bucket.progress"
+	// memberChangeTimeout bounds one AddVoter/AddNonvoter/RemoveServer.
+	memberChangeTimeout = 5 * time.Second
+)
+
+// controllerLoop runs on every node and acts while it leads the metadata
+// group. downSince is this controller's view: when it first saw each node
+// down (or gossip's DeadSince, if earlier); it restarts empty on a new
+// leader, so a leader change never shortens the grace period.
+func (n *Node) controllerLoop() {
+	downSince := map[raftmeta.NodeID]time.Time{}
+	t := time.NewTicker(controllerInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-t.C:
+		}
+		if !n.meta.IsLeader() || !n.gossipStarted() {
+			clear(downSince)
+			continue
+		}
+		select {
+		case <-n.registered:
+		default:
+			continue
+		}
+		n.replaceDeadReplicas(downSince, time.Now())
+	}
+}
+
+// aliveNodes maps catalog node ids to whether they are up: this node
+// always; a node gossip knows, by its gossip status; a node gossip does
+// not know (never joined, or forgotten), by whether it answers node.hello.
+func (n *Node) aliveNodes(ctx context.Context, nodes []raftmeta.Node) map[raftmeta.NodeID]bool {
+	status := map[raftmeta.NodeID]membership.Status{}
+	for _, mb := range n.members() {
+		status[raftmeta.NodeID(mb.ID)] = mb.Status
+	}
+	out := make(map[raftmeta.NodeID]bool, len(nodes))
+	for _, m := range nodes {
+		st, known := status[m.ID]
+		switch {
+		case m.ID == n.id:
+			out[m.ID] = true
+		case known:
+			out[m.ID] = st == membership.StatusAlive
+		case m.PeerAddr != "":
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := n.peers.Call(cctx, m.PeerAddr, callHello, nil)
+			cancel()
+			out[m.ID] = err == nil
+		}
+	}
+	return out
+}
+
+// replaceDeadReplicas is one controller pass: it updates downSince and
+// moves the replicas of nodes down for longer than the grace period.
+func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now time.Time) {
+	nodes := n.meta.Nodes()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	alive := n.aliveNodes(ctx, nodes)
+	gossipDead := n.DeadSince()
+	for _, m := range nodes {
+		if alive[m.ID] {
+			delete(downSince, m.ID)
+			continue
+		}
+		if _, ok := downSince[m.ID]; !ok {
+			t := now
+			if d, ok := gossipDead[m.ID]; ok && d.Before(now) {
+				t = d
+			}
+			downSince[m.ID] = t
+			n.logger.Info("controller: node is down", "id", int32(m.ID), "grace", n.cfg.Cluster.DeadNodeGrace.Duration)
+		}
+	}
+	grace := n.cfg.Cluster.DeadNodeGrace.Duration
+	expired := func(id raftmeta.NodeID) bool {
+		t, ok := downSince[id]
+		return ok && now.Sub(t) >= grace
+	}
+	var targets []raftmeta.NodeID
+	for _, m := range nodes {
+		if m.State == raftmeta.NodeActive && alive[m.ID] {
+			targets = append(targets, m.ID)
+		}
+	}
+	changes := raftmeta.ReplaceDown(n.meta.Assignments(), expired, targets)
+	if len(changes) == 0 {
+		return
+	}
+	if err := n.meta.SetAssignments(ctx, changes); err != nil {
+		n.logger.Warn("controller: re-replicate the buckets of dead nodes", "buckets", len(changes), "err", err)
+		return
+	}
+	for _, a := range changes {
+		n.logger.Info("controller: bucket replicas moved off dead nodes", "table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket, "replicas", a.Replicas)
+	}
+}
+
+// reconcileGroups makes the Raft configuration of every bucket group this
+// node leads converge to the bucket's assignment. alive is the liveness of
+// catalog nodes, peerAddr their peer addresses.
+func (n *Node) reconcileGroups(alive map[raftmeta.NodeID]bool, peerAddr map[raftmeta.NodeID]string) {
+	for _, a := range n.meta.Assignments() {
+		if !slices.Contains(a.Replicas, n.id) {
+			continue
+		}
+		r := n.replica(a.BucketID)
+		if r == nil || !r.IsLeader() {
+			continue
+		}
+		select {
+		case <-n.quit:
+			return
+		default:
+		}
+		n.reconcileGroup(r, a, alive, peerAddr)
+	}
+}
+
+func serverNode(id raft.ServerID) raftmeta.NodeID {
+	v, err := strconv.Atoi(string(id))
+	if err != nil {
+		return 0
+	}
+	return raftmeta.NodeID(v)
+}
+
+func nodeServer(id raftmeta.NodeID) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id))) }
+
+// reconcileGroup runs one step per server that differs; the next pass
+// (balanceInterval) continues. Failures are logged and retried.
+func (n *Node) reconcileGroup(r *replica.Replica, a raftmeta.Assignment, alive map[raftmeta.NodeID]bool, peerAddr map[raftmeta.NodeID]string) {
+	f := r.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	servers := f.Configuration().Servers
+	in := map[raftmeta.NodeID]raft.Server{}
+	for _, s := range servers {
+		in[serverNode(s.ID)] = s
+	}
+	log := n.logger.With("table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket)
+	allVoters := true
+	for _, id := range a.Replicas {
+		s, ok := in[id]
+		switch {
+		case !ok:
+			allVoters = false
+			addr := peerAddr[id]
+			if addr == "" {
+				continue
+			}
+			if err := r.Raft().AddNonvoter(nodeServer(id), raft.ServerAddress(addr), 0, memberChangeTimeout).Error(); err != nil {
+				log.Warn("add a new replica to the bucket group", "node", int32(id), "err", err)
+				continue
+			}
+			log.Info("new replica added to the bucket group as a non-voter", "node", int32(id))
+		case s.Suffrage != raft.Voter:
+			allVoters = false
+			if !n.caughtUp(r, a.BucketID, s) {
+				continue
+			}
+			if err := r.Raft().AddVoter(s.ID, s.Address, 0, memberChangeTimeout).Error(); err != nil {
+				log.Warn("promote a caught-up replica to voter", "node", int32(id), "err", err)
+				continue
+			}
+			log.Info("replica caught up: promoted to voter", "node", int32(id))
+		}
+	}
+	for id, s := range in {
+		if slices.Contains(a.Replicas, id) || id == n.id {
+			continue
+		}
+		// A live replica leaves only once its replacement votes, so the
+		// group never has fewer voting copies than assigned; a down one
+		// leaves at once (it shrinks the quorum the group needs).
+		if alive[id] && !allVoters {
+			continue
+		}
+		if err := r.Raft().RemoveServer(s.ID, 0, memberChangeTimeout).Error(); err != nil {
+			log.Warn("remove an unassigned replica from the bucket group", "node", int32(id), "err", err)
+			continue
+		}
+		log.Info("replica no longer assigned: removed from the bucket group", "node", int32(id), "was_alive", alive[id])
+	}
+}
+
+// caughtUp asks the node of server s how far its replica of b got: caught
+// up when its last Raft index reached what this leader had applied before
+// asking.
+func (n *Node) caughtUp(r *replica.Replica, b raftmeta.BucketID, s raft.Server) bool {
+	target := r.Raft().AppliedIndex()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := n.peers.Call(ctx, string(s.Address), callBucketProgress, appendBucketID(nil, b))
+	if err != nil {
+		return false
+	}
+	last, err := decodeProgress(resp)
+	return err == nil && last >= target
+}
+
+// handleBucketProgress answers bucket.progress: the last Raft index of
+// this node's replica of the bucket.
+func (n *Node) handleBucketProgress(_ context.Context, req []byte) ([]byte, error) {
+	b, err := decodeProgressReq(req)
+	if err != nil {
+		return nil, err
+	}
+	r := n.replica(b)
+	if r == nil {
+		return nil, fmt.Errorf("bucket %v: no replica on node %d", b, n.nodeID())
+	}
+	return appendUvarint(nil, r.Raft().LastIndex()), nil
+}
+
+// decodeProgressReq decodes a bucket.progress request (a bucket id).
+func decodeProgressReq(b []byte) (raftmeta.BucketID, error) {
+	rd := &reader{b: b}
+	id := rd.bucketID()
+	return id, rd.done()
+}
+
+// decodeProgress decodes a bucket.progress reply (one uvarint).
+func decodeProgress(b []byte) (uint64, error) {
+	rd := &reader{b: b}
+	v := rd.uvarint("last index")
+	return v, rd.done()
+}
+
+// rebalance runs on the metadata leader: it writes assignments that spread
+// replicas and preferred leaders evenly over the active, up nodes
+// (raftmeta.Rebalance) and returns how many replicas move. The bucket
+// groups' leaders then add each new replica, wait until it caught up,
+// promote it and remove the old one (reconcileGroup); leaders follow
+// through the balance loop's handback.
+func (n *Node) rebalance(ctx context.Context) (int, error) {
+	nodes := n.meta.Nodes()
+	alive := n.aliveNodes(ctx, nodes)
+	var ids []raftmeta.NodeID
+	for _, m := range nodes {
+		if m.State == raftmeta.NodeActive && alive[m.ID] {
+			ids = append(ids, m.ID)
+		}
+	}
+	old := map[raftmeta.BucketID][]raftmeta.NodeID{}
+	as := n.meta.Assignments()
+	for _, a := range as {
+		old[a.BucketID] = a.Replicas
+	}
+	changes := raftmeta.Rebalance(as, ids)
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	moved := 0
+	for _, a := range changes {
+		for _, r := range a.Replicas {
+			if !slices.Contains(old[a.BucketID], r) {
+				moved++
+			}
+		}
+	}
+	if err := n.meta.SetAssignments(ctx, changes); err != nil {
+		return 0, fmt.Errorf("rebalance %d buckets: %w", len(changes), err)
+	}
+	n.logger.Info("rebalance: assignments written", "buckets", len(changes), "replicas_moved", moved, "nodes", len(ids))
+	return moved, nil
+}

@@ -1,0 +1,379 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/raft"
+
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+// opsCluster starts n nodes one after the other (ids 1..n), with a short
+// dead-node grace period, and waits until every node is registered.
+func opsCluster(t *testing.T, n int) ([]*Node, []Config) {
+	t.Helper()
+	nodes := make([]*Node, n)
+	cfgs := make([]Config, n)
+	// The directories first: cleanups run last-registered first, so the
+	// nodes close before their directories are removed.
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	t.Cleanup(func() {
+		for _, nd := range nodes {
+			if nd != nil {
+				nd.Close()
+			}
+		}
+	})
+	for i := range n {
+		cfgs[i] = clusterConfig(dirs[i])
+		cfgs[i].Cluster.DeadNodeGrace = Duration{2 * time.Second}
+		if i > 0 {
+			cfgs[i].Join = []string{nodes[0].peers.Addr()}
+		}
+		nodes[i] = startCluster(t, cfgs[i])
+		if nodes[i].ID() != raftmeta.NodeID(i+1) {
+			t.Fatalf("node %d got id %d", i+1, nodes[i].ID())
+		}
+		cfgs[i].PeerAddr, cfgs[i].ClientAddr = nodes[i].peers.Addr(), nodes[i].ClientAddr()
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		for _, nd := range nodes {
+			if len(nd.meta.Nodes()) != n || !allAlive(nd, ids(n)...) {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes, cfgs
+}
+
+func ids(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i + 1)
+	}
+	return out
+}
+
+func retryClient(n *Node) *client.Client {
+	return client.New("http://"+n.ClientAddr(), client.WithRetry(client.Retry{Attempts: 80, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}))
+}
+
+// appendTo appends rows from..to-1 to db.t round-robin over its buckets
+// and fails the test on any error: every row is acknowledged.
+func appendTo(t *testing.T, ctx context.Context, c *client.Client, buckets int32, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		b := int32(i) % buckets
+		if _, err := c.AppendRequest(ctx, &flussv1.AppendRequest{Table: "db.t", Bucket: &b,
+			Rows: []byte(fmt.Sprintf(`[{"id":%d,"s":"row %d"}]`, i, i))}); err != nil {
+			t.Fatalf("append row %d: %v", i, err)
+		}
+	}
+}
+
+func checkRows(t *testing.T, ctx context.Context, c *client.Client, buckets int32, n int) {
+	t.Helper()
+	got := readAll(t, ctx, c, "db.t", buckets)
+	for i := range n {
+		if !strings.Contains(got, fmt.Sprintf(`"row %d"`, i)) {
+			t.Fatalf("acknowledged row %d is missing", i)
+		}
+	}
+}
+
+// nodeInfo is node id's entry in DescribeCluster as c's node answers it.
+func nodeInfo(ctx context.Context, c *client.Client, id int32) *flussv1.NodeInfo {
+	info, err := c.DescribeCluster(ctx)
+	if err != nil {
+		return nil
+	}
+	for _, ni := range info.Nodes {
+		if ni.Id == id {
+			return ni
+		}
+	}
+	return nil
+}
+
+// TestClusterDrain drains a node through the Admin API: it ends up leading
+// no bucket and shows draining, writes go on, it gets no replica of a new
+// table, its state survives a restart, and undrain makes it lead again.
+func TestClusterDrain(t *testing.T) {
+	nodes, cfgs := opsCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := retryClient(nodes[0])
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	const buckets = 6
+	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+		BucketCount: buckets,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, ctx, c, buckets, 0, 12)
+	// Leaders settle on their preferred replicas: node 2 leads some.
+	waitFor(t, 30*time.Second, func() bool {
+		ni := nodeInfo(ctx, c, 2)
+		return ni != nil && ni.Leaders == 2
+	})
+
+	// Errors: unknown node, bad id.
+	_, err := c.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: 42}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("drain of an unknown node: %v, want not_found", err)
+	}
+	_, err = c.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("drain without a node id: %v, want invalid_argument", err)
+	}
+
+	// Drain node 2 through node 3 (not the metadata leader: forwarded).
+	c3 := retryClient(nodes[2])
+	if _, err := c3.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: 2})); err != nil {
+		t.Fatalf("drain node 2: %v", err)
+	}
+	if _, err := c3.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: 2})); err != nil {
+		t.Fatalf("drain node 2 again (no-op): %v", err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		ni := nodeInfo(ctx, c, 2)
+		return ni != nil && ni.State == "draining" && ni.Leaders == 0
+	})
+	// Writes through the drained node keep working; no leader comes back.
+	appendTo(t, ctx, retryClient(nodes[1]), buckets, 12, 24)
+	if ni := nodeInfo(ctx, c, 2); ni == nil || ni.Leaders != 0 {
+		t.Fatalf("drained node leads again: %+v", ni)
+	}
+	// New tables are placed on the active nodes only.
+	newID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.after",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}}},
+		BucketCount: 4,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range nodes[0].meta.AssignmentsForTable(newID) {
+		if slices.Contains(a.Replicas, 2) || len(a.Replicas) != 2 {
+			t.Fatalf("bucket %d of a table created during the drain is on %v", a.Bucket, a.Replicas)
+		}
+	}
+
+	// A restart keeps the node draining.
+	if err := nodes[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = startCluster(t, cfgs[1])
+	waitFor(t, 30*time.Second, func() bool {
+		ni := nodeInfo(ctx, c, 2)
+		return ni != nil && ni.State == "draining" && ni.Leaders == 0 && allAlive(nodes[0], 1, 2, 3)
+	})
+	checkRows(t, ctx, c, buckets, 24)
+
+	// Undrain: active again, and leaders are handed back to it.
+	if _, err := c.Admin().UndrainNode(ctx, connect.NewRequest(&flussv1.UndrainNodeRequest{NodeId: 2})); err != nil {
+		t.Fatalf("undrain node 2: %v", err)
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		ni := nodeInfo(ctx, c, 2)
+		return ni != nil && ni.State == "active" && ni.Leaders == 2
+	})
+	appendTo(t, ctx, c3, buckets, 24, 30)
+	checkRows(t, ctx, c, buckets, 30)
+}
+
+// TestClusterReplacesDeadNode stops a node for longer than the grace
+// period: the metadata leader moves its replicas to a fourth node, each
+// bucket group adds the new replica and drops the dead one, writes go on
+// throughout, the replicas end byte-identical with every acknowledged row,
+// and the stopped node deletes its stale copies when it comes back.
+func TestClusterReplacesDeadNode(t *testing.T) {
+	nodes, cfgs := opsCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := retryClient(nodes[0])
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	// Node 4 holds nothing: drain it while the table is placed, then undrain.
+	if err := nodes[0].DrainNode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	const buckets = 6
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+		BucketCount: buckets,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].UndrainNode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+		if slices.Contains(a.Replicas, 4) || a.Epoch != 0 {
+			t.Fatalf("bucket %d placed on %v epoch %d", a.Bucket, a.Replicas, a.Epoch)
+		}
+	}
+	appendTo(t, ctx, c, buckets, 0, 30)
+	checkReplicasIdentical(t, nodes, tableID)
+	live := []*Node{nodes[0], nodes[1], nil, nodes[3]}
+
+	// Stop node 3 (it is not the metadata leader: node 1 bootstrapped).
+	stopped := nodes[2]
+	stoppedDir := cfgs[2].DataDir
+	if err := stopped.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[2] = nil
+	// Writes go on while node 3 is down and while its replicas move.
+	appendTo(t, ctx, c, buckets, 30, 60)
+	waitFor(t, 60*time.Second, func() bool {
+		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+			if slices.Contains(a.Replicas, 3) || !slices.Contains(a.Replicas, 4) || a.Epoch != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	appendTo(t, ctx, retryClient(nodes[3]), buckets, 60, 90)
+	// Every group heals: its leader's configuration is the assignment, all
+	// voters.
+	waitFor(t, 60*time.Second, func() bool { return healed(live, tableID) })
+	checkReplicasIdentical(t, live, tableID)
+	checkRows(t, ctx, retryClient(nodes[3]), buckets, 90)
+
+	// Node 3 comes back: none of its buckets is assigned to it any more,
+	// so it deletes their data and opens none.
+	nodes[2] = startCluster(t, cfgs[2])
+	waitFor(t, 30*time.Second, func() bool {
+		entries, err := os.ReadDir(filepath.Join(stoppedDir, "buckets", fmt.Sprint(tableID), "0"))
+		return (err == nil && len(entries) == 0) || os.IsNotExist(err)
+	})
+	if got := nodes[2].localStats().Replicas; got != 0 {
+		t.Fatalf("returned node opened %d replicas", got)
+	}
+	appendTo(t, ctx, retryClient(nodes[2]), buckets, 90, 96)
+	checkRows(t, ctx, c, buckets, 96)
+}
+
+// healed reports whether every bucket of the table has a leader among
+// nodes whose Raft configuration is exactly its assignment, all voters.
+func healed(nodes []*Node, tableID int64) bool {
+	var ref *Node
+	for _, nd := range nodes {
+		if nd != nil {
+			ref = nd
+			break
+		}
+	}
+	for _, a := range ref.meta.AssignmentsForTable(tableID) {
+		ok := false
+		for _, nd := range nodes {
+			if nd == nil {
+				continue
+			}
+			r := nd.replica(a.BucketID)
+			if r == nil || !r.IsLeader() {
+				continue
+			}
+			f := r.Raft().GetConfiguration()
+			if f.Error() != nil {
+				return false
+			}
+			var got []raftmeta.NodeID
+			for _, s := range f.Configuration().Servers {
+				if s.Suffrage != raft.Voter {
+					return false
+				}
+				got = append(got, serverNode(s.ID))
+			}
+			ok = raftmeta.SameReplicas(got, a.Replicas)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// TestClusterRebalance: a table placed on 3 nodes is spread over a fourth
+// by `cluster rebalance` (through the Admin API), with writes going on;
+// replicas end identical with every acknowledged row, and a second run
+// once settled moves nothing more than the first left to do.
+func TestClusterRebalance(t *testing.T) {
+	nodes, _ := opsCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := retryClient(nodes[0])
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].DrainNode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	const buckets = 8
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+		BucketCount: buckets,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].UndrainNode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, ctx, c, buckets, 0, 24)
+	c4 := retryClient(nodes[3])
+	res, err := c4.Admin().Rebalance(ctx, connect.NewRequest(&flussv1.RebalanceRequest{}))
+	if err != nil {
+		t.Fatalf("rebalance: %v", err)
+	}
+	// 24 replicas over 4 nodes: node 4 gets 6, one per bucket at most.
+	if res.Msg.Moved != 6 {
+		t.Fatalf("rebalance moved %d replicas, want 6", res.Msg.Moved)
+	}
+	appendTo(t, ctx, c4, buckets, 24, 48)
+	waitFor(t, 60*time.Second, func() bool { return healed(nodes, tableID) })
+	counts := map[raftmeta.NodeID]int{}
+	for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+		for _, r := range a.Replicas {
+			counts[r]++
+		}
+	}
+	for id := raftmeta.NodeID(1); id <= 4; id++ {
+		if counts[id] != 6 {
+			t.Fatalf("replicas per node after rebalance: %v, want 6 each", counts)
+		}
+	}
+	checkReplicasIdentical(t, nodes, tableID)
+	checkRows(t, ctx, c, buckets, 48)
+	res, err = c.Admin().Rebalance(ctx, connect.NewRequest(&flussv1.RebalanceRequest{}))
+	if err != nil || res.Msg.Moved != 0 {
+		t.Fatalf("second rebalance: moved %v, %v; want 0", res, err)
+	}
+}

@@ -1,0 +1,255 @@
+package raftmeta
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestAssignmentEpoch: a bucket is created at epoch 0 (whatever the command
+// says), a SetAssignments that changes its set of replicas bumps the epoch,
+// a reorder of the same replicas keeps it, and snapshots carry it.
+func TestAssignmentEpoch(t *testing.T) {
+	a := newApplier(t)
+	a.apply(cCreateDB("db", false))
+	cmd := cCreateTable(t, TableSpec{Database: "db", Name: "t", BucketCount: 2, Columns: testSpec("db", "t").Columns}, false)
+	cmd.GetCreateTable().Assignments[0].Epoch = 9 // ignored
+	if r := a.apply(cmd); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	b0 := BucketID{TableID: r0(t, a.f), Bucket: 0}
+	epochOf := func(b BucketID) (int64, []NodeID) {
+		t.Helper()
+		for _, x := range a.f.Assignments() {
+			if x.BucketID == b {
+				return x.Epoch, x.Replicas
+			}
+		}
+		t.Fatalf("no assignment for %v", b)
+		return 0, nil
+	}
+	if e, _ := epochOf(b0); e != 0 {
+		t.Fatalf("created bucket epoch %d, want 0", e)
+	}
+	steps := []struct {
+		name string
+		reps []NodeID
+		want int64
+	}{
+		{"replace a replica", []NodeID{1, 4}, 1},
+		{"same set", []NodeID{1, 4}, 1},
+		{"reorder", []NodeID{4, 1}, 1},
+		{"grow", []NodeID{4, 1, 2}, 2},
+		{"shrink", []NodeID{4, 2}, 3},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			set := cSetAssign(Assignment{BucketID: b0, Replicas: s.reps, Epoch: 77})
+			if r := a.apply(set); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			e, reps := epochOf(b0)
+			if e != s.want || !slices.Equal(reps, s.reps) {
+				t.Fatalf("epoch %d replicas %v, want %d %v", e, reps, s.want, s.reps)
+			}
+		})
+	}
+	if e, _ := epochOf(BucketID{TableID: b0.TableID, Bucket: 1}); e != 0 {
+		t.Fatalf("untouched bucket epoch %d, want 0", e)
+	}
+	// A failed command changes no epoch.
+	before, _ := epochOf(b0)
+	if r := a.apply(cSetAssign(Assignment{BucketID: b0, Replicas: []NodeID{5}}, Assignment{BucketID: BucketID{TableID: b0.TableID, Bucket: 9}, Replicas: []NodeID{5}})); r.Err == nil {
+		t.Fatal("out-of-range bucket accepted")
+	}
+	if e, _ := epochOf(b0); e != before {
+		t.Fatalf("failed command moved epoch %d -> %d", before, e)
+	}
+	snap, err := a.f.MarshalState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM()
+	if err := g.Restore(nopCloser{bytes.NewReader(snap)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range g.Assignments() {
+		if x.BucketID == b0 && x.Epoch != before {
+			t.Fatalf("restored epoch %d, want %d", x.Epoch, before)
+		}
+	}
+}
+
+func r0(t *testing.T, f *FSM) int64 {
+	t.Helper()
+	tb, err := f.TableByName("db", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb.ID
+}
+
+func TestReplaceDown(t *testing.T) {
+	as := func(sets ...[]NodeID) []Assignment {
+		out := make([]Assignment, len(sets))
+		for i, s := range sets {
+			out[i] = Assignment{BucketID: BucketID{TableID: 1, Bucket: int32(i)}, Replicas: s, Epoch: int64(i)}
+		}
+		return out
+	}
+	downOf := func(ids ...NodeID) func(NodeID) bool {
+		return func(id NodeID) bool { return slices.Contains(ids, id) }
+	}
+	cases := []struct {
+		name    string
+		in      []Assignment
+		down    func(NodeID) bool
+		targets []NodeID
+		want    string
+	}{
+		{"nothing down", as([]NodeID{1, 2, 3}), downOf(), []NodeID{1, 2, 3, 4}, "[]"},
+		{"one dead, one spare", as([]NodeID{1, 2, 3}, []NodeID{3, 1, 2}, []NodeID{2, 1}), downOf(3), []NodeID{1, 2, 4},
+			"[{0 [1 2 4] 0} {1 [4 1 2] 1}]"},
+		{"spread over two spares", as([]NodeID{1, 2, 3}, []NodeID{3, 1, 2}, []NodeID{2, 3, 1}, []NodeID{3, 2, 1}), downOf(3), []NodeID{5, 4, 1, 2},
+			"[{0 [1 2 4] 0} {1 [5 1 2] 1} {2 [2 4 1] 2} {3 [5 2 1] 3}]"},
+		{"no spare: stays", as([]NodeID{1, 2, 3}), downOf(3), []NodeID{1, 2}, "[]"},
+		{"majority down: stays", as([]NodeID{1, 2, 3}, []NodeID{2, 3}), downOf(2, 3), []NodeID{1, 4, 5}, "[]"},
+		{"single replica down: stays", as([]NodeID{3}), downOf(3), []NodeID{1, 4}, "[]"},
+		{"down target never chosen", as([]NodeID{1, 2, 3}), downOf(3, 4), []NodeID{4, 5}, "[{0 [1 2 5] 0}]"},
+		{"two down of five", as([]NodeID{1, 2, 3, 4, 5}), downOf(4, 5), []NodeID{6, 7}, "[{0 [1 2 3 6 7] 0}]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var in [][]NodeID
+			for _, a := range c.in {
+				in = append(in, slices.Clone(a.Replicas))
+			}
+			got := ReplaceDown(c.in, c.down, c.targets)
+			var parts []string
+			for _, a := range got {
+				parts = append(parts, fmt.Sprintf("{%d %v %d}", a.Bucket, a.Replicas, a.Epoch))
+				for i, r := range a.Replicas {
+					if slices.Contains(a.Replicas[:i], r) {
+						t.Fatalf("bucket %d has node %d twice: %v", a.Bucket, r, a.Replicas)
+					}
+				}
+			}
+			if s := "[" + strings.Join(parts, " ") + "]"; s != c.want {
+				t.Fatalf("got %s, want %s", s, c.want)
+			}
+			for i := range in {
+				if !slices.Equal(in[i], c.in[i].Replicas) {
+					t.Fatal("input modified")
+				}
+			}
+		})
+	}
+}
+
+func TestRebalance(t *testing.T) {
+	mk := func(sets ...[]NodeID) []Assignment {
+		out := make([]Assignment, len(sets))
+		for i, s := range sets {
+			out[i] = Assignment{BucketID: BucketID{TableID: 1, Bucket: int32(i)}, Replicas: s}
+		}
+		return out
+	}
+	// apply merges the changes into as.
+	apply := func(as, ch []Assignment) []Assignment {
+		out := slices.Clone(as)
+		for _, c := range ch {
+			for i := range out {
+				if out[i].BucketID == c.BucketID {
+					out[i] = c
+				}
+			}
+		}
+		return out
+	}
+	spread := func(as []Assignment, nodes []NodeID) (reps, leads map[NodeID]int) {
+		reps, leads = map[NodeID]int{}, map[NodeID]int{}
+		for _, n := range nodes {
+			reps[n], leads[n] = 0, 0
+		}
+		for _, a := range as {
+			leads[a.Replicas[0]]++
+			for _, r := range a.Replicas {
+				reps[r]++
+			}
+		}
+		return reps, leads
+	}
+	even := func(m map[NodeID]int) bool {
+		lo, hi := 1<<30, -1
+		for _, v := range m {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		return hi-lo <= 1
+	}
+	threeNodes, err := Placement([]Node{{ID: 1, State: NodeActive}, {ID: 2, State: NodeActive}, {ID: 3, State: NodeActive}}, 12, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		in    []Assignment
+		nodes []NodeID
+		runs  int  // Rebalance runs until stable (each moves one replica per bucket at most)
+		moves bool // whether anything moves
+		even  bool // replicas and leaders even among nodes in the end
+	}{
+		{"balanced stays", mk(threeNodes...), []NodeID{1, 2, 3}, 1, false, true},
+		{"a fourth node joins", mk(threeNodes...), []NodeID{1, 2, 3, 4}, 3, true, true},
+		{"two new nodes", mk(threeNodes...), []NodeID{4, 5, 1, 2, 3}, 4, true, true},
+		{"rf 2 never moves", mk([]NodeID{1, 2}, []NodeID{2, 1}, []NodeID{1, 2}), []NodeID{1, 2, 3}, 1, false, false},
+		{"single node", mk([]NodeID{1}), []NodeID{1}, 1, false, true},
+		{"leaders only", mk([]NodeID{1, 2, 3}, []NodeID{1, 3, 2}, []NodeID{1, 2, 3}), []NodeID{1, 2, 3}, 1, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			as := c.in
+			moved := false
+			for run := range c.runs + 2 {
+				ch := Rebalance(as, c.nodes)
+				if run == 0 {
+					moved = len(ch) > 0
+				}
+				for _, a := range ch {
+					var old Assignment
+					for _, o := range as {
+						if o.BucketID == a.BucketID {
+							old = o
+						}
+					}
+					gone := 0
+					for _, r := range old.Replicas {
+						if !slices.Contains(a.Replicas, r) {
+							gone++
+						}
+					}
+					if gone > 1 || (gone == 1 && len(old.Replicas) < 3) {
+						t.Fatalf("bucket %d: %v -> %v moves %d replicas", a.Bucket, old.Replicas, a.Replicas, gone)
+					}
+					for i, r := range a.Replicas {
+						if slices.Contains(a.Replicas[:i], r) {
+							t.Fatalf("bucket %d has node %d twice: %v", a.Bucket, r, a.Replicas)
+						}
+					}
+				}
+				as = apply(as, ch)
+			}
+			if moved != c.moves {
+				t.Fatalf("moved = %v, want %v", moved, c.moves)
+			}
+			if again := Rebalance(as, c.nodes); len(again) != 0 {
+				t.Fatalf("not stable after %d runs: %+v", c.runs+2, again)
+			}
+			reps, leads := spread(as, c.nodes)
+			if c.even && (!even(reps) || !even(leads)) {
+				t.Fatalf("replicas %v leaders %v are not even", reps, leads)
+			}
+		})
+	}
+}

@@ -1,0 +1,47 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// ClusterAdmin is the optional capability of a Backend that runs cluster
+// operations (DrainNode, UndrainNode, Rebalance). The server finds it by
+// type assertion; a Backend without it answers those calls Unimplemented.
+// Every method may be called from many goroutines; each runs on the
+// metadata leader (the backend forwards) and returns once the change is
+// applied on the node that answers.
+type ClusterAdmin interface {
+	// DrainNode marks node id draining: it leads no bucket and gets no new
+	// replicas. Draining a draining node is a no-op. Unknown ids wrap
+	// raftmeta.ErrNodeNotFound.
+	DrainNode(ctx context.Context, id raftmeta.NodeID) error
+	// UndrainNode returns node id to active.
+	UndrainNode(ctx context.Context, id raftmeta.NodeID) error
+	// Rebalance rewrites the assignments so replicas are spread evenly over
+	// the active nodes, and returns how many replicas move.
+	Rebalance(ctx context.Context) (moved int, err error)
+}
+
+// clusterAdmin returns the backend's ClusterAdmin, or an Unimplemented error.
+func (s *service) clusterAdmin(op string) (ClusterAdmin, error) {
+	ca, ok := s.b.(ClusterAdmin)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New(op+": this server does not run cluster operations"))
+	}
+	return ca, nil
+}
+
+// adminError maps the errors of cluster operations that the shared mapping
+// does not know (a node id that is not in the catalog) and leaves the rest
+// to it.
+func adminError(err error) error {
+	if errors.Is(err, raftmeta.ErrNodeNotFound) {
+		return connect.NewError(connect.CodeNotFound, err)
+	}
+	return err
+}
