@@ -1,0 +1,328 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+// kvOp is one operation of the linearizability history.
+type kvOp struct {
+	Kind  byte // 'g' lookup, 'p' upsert, 'd' delete
+	Key   int
+	Value int64 // upsert: the value written
+}
+
+// kvResult is a lookup's answer (writes have none).
+type kvResult struct {
+	Exists bool
+	Value  int64
+}
+
+// kvModel is a register per key: upsert sets it, delete clears it, a
+// lookup must return the current state.
+var kvModel = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[int][]porcupine.Operation{}
+		for _, op := range h {
+			k := op.Input.(kvOp).Key
+			byKey[k] = append(byKey[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, ops := range byKey {
+			out = append(out, ops)
+		}
+		return out
+	},
+	Init: func() any { return kvResult{} },
+	Step: func(state, input, output any) (bool, any) {
+		st, in := state.(kvResult), input.(kvOp)
+		switch in.Kind {
+		case 'p':
+			return true, kvResult{Exists: true, Value: in.Value}
+		case 'd':
+			return true, kvResult{}
+		}
+		return output.(kvResult) == st, st
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(kvOp)
+		switch in.Kind {
+		case 'p':
+			return fmt.Sprintf("put(%d, %d)", in.Key, in.Value)
+		case 'd':
+			return fmt.Sprintf("delete(%d)", in.Key)
+		}
+		return fmt.Sprintf("get(%d) -> %+v", in.Key, output)
+	},
+}
+
+// TestPKLinearizableUnderLeaderKills: concurrent clients upsert, delete and
+// look up a small key set of a replication-factor-3 primary-key table on a
+// 3-process cluster, through random nodes, while the leader of a bucket is
+// kill -9'ed and restarted again and again. The history (a write whose
+// outcome is unknown may take effect any time after it was sent) must be
+// linearizable (porcupine); it ends with lookups of every key after the
+// cluster recovered, so a lost acknowledged write would show.
+func TestPKLinearizableUnderLeaderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	const (
+		keys     = 5
+		clients  = 6
+		kills    = 4
+		killGap  = 2500 * time.Millisecond
+		downTime = 1200 * time.Millisecond
+	)
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+
+	base := t.TempDir()
+	nodes := make([]*clusterNode, 3)
+	for i := range nodes {
+		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: freePort(t), peer: freePort(t), gossip: freePort(t)}
+		if i > 0 {
+			nodes[i].join = []string{nodes[0].peer}
+		}
+		nodes[i].start(t)
+	}
+	retry := client.WithRetry(client.Retry{Attempts: 30, Base: 50 * time.Millisecond, Max: 300 * time.Millisecond})
+	admin := client.New("http://"+nodes[0].client, retry)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := admin.CreateDatabase(ctx, "lin", false); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	if _, err := admin.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table: "lin.kv",
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
+			{Name: "k", Type: "INT", Nullable: &no}, {Name: "v", Type: "BIGINT"},
+		}, PrimaryKey: []string{"k"}},
+		BucketCount: 2,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		layout, err := admin.GetTableLayout(ctx, "lin.kv")
+		if err != nil {
+			return err
+		}
+		for _, b := range layout {
+			if b.GetLeader() == 0 || len(b.GetReplicas()) != 3 {
+				return fmt.Errorf("bucket %d: leader %d replicas %v", b.GetBucket(), b.GetLeader(), b.GetReplicas())
+			}
+		}
+		return nil
+	})
+
+	var up [3]atomic.Bool
+	for i := range up {
+		up[i].Store(true)
+	}
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+		acked   atomic.Int64
+		unknown atomic.Int64
+	)
+	record := func(op porcupine.Operation) {
+		mu.Lock()
+		history = append(history, op)
+		mu.Unlock()
+	}
+	// run performs one operation through node i and records it.
+	run := func(id int, cl *client.Client, in kvOp) {
+		call := now()
+		octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
+		defer ocancel()
+		var err error
+		var out kvResult
+		switch in.Kind {
+		case 'p':
+			_, err = cl.Upsert(octx, "lin.kv", fmt.Appendf(nil, `[{"k":%d,"v":%d}]`, in.Key, in.Value), nil)
+		case 'd':
+			_, err = cl.Delete(octx, "lin.kv", fmt.Appendf(nil, `[{"k":%d}]`, in.Key))
+		default:
+			var rows []byte
+			if rows, err = cl.Lookup(octx, "lin.kv", fmt.Appendf(nil, `[{"k":%d}]`, in.Key), nil); err == nil {
+				out, err = parseLookup(rows)
+			}
+		}
+		ret := now()
+		switch {
+		case err == nil:
+			acked.Add(1)
+		case in.Kind == 'g':
+			return // a failed read tells nothing
+		default:
+			// The write may or may not have been stored, now or later.
+			unknown.Add(1)
+			ret = math.MaxInt64
+		}
+		record(porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
+	}
+	for c := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(c+100)))
+			// One client per node, each its own idempotent writer.
+			per := make([]*client.Client, 3)
+			for i := range per {
+				per[i] = client.New("http://"+nodes[i].client, retry)
+			}
+			for i := 0; !stop.Load(); i++ {
+				n := r.IntN(3)
+				if !up[n].Load() {
+					continue
+				}
+				in := kvOp{Key: r.IntN(keys)}
+				switch x := r.IntN(20); {
+				case x < 9:
+					in.Kind = 'g'
+				case x < 17:
+					in.Kind, in.Value = 'p', int64(c)*1_000_000+int64(i)
+				default:
+					in.Kind = 'd'
+				}
+				run(c, per[n], in)
+			}
+		})
+	}
+
+	for k := range kills {
+		time.Sleep(killGap)
+		layout, err := admin.GetTableLayout(ctx, "lin.kv")
+		if err != nil || len(layout) == 0 {
+			t.Logf("kill %d: no layout: %v", k, err)
+			continue
+		}
+		leader := int(layout[rng.IntN(len(layout))].GetLeader())
+		if leader < 1 || leader > 3 {
+			continue
+		}
+		victim := nodes[leader-1]
+		t.Logf("kill %d: node %d (leader of a bucket)", k, leader)
+		up[leader-1].Store(false)
+		victim.p.kill()
+		time.Sleep(downTime)
+		victim.start(t)
+		up[leader-1].Store(true)
+		if leader == 1 {
+			admin = client.New("http://"+nodes[0].client, retry)
+		}
+	}
+	time.Sleep(killGap)
+	stop.Store(true)
+	wg.Wait()
+
+	// After recovery: read every key through every node.
+	final := client.New("http://"+nodes[1].client, retry)
+	for k := range keys {
+		run(clients, final, kvOp{Kind: 'g', Key: k})
+	}
+	t.Logf("%d operations acknowledged, %d writes with unknown outcome", acked.Load(), unknown.Load())
+	if acked.Load() < 200 {
+		t.Fatalf("only %d operations acknowledged: the cluster did not serve through the kills", acked.Load())
+	}
+	res, info := porcupine.CheckOperationsVerbose(kvModel, history, time.Minute)
+	switch res {
+	case porcupine.Ok:
+	case porcupine.Illegal:
+		path := filepath.Join(t.TempDir(), "history.html")
+		if err := porcupine.VisualizePath(kvModel, info, path); err == nil {
+			t.Logf("visualization: %s", path)
+		}
+		t.Fatalf("history of %d operations is not linearizable (seed %d)", len(history), seed)
+	default:
+		t.Fatalf("linearizability check did not finish in time (%d operations)", len(history))
+	}
+}
+
+// parseLookup reads a one-key Lookup answer: [null] or [{"k":..,"v":..}]
+// (BIGINT as a JSON number or a decimal string).
+func parseLookup(rows []byte) (kvResult, error) {
+	dec := json.NewDecoder(bytes.NewReader(rows))
+	dec.UseNumber()
+	var got []map[string]any
+	if err := dec.Decode(&got); err != nil || len(got) != 1 {
+		return kvResult{}, fmt.Errorf("lookup answer %s: %v", rows, err)
+	}
+	if got[0] == nil {
+		return kvResult{}, nil
+	}
+	var text string
+	switch v := got[0]["v"].(type) {
+	case nil:
+		return kvResult{Exists: true}, nil
+	case json.Number:
+		text = v.String()
+	case string:
+		text = v
+	default:
+		return kvResult{}, fmt.Errorf("lookup value %v (%T)", v, v)
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return kvResult{}, fmt.Errorf("lookup value %q: %v", text, err)
+	}
+	return kvResult{Exists: true, Value: n}, nil
+}
+
+// The model must catch what the cluster test looks for: a read that misses
+// an acknowledged write (lost write, stale read) is illegal; the same read
+// concurrent with the write is fine; an unknown write may apply late.
+func TestKVModelCatchesStaleReads(t *testing.T) {
+	put := kvOp{Kind: 'p', Key: 1, Value: 5}
+	get := kvOp{Kind: 'g', Key: 1}
+	for _, tc := range []struct {
+		name string
+		h    []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"read after an acknowledged write misses it", []porcupine.Operation{
+			{Input: put, Call: 0, Return: 10},
+			{Input: get, Call: 20, Output: kvResult{}, Return: 30},
+		}, porcupine.Illegal},
+		{"read concurrent with the write", []porcupine.Operation{
+			{Input: put, Call: 0, Return: 10},
+			{Input: get, Call: 5, Output: kvResult{}, Return: 30},
+		}, porcupine.Ok},
+		{"unknown write applies after a read that missed it", []porcupine.Operation{
+			{Input: put, Call: 0, Return: math.MaxInt64},
+			{Input: get, Call: 20, Output: kvResult{}, Return: 30},
+			{Input: get, Call: 40, Output: kvResult{Exists: true, Value: 5}, Return: 50},
+		}, porcupine.Ok},
+		{"deleted row comes back", []porcupine.Operation{
+			{Input: put, Call: 0, Return: 10},
+			{Input: kvOp{Kind: 'd', Key: 1}, Call: 20, Return: 30},
+			{Input: get, Call: 40, Output: kvResult{Exists: true, Value: 5}, Return: 50},
+		}, porcupine.Illegal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := porcupine.CheckOperationsTimeout(kvModel, tc.h, 10*time.Second); got != tc.want {
+				t.Fatalf("check = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
