@@ -378,13 +378,26 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 			continue
 		}
 		followed++
-		b, _ := nodes[0].handleBucket(callBucketOff)(ctx, appendBucketReq(nil, &bucketReq{Bucket: a.BucketID, Spec: int32(rpc.OffsetLatest)}))
-		p, err := decodeBucketResp(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := decodeError(p.Code, p.Msg); !errors.Is(err, rpc.ErrNotLeader) || p.Leader == 0 || p.Leader == 1 || !p.Unsent {
-			t.Fatalf("forwarded request on a follower: %v leader=%d unsent=%v", err, p.Leader, p.Unsent)
+		// Right after a leadership transfer a follower may not know the
+		// new leader yet (it learns it from the first heartbeat): the
+		// answer must name one within a few heartbeats.
+		var last string
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, _ := nodes[0].handleBucket(callBucketOff)(ctx, appendBucketReq(nil, &bucketReq{Bucket: a.BucketID, Spec: int32(rpc.OffsetLatest)}))
+			p, err := decodeBucketResp(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rerr := decodeError(p.Code, p.Msg)
+			if errors.Is(rerr, rpc.ErrNotLeader) && p.Leader != 0 && p.Leader != 1 && p.Unsent {
+				break
+			}
+			last = fmt.Sprintf("%v leader=%d unsent=%v", rerr, p.Leader, p.Unsent)
+			if time.Now().After(deadline) {
+				t.Fatalf("forwarded request on a follower: %s", last)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	if followed == 0 {
