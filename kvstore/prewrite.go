@@ -57,6 +57,17 @@ func (b *PreWriteBuffer) Lookup(r *Replica, key []byte) (Row, error) {
 	return row, err
 }
 
+// LookupIn is Lookup through a Reader. The caller must make sure that
+// every entry Applied removed was applied before rd was created (remove,
+// then open the reader), or rd would miss it.
+func (b *PreWriteBuffer) LookupIn(rd *Reader, key []byte) (Row, error) {
+	if row, ok := b.Get(key); ok {
+		return row, nil
+	}
+	row, _, err := rd.Get(key)
+	return row, err
+}
+
 // Applied removes every entry whose latest proposal has index <= index:
 // the store now holds that state. Entries rewritten by a later, still
 // unapplied proposal stay.

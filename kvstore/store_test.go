@@ -550,3 +550,38 @@ func TestApplyLargerThanOneTxn(t *testing.T) {
 		t.Fatalf("%d rows stored, want 5000", n)
 	}
 }
+
+// A Reader sees the state applied when it was opened, and not what is
+// applied later (the proposer relies on this: it drops buffered rows the
+// FSM applied before it opens its read view).
+func TestReaderIsAPointInTimeView(t *testing.T) {
+	st := openTestStore(t)
+	s := mkSchema(t, []string{"id"}, "id BIGINT NOT NULL", "v STRING")
+	c, err := NewCodec(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.Replica(3, c)
+	if err := r.Apply([]Change{{Insert, Row{Int(1), Str("a")}}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := c.AppendKey(nil, Row{Int(1), Null()})
+	rd := r.NewReader()
+	defer rd.Close()
+	if err := r.Apply([]Change{{UpdateAfter, Row{Int(1), Str("b")}}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	row, ok, err := rd.Get(key)
+	if err != nil || !ok || string(row[1].B) != "a" {
+		t.Fatalf("reader opened before the update: %v %v %v, want a", fmtRow(s, row), ok, err)
+	}
+	rd2 := r.NewReader()
+	defer rd2.Close()
+	row, ok, err = rd2.Get(key)
+	if err != nil || !ok || string(row[1].B) != "b" {
+		t.Fatalf("reader opened after the update: %v %v %v, want b", fmtRow(s, row), ok, err)
+	}
+	if _, ok, _ := rd.Get(append(key[:0:0], 9, 9)); ok {
+		t.Fatal("a missing key was found")
+	}
+}

@@ -1,8 +1,8 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -210,11 +210,12 @@ func (s *service) writePK(ctx context.Context, t *raftmeta.Table, rec arrow.Reco
 }
 
 // rowWriter renders stored row values as JSON objects with the requested
-// columns.
+// columns, in the form the log read path writes (record.AppendJSONValue).
 type rowWriter struct {
 	t     *raftmeta.Table
 	codec *kvstore.Codec
-	cols  []int // output columns (schema indexes); all when none were asked
+	cols  []int    // output columns (schema indexes); all when none were asked
+	keys  [][]byte // `"name":` per output column
 }
 
 func newRowWriter(t *raftmeta.Table, columns []string) (*rowWriter, error) {
@@ -223,46 +224,27 @@ func newRowWriter(t *raftmeta.Table, columns []string) (*rowWriter, error) {
 		return nil, err
 	}
 	w := &rowWriter{t: t, codec: codec}
+	sch := t.Schema()
 	if len(columns) == 0 {
-		for i := range t.Schema().Columns {
+		for i := range sch.Columns {
 			w.cols = append(w.cols, i)
 		}
 	} else if w.cols, err = columnIndexes(t, columns, "columns"); err != nil {
 		return nil, err
+	}
+	for _, c := range w.cols {
+		k, _ := json.Marshal(sch.Columns[c].Name)
+		w.keys = append(w.keys, append(k, ':'))
 	}
 	return w, nil
 }
 
 // appendObjects appends one JSON value per value of vals to dst as members
 // of an open array (comma-separated): the row object, or null where the
-// value is nil.
+// value is nil. Safe for concurrent use.
 func (w *rowWriter) appendObjects(dst []byte, vals [][]byte, first bool) ([]byte, error) {
-	var rows []kvstore.Row
-	for _, v := range vals {
-		if v == nil {
-			continue
-		}
-		r, err := w.codec.DecodeRow(nil, v)
-		if err != nil {
-			return nil, fmt.Errorf("stored row of %s: %w", w.t.FullName(), err)
-		}
-		rows = append(rows, r)
-	}
-	var lines [][]byte
-	if len(rows) > 0 {
-		changes := make([]kvstore.Change, len(rows))
-		for i, r := range rows {
-			changes[i] = kvstore.Change{Type: kvstore.Insert, Row: r}
-		}
-		rec, err := kvstore.ChangelogRecord(w.t.Schema(), changes, memory.DefaultAllocator)
-		if err != nil {
-			return nil, err
-		}
-		nd := record.AppendJSONRows(nil, rec, 0, len(rows), &record.JSONOptions{Columns: w.cols, NDJSON: true})
-		rec.Release()
-		lines = bytes.Split(bytes.TrimRight(nd, "\n"), []byte{'\n'})
-	}
-	k := 0
+	sch := w.t.Schema()
+	var row kvstore.Row
 	for _, v := range vals {
 		if !first {
 			dst = append(dst, ',')
@@ -272,8 +254,23 @@ func (w *rowWriter) appendObjects(dst []byte, vals [][]byte, first bool) ([]byte
 			dst = append(dst, "null"...)
 			continue
 		}
-		dst = append(dst, lines[k]...)
-		k++
+		var err error
+		if row, err = w.codec.DecodeRow(row, v); err != nil {
+			return nil, fmt.Errorf("stored row of %s: %w", w.t.FullName(), err)
+		}
+		dst = append(dst, '{')
+		for k, c := range w.cols {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, w.keys[k]...)
+			if x := row[c]; x.Null {
+				dst = append(dst, "null"...)
+			} else {
+				dst = record.AppendJSONValue(dst, sch.Columns[c].Type, x.I, x.Hi, x.F, x.B)
+			}
+		}
+		dst = append(dst, '}')
 	}
 	return dst, nil
 }
@@ -341,6 +338,11 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 // perBucket runs fn for every bucket of parts concurrently and returns the
 // first error.
 func (s *service) perBucket(parts map[int32][]int, fn func(b int32, idx []int) error) error {
+	if len(parts) == 1 { // the common 1-key lookup: no goroutine
+		for b, idx := range parts {
+			return fn(b, idx)
+		}
+	}
 	errs := make(chan error, len(parts))
 	var wg sync.WaitGroup
 	for b, idx := range parts {

@@ -353,3 +353,51 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// AppendJSONValue appends the JSON form of one non-NULL value of type t,
+// exactly as AppendJSONRows writes it from an Arrow column of t's Arrow
+// type: i holds BOOLEAN (0 or 1), the integers, DATE (days), TIME and
+// TIMESTAMP(_LTZ) (in t's Arrow unit) and the low 64 bits of a DECIMAL's
+// unscaled value (hi the high 64); f holds FLOAT and DOUBLE; b STRING and
+// BYTES. It lets stores that keep rows outside Arrow (the primary-key
+// state) answer in the same JSON without building Arrow arrays.
+func AppendJSONValue(dst []byte, t Type, i, hi int64, f float64, b []byte) []byte {
+	switch t.Kind {
+	case KindBoolean:
+		return strconv.AppendBool(dst, i != 0)
+	case KindTinyInt, KindSmallInt, KindInt, KindBigInt:
+		return strconv.AppendInt(dst, i, 10)
+	case KindFloat:
+		return appendJSONFloat(dst, float64(float32(f)), 32)
+	case KindDouble:
+		return appendJSONFloat(dst, f, 64)
+	case KindDecimal:
+		dst = append(dst, '"')
+		dst = appendDecimal(dst, decimal128.New(hi, uint64(i)), t.Scale)
+		return append(dst, '"')
+	case KindString:
+		return appendJSONString(dst, string(b))
+	case KindBytes:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, b)
+		return append(dst, '"')
+	case KindDate:
+		dst = append(dst, '"')
+		dst = appendDate(dst, i)
+		return append(dst, '"')
+	case KindTime:
+		u := t.TimeUnit()
+		dst = append(dst, '"')
+		dst = appendTimeOfDay(dst, i*(nanosPerSec/unitsPerSecond(u)), unitPrecision(u))
+		return append(dst, '"')
+	case KindTimestamp, KindTimestampLTZ:
+		u := t.TimeUnit()
+		dst = append(dst, '"')
+		dst = appendTimestamp(dst, i, unitsPerSecond(u), unitPrecision(u))
+		if t.Kind == KindTimestampLTZ {
+			dst = append(dst, 'Z')
+		}
+		return append(dst, '"')
+	}
+	return append(dst, "null"...)
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -69,10 +70,13 @@ type term struct {
 
 	// Owned by the run goroutine (pw is internally locked: the completion
 	// goroutine calls Applied).
-	pw       *kvstore.PreWriteBuffer // PK replicas: rows proposed, not yet applied
-	next     int64                   // proposed next offset
-	lastTs   int64                   // last commit timestamp stamped
-	proposed uint64                  // entries proposed in this term
+	pw *kvstore.PreWriteBuffer // PK replicas: rows proposed, not yet applied
+	// appliedUpTo: the offset after the last entry the completer saw applied
+	// (set by the completion goroutine, read by the proposer).
+	appliedUpTo atomic.Int64
+	next        int64  // proposed next offset
+	lastTs      int64  // last commit timestamp stamped
+	proposed    uint64 // entries proposed in this term
 }
 
 // viewPruneEvery is how many proposed entries pass between prunes of the
@@ -423,8 +427,10 @@ func (t *term) complete(comp <-chan inflight) {
 			continue
 		}
 		if t.pw != nil && len(inf.reqs) > 0 {
+			// The proposer drops the buffered rows up to here itself
+			// (preparePK), before it opens its next read view.
 			last := inf.reqs[len(inf.reqs)-1]
-			t.pw.Applied(uint64(last.base + int64(last.count)))
+			t.appliedUpTo.Store(last.base + int64(last.count))
 		}
 		for _, req := range inf.reqs {
 			t.finishAll(req, req.base, req.count, nil)
