@@ -288,3 +288,51 @@ func indexOf(words []string, w string) int {
 	}
 	return -1
 }
+
+// TestReadmePKExamples runs README.md's primary-key block through the
+// built binary and checks the lookups and the changelog it prints.
+func TestReadmePKExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	mustCall(t, addr, "AdminService/ListDatabases", map[string]any{}, nil)
+	var outs []string
+	for _, words := range shellCommands(t, readmeBlock(t, "## Primary-key tables"), map[string]string{}) {
+		stdin := ""
+		if pipe := indexOf(words, "|"); pipe >= 0 {
+			stdin = strings.Join(words[1:pipe], " ") + "\n"
+			words = words[pipe+1:]
+		}
+		if words[0] != "./fluss-node" {
+			t.Fatalf("unexpected command in the primary-key block: %q", words)
+		}
+		r := runCLI(t, addr, stdin, words[1:]...)
+		if r.code != 0 {
+			t.Fatalf("README command %q: exit %d: %s", strings.Join(words, " "), r.code, strings.TrimSpace(r.stderr))
+		}
+		outs = append(outs, r.stdout)
+	}
+	if len(outs) != 8 {
+		t.Fatalf("ran %d commands, want 8", len(outs))
+	}
+	for i, want := range map[int]string{
+		4: `{"user_id":7,"item":1,"qty":5,"note":"gift"}`, // lookup after the partial update
+		5: `{"user_id":7,"item":1,"qty":5,"note":"gift"}`, // prefix lookup
+	} {
+		if !strings.Contains(outs[i], want) {
+			t.Errorf("README command %d printed %q, want %s", i, outs[i], want)
+		}
+	}
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(outs[7]), "\n") {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("changelog line %q: %v", line, err)
+		}
+		types = append(types, fmt.Sprint(row["_change_type"]))
+	}
+	if got := strings.Join(types, " "); got != "+I -U +U -D" {
+		t.Errorf("README changelog scan printed change types %q, want +I -U +U -D", got)
+	}
+}
