@@ -12,15 +12,31 @@ import (
 	"time"
 )
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback address whose port was free a moment ago. It
+// picks from 20000-32767, below Linux's ephemeral range (32768-60999): a
+// port from the ephemeral range can be taken by any outgoing connection
+// (of this or a concurrently running test package) before the node binds
+// it, which made multi-process tests fail with "address already in use".
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		// The gossip listener also binds UDP on the same port.
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			l.Close()
+			continue
+		}
+		u.Close()
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port in 20000-32767")
+	return ""
 }
 
 // clusterNode is one member of a multi-process cluster with fixed addresses,

@@ -232,7 +232,12 @@ func writeFileSync(path string, data []byte) error {
 // begins serving clients. It returns once the client listener is bound; the
 // bound address is logged as `msg="serving" client_addr=...` (tests read it).
 func (n *Node) Start(ctx context.Context) error {
-	peers, err := peer.Listen(n.cfg.PeerAddr, peer.Options{Advertise: n.advertisedPeer(), Logger: n.logger})
+	peers, err := peer.Listen(n.cfg.PeerAddr, peer.Options{
+		Advertise: n.advertisedPeer(),
+		Logger:    n.logger,
+		// Half a heartbeat interval at most (raft beats every timeout/10).
+		HeartbeatBatchDelay: min(10*time.Millisecond, n.cfg.Raft.HeartbeatTimeout.Duration/20),
+	})
 	if err != nil {
 		return fmt.Errorf("peer listener: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -34,6 +35,14 @@ type Options struct {
 	AcceptBacklog int
 	// Logger receives transport logs; default slog.Default().
 	Logger *slog.Logger
+	// HeartbeatBatchDelay is how long a Raft heartbeat waits for the
+	// heartbeats of other groups to the same node, to share one frame.
+	// Keep it well below the groups' heartbeat interval (HeartbeatTimeout /
+	// 10): raft waits HeartbeatTimeout for contact. Default 10 ms.
+	HeartbeatBatchDelay time.Duration
+	// NoHeartbeatBatches sends every heartbeat on its group's own stream
+	// (as binaries before heartbeat batches did). Tests and benchmarks.
+	NoHeartbeatBatches bool
 }
 
 func (o *Options) withDefaults() Options {
@@ -44,6 +53,7 @@ func (o *Options) withDefaults() Options {
 		}
 	}
 	def(&c.DialTimeout, 2*time.Second)
+	def(&c.HeartbeatBatchDelay, defaultHeartbeatBatchDelay)
 	def(&c.RedialMin, 50*time.Millisecond)
 	def(&c.RedialMax, 2*time.Second)
 	def(&c.RPCTimeout, 10*time.Second)
@@ -85,6 +95,13 @@ type Mux struct {
 
 	gmu    sync.RWMutex
 	groups map[string]*Transport
+
+	hbMu     sync.Mutex
+	hb       map[string]*hbBatcher // heartbeat batches per remote address
+	hbCalls  atomic.Int64          // heartbeats sent in batches
+	hbFrames atomic.Int64          // batch frames sent
+
+	rejectHeartbeatStreams bool // tests: answer kind-3 streams as a binary without batches does
 
 	wg sync.WaitGroup
 }
@@ -136,6 +153,7 @@ func Listen(addr string, opts Options) (*Mux, error) {
 		in:       make(map[*yamux.Session]struct{}),
 		handlers: make(map[string]HandlerFunc),
 		groups:   make(map[string]*Transport),
+		hb:       make(map[string]*hbBatcher),
 	}
 	if o.Advertise != "" {
 		m.addr = o.Advertise
@@ -411,6 +429,12 @@ func (m *Mux) serveStream(st *yamux.Stream) {
 		m.serveRaft(st, h.name)
 	case kindCall:
 		m.serveCall(st, h.name)
+	case kindHeartbeats:
+		if m.rejectHeartbeatStreams {
+			writeStatus(st, nil, statusBadHeader, "unknown stream kind 3")
+			return
+		}
+		m.serveHeartbeats(st)
 	}
 }
 

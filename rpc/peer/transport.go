@@ -109,7 +109,15 @@ func (t *Transport) Close() error {
 }
 
 // AppendEntries implements raft.Transport.
+// Heartbeats travel in batches shared by every group (heartbeat.go), unless
+// the remote does not accept them.
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if isHeartbeat(args) && !t.m.opts.NoHeartbeatBatches {
+		err := t.m.heartbeat(string(target), t.group, args, resp)
+		if !errors.Is(err, errNoBatches) {
+			return err
+		}
+	}
 	return t.unary(target, typeAppendEntries, args, resp, nil, 0)
 }
 

@@ -92,7 +92,7 @@ func parseHeaderFixed(b []byte) (version, kind byte, nameLen int, err error) {
 	if version != Version {
 		return version, kind, nameLen, fmt.Errorf("%w: version %d, this node speaks %d", ErrBadHeader, version, Version)
 	}
-	if kind != kindRaft && kind != kindCall {
+	if kind != kindRaft && kind != kindCall && kind != kindHeartbeats {
 		return version, kind, nameLen, fmt.Errorf("%w: unknown stream kind %d", ErrBadHeader, kind)
 	}
 	if nameLen == 0 {
