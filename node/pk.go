@@ -190,13 +190,18 @@ func (n *Node) PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byt
 	return out, err
 }
 
-// encodePKWrite encodes a PK write for bucket.pkwrite.
-func (n *Node) encodePKWrite(b raftmeta.BucketID, w *rpc.PKWrite) ([][]byte, error) {
+// codecOf is the KV codec of the table of bucket b.
+func (n *Node) codecOf(b raftmeta.BucketID) (*kvstore.Codec, error) {
 	t, err := n.meta.TableByID(b.TableID)
 	if err != nil {
 		return nil, err
 	}
-	codec, err := pkCodec(t)
+	return pkCodec(t)
+}
+
+// encodePKWrite encodes a PK write for bucket.pkwrite.
+func (n *Node) encodePKWrite(b raftmeta.BucketID, w *rpc.PKWrite) ([][]byte, error) {
+	codec, err := n.codecOf(b)
 	if err != nil {
 		return nil, err
 	}
@@ -224,14 +229,7 @@ func (n *Node) encodePKWrite(b raftmeta.BucketID, w *rpc.PKWrite) ([][]byte, err
 // decodePKWrite decodes bucket.pkwrite batches with the table's codec. The
 // rows are copies (they outlive the transport's buffer).
 func (n *Node) decodePKWrite(b raftmeta.BucketID, batches [][]byte) (*replica.PKWrite, error) {
-	if len(batches) < 2 {
-		return nil, fmt.Errorf("%w: PK write without rows", ErrBadMessage)
-	}
-	t, err := n.meta.TableByID(b.TableID)
-	if err != nil {
-		return nil, err
-	}
-	codec, err := pkCodec(t)
+	codec, err := n.codecOf(b)
 	if err != nil {
 		return nil, err
 	}

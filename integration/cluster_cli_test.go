@@ -1,0 +1,41 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestClusterOpsCLI drives `cluster drain|undrain|rebalance` through the
+// binary on one node: the state shows in `cluster status`, bad node ids
+// fail with a non-zero exit and a message.
+func TestClusterOpsCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	mustCall(t, addr, "AdminService/ListDatabases", map[string]any{}, nil)
+	status := func() string {
+		return mustCLI(t, addr, "", "cluster", "status").stdout
+	}
+	if out := mustCLI(t, addr, "", "cluster", "drain", "1").stdout; !strings.Contains(out, "node 1 is draining") {
+		t.Fatalf("drain printed %q", out)
+	}
+	if s := status(); !strings.Contains(s, "draining") {
+		t.Fatalf("cluster status after drain:\n%s", s)
+	}
+	if out := mustCLI(t, addr, "", "cluster", "undrain", "1").stdout; !strings.Contains(out, "node 1 is active") {
+		t.Fatalf("undrain printed %q", out)
+	}
+	if s := status(); strings.Contains(s, "draining") || !strings.Contains(s, "active") {
+		t.Fatalf("cluster status after undrain:\n%s", s)
+	}
+	for _, args := range [][]string{{"cluster", "drain", "9"}, {"cluster", "drain", "x"}, {"cluster", "undrain", "0"}} {
+		r := runCLI(t, addr, "", args...)
+		if r.code == 0 || strings.TrimSpace(r.stderr) == "" {
+			t.Errorf("%v: exit %d, stderr %q: want a failure with a reason", args, r.code, r.stderr)
+		}
+	}
+	if r := mustCLI(t, addr, "", "cluster", "rebalance"); !strings.Contains(r.stdout, "0 replica(s) moving") {
+		t.Errorf("rebalance of one node printed %q", r.stdout)
+	}
+}
