@@ -388,11 +388,20 @@ func TestRollByAgeRetentionAndTimestamps(t *testing.T) {
 		}
 	}
 	// Retention: cutoff after segment 1's newest, but raft snapshot only covers index 15.
+	if got := l.Expired(2000); got != 20 {
+		t.Fatalf("Expired(2000) = %d, want 20 (the last index of segment 1)", got)
+	}
+	if got := l.Expired(5); got != 0 {
+		t.Fatalf("Expired(5) = %d, want 0 (segment 0 holds newer records)", got)
+	}
 	if n, err := l.DeleteBefore(2000, 15); err != nil || n != 1 {
 		t.Fatalf("DeleteBefore = %d, %v; want 1", n, err)
 	}
 	if n, err := l.DeleteBefore(2000, 100); err != nil || n != 1 {
 		t.Fatalf("DeleteBefore = %d, %v; want 1", n, err)
+	}
+	if got := l.Expired(2000); got != 0 {
+		t.Fatalf("Expired(2000) after deleting = %d, want 0", got)
 	}
 	// Never the active segment.
 	if n, err := l.DeleteBefore(1<<40, 1<<40); err != nil || n != 1 {

@@ -119,6 +119,21 @@ func (l *Log) OffsetForTimestamp(tsMs int64) (int64, bool) {
 // <= maxIndex (the last raft snapshot). The active segment is never
 // deleted. It returns how many segments were deleted; FirstIndex and
 // StartOffset move past them.
+// Expired returns the last raft index of the newest closed segment whose
+// records are all older than cutoffMs — what DeleteBefore(cutoffMs, index)
+// needs index to reach to delete every expired segment — or 0 when none is
+// expired. It lets retention skip the raft snapshot (for a primary-key
+// bucket: its whole KV state) when there is nothing to delete.
+func (l *Log) Expired(cutoffMs int64) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var last uint64
+	for i := 0; i < len(l.segs)-1 && l.segs[i].maxTs < cutoffMs; i++ {
+		last = l.segs[i].last
+	}
+	return last
+}
+
 func (l *Log) DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()

@@ -24,6 +24,9 @@ type dataLog interface {
 	Read(offset, endOffset int64, maxBytes int, fn func(index uint64, base int64, count int32, data []byte) bool) error
 	OffsetForTimestamp(tsMs int64) (int64, bool)
 	DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error)
+	// Expired is the last raft index of the newest closed segment older
+	// than cutoffMs, 0 if none.
+	Expired(cutoffMs int64) uint64
 	// Size is the bytes of the stored segments.
 	Size() int64
 	Close() error

@@ -459,3 +459,44 @@ func TestPKWipedReplicaRejoinsFromSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// Retention takes a snapshot (for a PK replica: its whole KV state) only
+// when a segment expired and the latest snapshot does not cover it.
+func TestRetentionSnapshotsOnlyWhenSegmentsExpire(t *testing.T) {
+	st := openKV(t, t.TempDir())
+	defer st.Close()
+	r := openSingle(t, t.TempDir(), func(c *Config) {
+		c.PK = pkConfig(t, st, 1, nil)
+		c.Log = logstore.Options{SegmentBytes: 4 << 10}
+		c.Raft.SnapshotThreshold = 1 << 40
+	})
+	defer r.Close()
+	for i := range 40 {
+		write(t, r, &PKWrite{Rows: []kvstore.Row{row(int64(i), int64(i), strings.Repeat("x", 300))}}, 0, 0)
+	}
+	snaps := func() int {
+		metas, err := r.snaps.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(metas)
+	}
+	if err := r.EnforceRetention(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := snaps(); n != 0 {
+		t.Fatalf("%d snapshots after a retention pass with nothing expired, want 0", n)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := r.EnforceRetention(time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if n := snaps(); n != 1 || r.LogStartOffset() == 0 {
+		t.Fatalf("after expiring segments: %d snapshots, log start %d; want 1 and > 0", n, r.LogStartOffset())
+	}
+	for id := int64(0); id < 40; id++ {
+		if got := lookupRow(t, r, id); got == "<nil>" {
+			t.Fatalf("row %d lost to retention", id)
+		}
+	}
+}

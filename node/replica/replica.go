@@ -491,7 +491,8 @@ func (r *Replica) WaitLeader(ctx context.Context) error {
 func (r *Replica) Raft() *raft.Raft { return r.raft }
 
 // EnforceRetention deletes closed segments whose records are all older than
-// ttl, never beyond the last raft snapshot (it takes one first).
+// ttl, never beyond the last raft snapshot (it takes one first when the
+// latest does not cover them; when nothing expired it does nothing).
 func (r *Replica) EnforceRetention(ttl time.Duration) error {
 	if ttl <= 0 {
 		return nil
@@ -499,17 +500,26 @@ func (r *Replica) EnforceRetention(ttl time.Duration) error {
 	if r.isClosed() {
 		return ErrClosed
 	}
-	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-		return fmt.Errorf("bucket %v retention: snapshot: %w", r.cfg.ID, err)
+	cutoff := time.Now().Add(-ttl).UnixMilli()
+	need := r.log.Expired(cutoff)
+	if need == 0 {
+		return nil // nothing expired: no snapshot (a PK snapshot is its whole KV state)
 	}
 	metas, err := r.snaps.List()
 	if err != nil {
 		return fmt.Errorf("bucket %v retention: list snapshots: %w", r.cfg.ID, err)
 	}
+	if len(metas) == 0 || metas[0].Index < need {
+		if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return fmt.Errorf("bucket %v retention: snapshot: %w", r.cfg.ID, err)
+		}
+		if metas, err = r.snaps.List(); err != nil {
+			return fmt.Errorf("bucket %v retention: list snapshots: %w", r.cfg.ID, err)
+		}
+	}
 	if len(metas) == 0 {
 		return nil
 	}
-	cutoff := time.Now().Add(-ttl).UnixMilli()
 	n, err := r.log.DeleteBefore(cutoff, metas[0].Index)
 	if err != nil {
 		return fmt.Errorf("bucket %v retention: %w", r.cfg.ID, err)
