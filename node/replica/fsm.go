@@ -68,6 +68,11 @@ type FSM struct {
 	// pk is set for primary-key table replicas: Apply also applies the
 	// changelog to the KV state, snapshots carry it.
 	pk *PKConfig
+	// kvApplied is the KV state's applied raft index as last read or
+	// written (valid when kvLoaded); entries at or below it are not even
+	// decoded when raft replays them after a restart. FSM goroutine only.
+	kvApplied uint64
+	kvLoaded  bool
 }
 
 func newFSM() *FSM {
@@ -263,6 +268,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("replica FSM restore: %w", err)
 	}
 	if f.pk != nil {
+		f.kvLoaded = false // re-read after the restore
 		if err := f.restoreKV(rc, st.AppliedIndex); err != nil {
 			return fmt.Errorf("replica FSM restore: %w", err)
 		}

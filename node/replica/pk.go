@@ -161,6 +161,16 @@ func (t *term) preparePK(req *appendReq) error {
 // panics on an undecodable batch or a KV write failure: the replica must
 // not go on with state that differs from its peers'.
 func (f *FSM) applyPK(l *raft.Log) {
+	if !f.kvLoaded {
+		idx, err := f.pk.KV.AppliedIndex()
+		if err != nil {
+			panic(fmt.Sprintf("replica FSM: raft index %d: read KV applied index: %v", l.Index, err))
+		}
+		f.kvApplied, f.kvLoaded = idx, true
+	}
+	if l.Index <= f.kvApplied {
+		return // replayed after a restart: the KV state already holds it
+	}
 	var changes []kvstore.Change
 	err := forEachBatch(l.Data[1:], func(h batchHeader, b []byte) error {
 		if h.Count == 0 {
@@ -184,6 +194,7 @@ func (f *FSM) applyPK(l *raft.Log) {
 	if err := f.pk.KV.Apply(changes, l.Index); err != nil {
 		panic(fmt.Sprintf("replica FSM: raft index %d: KV apply failed: %v; refusing to diverge", l.Index, err))
 	}
+	f.kvApplied = l.Index
 }
 
 // verifier coalesces raft VerifyLeader calls: a read waits for a round that
