@@ -3,10 +3,12 @@
 // incoming rows into a changelog, and the leader's pre-write buffer.
 //
 // Write path (DESIGN §6): the bucket leader looks up the current row
-// (PreWriteBuffer over Replica.Get), runs Merger.Upsert/Delete, records the
-// result in the PreWriteBuffer under the proposal's Raft index and proposes
-// the emitted changelog (+I -U +U -D). Every replica's FSM calls
-// Replica.Apply with that changelog: plain puts and deletes, no merge work.
+// (PreWriteBuffer.LookupIn over a Reader, one badger read view per
+// request), runs Merger.Upsert/Delete, records the result in the
+// PreWriteBuffer tagged with the offset after the proposal's changelog and
+// proposes the emitted changelog (+I -U +U -D) as an Arrow batch
+// (ChangelogRecord). Every replica's FSM calls Replica.Apply with that
+// changelog (ChangesFromRecord): plain puts and deletes, no merge work.
 //
 // Invariants:
 //   - Keys: 8-byte replica prefix | namespace byte | encoded primary key.

@@ -4,10 +4,12 @@ import "sync"
 
 // PreWriteBuffer is the leader's view of rows proposed through Raft but not
 // yet applied to the Store. The leader merges each incoming row against
-// Lookup (buffer over store), records the result with Put/Delete under the
-// Raft index of the proposal, and calls Applied(index) once the FSM applied
-// that index; Reset drops everything on leadership change (the new leader
-// starts empty after a Raft barrier, DESIGN §6). Safe for concurrent use.
+// Lookup or LookupIn (buffer over store), records the result with
+// Put/Delete under a tag that grows with every proposal (node/replica uses
+// the log offset after the proposal's changelog, since the Raft index is
+// not known when it proposes), and calls Applied(tag) once the FSM applied
+// everything up to it; a new leader starts with an empty buffer after a
+// Raft barrier (DESIGN §6). Safe for concurrent use.
 type PreWriteBuffer struct {
 	mu sync.Mutex
 	m  map[string]pending
@@ -23,7 +25,7 @@ func NewPreWriteBuffer() *PreWriteBuffer {
 	return &PreWriteBuffer{m: make(map[string]pending)}
 }
 
-// Put records that the proposal at Raft index sets key to row. The buffer
+// Put records that the proposal with the given tag sets key to row. The buffer
 // keeps row; the caller must not modify it afterwards.
 func (b *PreWriteBuffer) Put(key []byte, row Row, index uint64) {
 	b.mu.Lock()
@@ -31,7 +33,7 @@ func (b *PreWriteBuffer) Put(key []byte, row Row, index uint64) {
 	b.mu.Unlock()
 }
 
-// Delete records that the proposal at Raft index deletes key.
+// Delete records that the proposal with the given tag deletes key.
 func (b *PreWriteBuffer) Delete(key []byte, index uint64) {
 	b.mu.Lock()
 	b.m[string(key)] = pending{index: index}
