@@ -10,9 +10,9 @@ import (
 
 // groupsOver starts n Raft groups, each with a replica on every Mux, and
 // waits until each has a leader. It returns the replicas per group. The
-// groups use 500 ms heartbeat timeouts (heartbeats every 50 ms): a few
-// dozen groups of three on two shared cores under -race must not hold
-// elections for lack of CPU.
+// groups use 1 s heartbeat timeouts (heartbeats every 100 ms, the node's
+// default): a few dozen groups of three on two shared cores under -race,
+// next to other test packages, must not hold elections for lack of CPU.
 func groupsOver(t *testing.T, ms []*Mux, n int) [][]*replica {
 	t.Helper()
 	var groups [][]*replica
@@ -29,7 +29,7 @@ func groupsOver(t *testing.T, ms []*Mux, n int) [][]*replica {
 		}
 		for _, rp := range reps {
 			c := testConfig(rp.id)
-			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 400*time.Millisecond
+			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 800*time.Millisecond
 			rp.fsm = &counterFSM{}
 			r, err := raft.NewRaft(c, rp.fsm, rp.logs, rp.logs, rp.snaps, rp.tr)
 			if err != nil {
@@ -71,7 +71,7 @@ func leaders(groups [][]*replica) []int {
 }
 
 // Heartbeats of many groups to one node share frames, and they do keep the
-// followers from starting elections: over 2 s (four heartbeat timeouts) no
+// followers from starting elections: over 3 s (three heartbeat timeouts) no
 // group changes leader, and every group still commits.
 func TestHeartbeatBatchesKeepGroupsStable(t *testing.T) {
 	ms := []*Mux{listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0")}
@@ -88,7 +88,7 @@ func TestHeartbeatBatchesKeepGroupsStable(t *testing.T) {
 		h, f := m.HeartbeatStats()
 		hb0, fr0 = hb0+h, fr0+f
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(3 * time.Second)
 	var hb, fr int64
 	for _, m := range ms {
 		h, f := m.HeartbeatStats()
