@@ -118,6 +118,18 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 		t, ok := downSince[id]
 		return ok && now.Sub(t) >= grace
 	}
+	// A node down past the grace period is marked left in the catalog, so
+	// that new tables are not placed on it; it registers as active again
+	// when it comes back.
+	for _, m := range nodes {
+		if m.State == raftmeta.NodeActive && expired(m.ID) {
+			if err := n.meta.SetNodeState(ctx, m.ID, raftmeta.NodeLeft); err != nil {
+				n.logger.Warn("controller: mark a dead node left", "id", int32(m.ID), "err", err)
+			} else {
+				n.logger.Info("controller: node marked left (down past the grace period)", "id", int32(m.ID))
+			}
+		}
+	}
 	var targets []raftmeta.NodeID
 	for _, m := range nodes {
 		if m.State == raftmeta.NodeActive && alive[m.ID] {

@@ -259,6 +259,22 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 		return true
 	})
 	appendTo(t, ctx, retryClient(nodes[3]), buckets, 60, 90)
+	// Node 3 is marked left: a table created now is placed elsewhere.
+	waitFor(t, 30*time.Second, func() bool { return nodeState(nodes[0], 3) == raftmeta.NodeLeft })
+	laterID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.later",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}}},
+		BucketCount: 4,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range nodes[0].meta.AssignmentsForTable(laterID) {
+		if slices.Contains(a.Replicas, 3) {
+			t.Fatalf("bucket %d of a table created while node 3 is down is placed on %v", a.Bucket, a.Replicas)
+		}
+	}
 	// Every group heals: its leader's configuration is the assignment, all
 	// voters.
 	waitFor(t, 60*time.Second, func() bool { return healed(live, tableID) })
@@ -275,8 +291,19 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 	if got := nodes[2].localStats().Replicas; got != 0 {
 		t.Fatalf("returned node opened %d replicas", got)
 	}
+	waitFor(t, 30*time.Second, func() bool { return nodeState(nodes[0], 3) == raftmeta.NodeActive })
 	appendTo(t, ctx, retryClient(nodes[2]), buckets, 90, 96)
 	checkRows(t, ctx, c, buckets, 96)
+}
+
+// nodeState is node id's state in n's catalog ("" if absent).
+func nodeState(n *Node, id raftmeta.NodeID) raftmeta.NodeState {
+	for _, m := range n.meta.Nodes() {
+		if m.ID == id {
+			return m.State
+		}
+	}
+	return ""
 }
 
 // healed reports whether every bucket of the table has a leader among
