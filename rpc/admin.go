@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fluss-node/fluss-node/kvstore"
 	"github.com/fluss-node/fluss-node/logstore/record"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
@@ -145,6 +146,16 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 	spec, err := tableSpecFromProto(req.Msg)
 	if err != nil {
 		return nil, err
+	}
+	if len(spec.PrimaryKey) > 0 {
+		// The merge engine a bucket replica will build must accept the
+		// properties; refuse them here rather than leave buckets unopenable.
+		sch := &record.Schema{ID: 1, Columns: spec.Columns, PrimaryKey: spec.PrimaryKey}
+		if sch.Validate() == nil {
+			if _, err := kvstore.NewMerger(sch, spec.Properties); err != nil {
+				return nil, fmt.Errorf("%w: table %q: %v", ErrInvalidRequest, req.Msg.GetTable(), err)
+			}
+		}
 	}
 	id, err := s.b.CreateTable(ctx, spec, req.Msg.GetIgnoreIfExists())
 	if err != nil {

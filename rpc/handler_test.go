@@ -174,6 +174,9 @@ func TestBadInput(t *testing.T) {
 		{"drop non-empty db", "/fluss.v1.AdminService/DropDatabase", `{"name":"shop"}`, "failed_precondition", "shop"},
 		{"bad column type", "/fluss.v1.AdminService/CreateTable", `{"table":"shop.t2","schema":{"columns":[{"name":"a","type":"BIGGINT"}]}}`, "invalid_argument", "BIGGINT"},
 		{"partitions", "/fluss.v1.AdminService/ListPartitions", `{"table":"shop.orders"}`, "unimplemented", "partition"},
+		{"aggregation the engine refuses", "/fluss.v1.AdminService/CreateTable",
+			`{"table":"shop.agg","schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"b","type":"BOOLEAN"}],"primaryKey":["id"]},` +
+				`"properties":{"table.merge-engine":"aggregation","fields.b.agg":"sum"}}`, "invalid_argument", "fields.b.agg"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, out := e.post(t, tc.proc, tc.body)
