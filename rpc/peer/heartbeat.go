@@ -222,15 +222,21 @@ func (b *hbBatcher) exchange(calls []*hbCall) error {
 		return errorForStatus(status, body)
 	}
 	b.st.SetDeadline(time.Time{})
-	// Answer: uvarint n, then per heartbeat an embedded frame: status OK
-	// with the msgpack AppendEntriesResponse, or an error status.
+	return readBatchAnswer(cs, body, calls, b.m.opts.MaxFrameSize)
+}
+
+// readBatchAnswer decodes the answer to a heartbeat batch into calls: uvarint
+// n, then per heartbeat an embedded frame, status OK with the msgpack
+// AppendEntriesResponse or an error status for that heartbeat. It never
+// panics on malformed bytes.
+func readBatchAnswer(cs *codecState, body []byte, calls []*hbCall, maxFrame int) error {
 	n, w := binary.Uvarint(body)
 	if w <= 0 || n != uint64(len(calls)) {
 		return fmt.Errorf("%w: heartbeat batch answer holds %d answers for %d heartbeats", ErrBadFrame, n, len(calls))
 	}
 	body = body[w:]
 	for _, c := range calls {
-		l, st, err := parseFrameHeader(body, b.m.opts.MaxFrameSize)
+		l, st, err := parseFrameHeader(body, maxFrame)
 		if err != nil || len(body) < frameHdrLen+l {
 			return fmt.Errorf("%w: heartbeat batch answer truncated", ErrBadFrame)
 		}
@@ -243,6 +249,9 @@ func (b *hbBatcher) exchange(calls []*hbCall) error {
 		if err := cs.decode(item, c.resp); err != nil {
 			return err
 		}
+	}
+	if len(body) != 0 {
+		return fmt.Errorf("%w: %d bytes after the heartbeat batch answer", ErrBadFrame, len(body))
 	}
 	return nil
 }

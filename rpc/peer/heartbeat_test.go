@@ -164,3 +164,21 @@ func FuzzHeartbeatBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHeartbeatBatchAnswer: the answer to a batch comes from a peer;
+// decoding it must fail cleanly on anything malformed.
+func FuzzHeartbeatBatchAnswer(f *testing.F) {
+	cs := getCodec()
+	cs.w.b = cs.w.b[:0]
+	ok, _ := cs.encodeFrame(statusOK, &raft.AppendEntriesResponse{Term: 4, Success: true})
+	f.Add(append([]byte{2}, append(append([]byte(nil), ok...), 0, 0, 0, 4, statusError, 'b', 'a', 'd')...))
+	putCodec(cs)
+	f.Add([]byte{2, 0, 0, 0, 1, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		calls := []*hbCall{{resp: &raft.AppendEntriesResponse{}}, {resp: &raft.AppendEntriesResponse{}}}
+		cs := getCodec()
+		defer putCodec(cs)
+		_ = readBatchAnswer(cs, body, calls, DefaultMaxFrameSize)
+	})
+}
