@@ -193,45 +193,8 @@ func TestBootstrapExpectClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		return nil
 	})
 
-	var (
-		mu   sync.Mutex
-		acks []bootAck
-		stop atomic.Bool
-		wg   sync.WaitGroup
-	)
-	for w := 1; w <= writers; w++ {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
-			for s := 1; !stop.Load(); s++ {
-				b := (w + s) % buckets
-				n := 1 + (w*13+s)%7
-				rows := make([]map[string]any, n)
-				for i := range rows {
-					rows[i] = map[string]any{"writer": w, "seq": s, "i": i}
-				}
-				req := map[string]any{"table": "bt.events", "bucket": b, "rows": rows, "writerId": w, "batchSequence": s}
-				for !stop.Load() {
-					var resp struct {
-						Results []struct {
-							BaseOffset any `json:"baseOffset"`
-							Count      int `json:"count"`
-						} `json:"results"`
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					err := call(ctx, anyAddr(r), "WriteService/Append", req, &resp)
-					cancel()
-					if err == nil && len(resp.Results) == 1 {
-						mu.Lock()
-						acks = append(acks, bootAck{w, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count})
-						mu.Unlock()
-						break
-					}
-					time.Sleep(25 * time.Millisecond)
-				}
-			}
-		})
-	}
-
+	var stop atomic.Bool
+	wait := startAppenders(seed, "bt.events", buckets, writers, anyAddr, &stop)
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
 		i := rng.IntN(3)
@@ -242,17 +205,14 @@ func TestBootstrapExpectClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		// joins again, whatever bootstrap_expect says.
 		if err := nodes[i].startErr(t); err != nil {
 			stop.Store(true)
-			wg.Wait()
+			wait()
 			t.Fatalf("restart node %d: %v", i+1, err)
 		}
 		up[i].Store(true)
 	}
 	time.Sleep(2 * time.Second)
 	stop.Store(true)
-	wg.Wait()
-
-	mu.Lock()
-	defer mu.Unlock()
+	acks := wait()
 	if len(acks) < kills {
 		t.Fatalf("only %d appends acknowledged", len(acks))
 	}
@@ -315,19 +275,11 @@ func TestBootstrapExpectViaGossipAddresses(t *testing.T) {
 	}
 }
 
-// bootAck is one acknowledged append: rows i = 0..count-1 of (writer, seq)
-// stored at base.. in bucket.
-type bootAck struct {
-	writer, seq, bucket int
-	base                int64
-	count               int
-}
-
 // checkBucketAcks reads bucket b of table through addr and checks: dense
 // offsets (as many rows as the high watermark), no row twice, every
 // acknowledged row at its acknowledged offset, and each writer's requests in
 // sequence order.
-func checkBucketAcks(t *testing.T, addr, table string, b int, acks []bootAck) {
+func checkBucketAcks(t *testing.T, addr, table string, b int, acks []clusterAck) {
 	t.Helper()
 	type row struct{ Writer, Seq, I int }
 	var rows []row
