@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
 // The primary-key table commands: upsert, delete, lookup, prefix-lookup
@@ -123,80 +126,72 @@ func deleteCmd() *cobra.Command {
 }
 
 func lookupCmd() *cobra.Command {
-	var keyFlags []string
-	var columns string
-	var batch int
-	cmd := &cobra.Command{
+	return keyReadCmd(&cobra.Command{
 		Use:   "lookup DB.TABLE",
 		Short: "Read the current rows of primary keys as NDJSON, one line per key (null: no row)",
 		Example: `  fluss-node lookup shop.users --key '{"id": 1}' --key '{"id": 2}'
   seq 1 100 | sed 's/.*/{"id": &}/' | fluss-node lookup shop.users --columns id,name`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := cmdContext(cmd)
-			defer cancel()
-			c := newClient()
-			cols := splitList(columns)
-			out := bufio.NewWriter(cmd.OutOrStdout())
-			defer out.Flush()
-			return flagOrStdin(cmd, "key", keyFlags, batch, func(keys [][]byte) error {
-				if len(keys) == 0 {
-					return nil
-				}
-				rows, err := c.Lookup(ctx, args[0], jsonArray(keys), cols)
-				if err != nil {
-					return err
-				}
-				n, err := writeNDJSON(out, rows)
-				if err == nil && n != len(keys) {
-					err = fmt.Errorf("server answered %d rows for %d keys", n, len(keys))
-				}
+	}, `a primary key as a JSON object, e.g. '{"id":1}' (repeatable); stdin is not read then`, "keys per request", 1000,
+		func(ctx context.Context, c *client.Client, table string, keys [][]byte, cols []string, out *bufio.Writer) error {
+			rows, err := c.Lookup(ctx, table, jsonArray(keys), cols)
+			if err != nil {
 				return err
-			})
-		},
-	}
-	cmd.Flags().StringArrayVar(&keyFlags, "key", nil, `a primary key as a JSON object, e.g. '{"id":1}' (repeatable); stdin is not read then`)
-	cmd.Flags().StringVar(&columns, "columns", "", "columns to return, comma-separated (default all)")
-	cmd.Flags().IntVar(&batch, "batch", 1000, "keys per request")
-	return cmd
+			}
+			n, err := writeNDJSON(out, rows)
+			if err == nil && n != len(keys) {
+				err = fmt.Errorf("server answered %d rows for %d keys", n, len(keys))
+			}
+			return err
+		})
 }
 
 func prefixLookupCmd() *cobra.Command {
-	var keyFlags []string
-	var columns string
-	var batch int
-	cmd := &cobra.Command{
+	return keyReadCmd(&cobra.Command{
 		Use:     "prefix-lookup DB.TABLE",
 		Short:   "Read every row whose bucket key equals a prefix, as NDJSON (the bucket key must be a prefix of the primary key)",
 		Example: `  fluss-node prefix-lookup shop.orders --key '{"user_id": 1}'`,
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := cmdContext(cmd)
-			defer cancel()
-			c := newClient()
-			cols := splitList(columns)
-			out := bufio.NewWriter(cmd.OutOrStdout())
-			defer out.Flush()
-			return flagOrStdin(cmd, "key", keyFlags, batch, func(prefixes [][]byte) error {
-				if len(prefixes) == 0 {
-					return nil
-				}
-				res, err := c.PrefixLookup(ctx, args[0], jsonArray(prefixes), cols)
-				if err != nil {
+	}, `a bucket-key prefix as a JSON object, e.g. '{"user_id":1}' (repeatable); stdin is not read then`, "prefixes per request", 100,
+		func(ctx context.Context, c *client.Client, table string, prefixes [][]byte, cols []string, out *bufio.Writer) error {
+			res, err := c.PrefixLookup(ctx, table, jsonArray(prefixes), cols)
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if _, err := writeNDJSON(out, r.Rows); err != nil {
 					return err
 				}
-				for _, r := range res {
-					if _, err := writeNDJSON(out, r.Rows); err != nil {
-						return err
-					}
-				}
+			}
+			return nil
+		})
+}
+
+// keyReadCmd completes cmd (Use, Short, Example set) into a command that
+// reads JSON keys from repeated --key flags or NDJSON stdin, in requests of
+// --batch keys, and runs read for each with the --columns projection,
+// writing NDJSON to stdout.
+func keyReadCmd(cmd *cobra.Command, keyHelp, batchHelp string, defaultBatch int,
+	read func(ctx context.Context, c *client.Client, table string, keys [][]byte, cols []string, out *bufio.Writer) error) *cobra.Command {
+	var keyFlags []string
+	var columns string
+	var batch int
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, cancel := cmdContext(cmd)
+		defer cancel()
+		c := newClient()
+		cols := splitList(columns)
+		out := bufio.NewWriter(cmd.OutOrStdout())
+		defer out.Flush()
+		return flagOrStdin(cmd, "key", keyFlags, batch, func(keys [][]byte) error {
+			if len(keys) == 0 {
 				return nil
-			})
-		},
+			}
+			return read(ctx, c, args[0], keys, cols, out)
+		})
 	}
-	cmd.Flags().StringArrayVar(&keyFlags, "key", nil, `a bucket-key prefix as a JSON object, e.g. '{"user_id":1}' (repeatable); stdin is not read then`)
+	cmd.Flags().StringArrayVar(&keyFlags, "key", nil, keyHelp)
 	cmd.Flags().StringVar(&columns, "columns", "", "columns to return, comma-separated (default all)")
-	cmd.Flags().IntVar(&batch, "batch", 100, "prefixes per request")
+	cmd.Flags().IntVar(&batch, "batch", defaultBatch, batchHelp)
 	return cmd
 }
 

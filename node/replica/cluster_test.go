@@ -55,7 +55,10 @@ func (c *testCluster) connect() {
 	}
 }
 
-func (c *testCluster) open(i int, bootstrap bool) {
+func (c *testCluster) open(i int, bootstrap bool) { c.openWith(i, c.config(i, bootstrap)) }
+
+// config is replica i's Config; with bootstrap it starts the whole layout.
+func (c *testCluster) config(i int, bootstrap bool) Config {
 	cfg := Config{
 		ID:        raftmeta.BucketID{TableID: 9, Bucket: 1},
 		Dir:       c.dirs[i],
@@ -68,6 +71,11 @@ func (c *testCluster) open(i int, bootstrap bool) {
 	if bootstrap {
 		cfg.Bootstrap = c.layout
 	}
+	return cfg
+}
+
+// openWith opens replica i with cfg.
+func (c *testCluster) openWith(i int, cfg Config) {
 	r, err := Open(cfg)
 	if err != nil {
 		c.t.Fatalf("open replica %d: %v", i, err)
@@ -117,6 +125,21 @@ func (c *testCluster) leader() int {
 // append behaves like a client: it sends to whoever leads and retries the
 // same (writer, seq) on retryable errors until it is acknowledged.
 func (c *testCluster) append(batches [][]byte, w int64, s int32) (int64, error) {
+	var base int64
+	err := c.onLeader(func(ctx context.Context, r *Replica) (err error) {
+		base, _, err = r.Append(ctx, batches, w, s)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("writer %d seq %d: %w", w, s, err)
+	}
+	return base, nil
+}
+
+// onLeader runs call on the current leader like a client would, again on
+// retryable errors (no leader, not leader, closed, busy, timeout) until it
+// succeeds or 30 s pass.
+func (c *testCluster) onLeader(call func(ctx context.Context, r *Replica) error) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		i := c.leader()
@@ -131,20 +154,20 @@ func (c *testCluster) append(batches [][]byte, w int64, s int32) (int64, error) 
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		base, _, err := r.Append(ctx, batches, w, s)
+		err := call(ctx, r)
 		cancel()
 		switch {
 		case err == nil:
-			return base, nil
+			return nil
 		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrClosed),
 			errors.Is(err, ErrBusy), errors.Is(err, context.DeadlineExceeded):
 			c.retries.Add(1)
 			time.Sleep(2 * time.Millisecond)
 		default:
-			return 0, err
+			return err
 		}
 	}
-	return 0, fmt.Errorf("writer %d seq %d: not acknowledged in 30s", w, s)
+	return errors.New("not acknowledged in 30s")
 }
 
 func TestClusterFailoverKeepsEveryAckExactlyOnce(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fluss-node/fluss-node/logstore"
-	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
 // oldLogTuning keeps the leader lease long enough that a partitioned leader
@@ -30,25 +29,9 @@ func oldLogTuning() RaftTuning {
 
 // openTuned is testCluster.open with a tuning of the test's choice.
 func (c *testCluster) openTuned(i int, bootstrap bool, tuning RaftTuning) {
-	cfg := Config{
-		ID:        raftmeta.BucketID{TableID: 9, Bucket: 1},
-		Dir:       c.dirs[i],
-		LocalID:   c.layout[i].ID,
-		LocalAddr: c.addrs[i],
-		Transport: c.trans[i],
-		Raft:      tuning,
-		Logger:    testLogger(c.t),
-	}
-	if bootstrap {
-		cfg.Bootstrap = c.layout
-	}
-	r, err := Open(cfg)
-	if err != nil {
-		c.t.Fatalf("open replica %d: %v", i, err)
-	}
-	c.mu.Lock()
-	c.reps[i] = r
-	c.mu.Unlock()
+	cfg := c.config(i, bootstrap)
+	cfg.Raft = tuning
+	c.openWith(i, cfg)
 }
 
 // isolate cuts replica i off from the others in both directions.

@@ -16,7 +16,6 @@ import (
 	"github.com/fluss-node/fluss-node/kvstore"
 	"github.com/fluss-node/fluss-node/logstore"
 	"github.com/fluss-node/fluss-node/logstore/record"
-	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
 // pkSchema: id BIGINT NOT NULL (key), total BIGINT, name STRING.
@@ -326,56 +325,24 @@ func newPKCluster(t *testing.T) *pkCluster {
 
 func (c *pkCluster) openPK(i int, bootstrap bool) {
 	c.t.Helper()
-	tun := testTuning()
-	tun.SnapshotThreshold = 1 << 40 // snapshots only when the test asks
-	cfg := Config{
-		ID: raftmeta.BucketID{TableID: 9, Bucket: 2}, Dir: c.dirs[i], LocalID: c.layout[i].ID, LocalAddr: c.addrs[i],
-		Transport: c.trans[i], Raft: tun, Logger: testLogger(c.t),
-		Log: logstore.Options{SegmentBytes: 16 << 10},
-		PK:  pkConfig(c.t, c.stores[i], 5, nil),
-	}
-	if bootstrap {
-		cfg.Bootstrap = c.layout
-	}
-	r, err := Open(cfg)
-	if err != nil {
-		c.t.Fatalf("open replica %d: %v", i, err)
-	}
-	c.mu.Lock()
-	c.reps[i] = r
-	c.mu.Unlock()
+	cfg := c.config(i, bootstrap)
+	cfg.Raft.SnapshotThreshold = 1 << 40 // snapshots only when the test asks
+	cfg.Log = logstore.Options{SegmentBytes: 16 << 10}
+	cfg.PK = pkConfig(c.t, c.stores[i], 5, nil)
+	c.openWith(i, cfg)
 }
 
 // upsert writes like a client: to the leader, retrying the same (writer,
 // seq) until acknowledged.
 func (c *pkCluster) upsert(w *PKWrite, writer int64, seq int32) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		i := c.leader()
-		if i < 0 {
-			time.Sleep(5 * time.Millisecond)
-			continue
-		}
-		c.mu.Lock()
-		r := c.reps[i]
-		c.mu.Unlock()
-		if r == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := c.onLeader(func(ctx context.Context, r *Replica) error {
 		_, _, err := r.Write(ctx, w, writer, seq)
-		cancel()
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrClosed),
-			errors.Is(err, ErrBusy), errors.Is(err, context.DeadlineExceeded):
-			time.Sleep(2 * time.Millisecond)
-		default:
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("writer %d seq %d: %w", writer, seq, err)
 	}
-	return fmt.Errorf("writer %d seq %d: not acknowledged in 30s", writer, seq)
+	return nil
 }
 
 // kvBytes is the replica's whole KV state as its snapshot stream.
