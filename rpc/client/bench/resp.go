@@ -173,10 +173,17 @@ func readReply(r *bufio.Reader, dst []byte) (byte, []byte, error) {
 		case n > maxBulk:
 			return kind, dst, fmt.Errorf("%w: bulk string of %d bytes is over the %d limit", ErrRedisReply, n, maxBulk)
 		}
+		// Read in chunks: memory follows the bytes that really arrive, not
+		// the length the reply announces.
 		start := len(dst)
-		dst = append(dst, make([]byte, n+2)...)
-		if _, err := io.ReadFull(r, dst[start:]); err != nil {
-			return kind, dst[:start], fmt.Errorf("%w: short bulk string: %w", ErrRedisReply, err)
+		for need := int(n) + 2; need > 0; {
+			chunk := min(need, 64<<10)
+			at := len(dst)
+			dst = append(dst, make([]byte, chunk)...)
+			if _, err := io.ReadFull(r, dst[at:]); err != nil {
+				return kind, dst[:start], fmt.Errorf("%w: short bulk string: %w", ErrRedisReply, err)
+			}
+			need -= chunk
 		}
 		if !bytes.Equal(dst[len(dst)-2:], []byte("\r\n")) {
 			return kind, dst[:start], fmt.Errorf("%w: bulk string not ended by CRLF", ErrRedisReply)

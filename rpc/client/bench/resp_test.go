@@ -285,3 +285,20 @@ func TestRedisClientRealServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A reply announcing a huge bulk string but carrying a few bytes costs
+// memory for the bytes, not for the announcement.
+func TestReadReplyHugeAnnouncedBulk(t *testing.T) {
+	in := []byte("$" + strconv.Itoa(maxBulk) + "\r\nab")
+	allocs := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, _, err := readReply(bufio.NewReader(bytes.NewReader(in)), nil); err == nil {
+				b.Fatal("a truncated bulk string was accepted")
+			}
+		}
+	})
+	if per := allocs.AllocedBytesPerOp(); per > 1<<20 {
+		t.Fatalf("%d bytes allocated for a %d-byte reply", per, len(in))
+	}
+}
