@@ -65,6 +65,7 @@ func (d *delegate) NotifyMsg(b []byte) {
 	if upgrade {
 		// The leave message overtook the notice: it left, it did not fail.
 		mb.Status = StatusLeft
+		mb.State = StateLeft
 		d.m.members[id] = mb
 		close(d.m.changed)
 		d.m.changed = make(chan struct{})
@@ -125,6 +126,11 @@ func (d *delegate) record(n *memberlist.Node, st Status, typ EventType) {
 		// NotifyAlive keeps such nodes out; log in case memberlist changes.
 		d.m.log.Warn("ignoring member with invalid meta", "err", err)
 		return
+	}
+	if st == StatusLeft {
+		// The notice can overtake the gossip of its "left" meta; a member
+		// that left is in state left whatever its last meta said.
+		meta.State = StateLeft
 	}
 	mb := Member{Meta: meta, GossipAddr: nodeAddr(n), Status: st}
 	d.m.upsert(mb)
