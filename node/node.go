@@ -236,7 +236,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Advertise: n.advertisedPeer(),
 		Logger:    n.logger,
 		// Half a heartbeat interval at most (raft beats every timeout/10).
-		HeartbeatBatchDelay: min(10*time.Millisecond, n.cfg.Raft.HeartbeatTimeout.Duration/20),
+		HeartbeatBatchDelay: n.cfg.Raft.HeartbeatTimeout.Duration / 20,
 	})
 	if err != nil {
 		return fmt.Errorf("peer listener: %w", err)

@@ -201,6 +201,9 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 	if err != nil {
 		return nil, nil, err
 	}
+	// Idle groups answer most heartbeats from the last acknowledgement
+	// (rpc/peer hbcache.go); replica confirms leadership past the cache.
+	transport.CacheHeartbeats(n.cfg.Raft.HeartbeatTimeout.Duration / 3)
 	sync := logstore.SyncAlways
 	if n.cfg.Storage.Fsync == "interval" {
 		sync = logstore.SyncInterval

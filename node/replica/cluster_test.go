@@ -24,6 +24,7 @@ type testCluster struct {
 	mu     sync.Mutex
 	reps   []*Replica // nil while closed
 	layout []raft.Server
+	wrap   func(raft.Transport) raft.Transport // optional, around each replica's transport
 
 	retries atomic.Int64 // client retries after a retryable error
 }
@@ -64,7 +65,7 @@ func (c *testCluster) config(i int, bootstrap bool) Config {
 		Dir:       c.dirs[i],
 		LocalID:   c.layout[i].ID,
 		LocalAddr: c.addrs[i],
-		Transport: c.trans[i],
+		Transport: c.transport(i),
 		Raft:      testTuning(),
 		Logger:    testLogger(c.t),
 	}
@@ -72,6 +73,13 @@ func (c *testCluster) config(i int, bootstrap bool) Config {
 		cfg.Bootstrap = c.layout
 	}
 	return cfg
+}
+
+func (c *testCluster) transport(i int) raft.Transport {
+	if c.wrap != nil {
+		return c.wrap(c.trans[i])
+	}
+	return c.trans[i]
 }
 
 // openWith opens replica i with cfg.

@@ -197,10 +197,11 @@ func (f *FSM) applyPK(l *raft.Log) {
 	f.kvApplied = l.Index
 }
 
-// verifier coalesces raft VerifyLeader calls: a read waits for a round that
-// started after the read did, and every read waiting then shares it.
+// verifier coalesces leadership confirmations (confirmLeadership): a read
+// waits for a round that started after the read did, and every read
+// waiting then shares it.
 type verifier struct {
-	raft    *raft.Raft
+	confirm func() error
 	mu      sync.Mutex
 	running bool
 	next    *verifyRound
@@ -235,7 +236,7 @@ func (v *verifier) startLocked() {
 	rd := v.next
 	v.next, v.running = nil, true
 	go func() {
-		rd.err = v.raft.VerifyLeader().Error()
+		rd.err = v.confirm()
 		close(rd.done)
 		v.mu.Lock()
 		v.running = false
@@ -304,7 +305,7 @@ func (f *FSM) restoreKV(r io.Reader, index uint64) error {
 
 // pkRead checks that a read of the KV state is linearizable: this replica
 // leads, its barrier applied every earlier term's entries, and a quorum
-// still confirms its leadership after the read arrived (raft VerifyLeader,
+// still confirms its leadership after the read arrived (confirmLeadership,
 // coalesced). The KV state read afterwards holds every write acknowledged
 // before the read started (writes are acknowledged after they are applied)
 // and nothing uncommitted (only applied entries reach it).
@@ -316,7 +317,7 @@ func (r *Replica) pkRead(ctx context.Context) (*PKConfig, error) {
 		return nil, err
 	}
 	if r.soleVoter() {
-		// No other server can be elected: VerifyLeader would answer at once
+		// No other server can be elected: confirming would answer at once
 		// (raft's own single-voter hot path) after a trip through the
 		// leader loop; skip the trip.
 		return r.cfg.PK, nil

@@ -305,8 +305,11 @@ type pkCluster struct {
 	stores []*kvstore.Store
 }
 
-func newPKCluster(t *testing.T) *pkCluster {
-	c := &pkCluster{testCluster: &testCluster{t: t}}
+func newPKCluster(t *testing.T) *pkCluster { return newPKClusterWrapped(t, nil) }
+
+// newPKClusterWrapped is newPKCluster with wrap around every transport.
+func newPKClusterWrapped(t *testing.T, wrap func(raft.Transport) raft.Transport) *pkCluster {
+	c := &pkCluster{testCluster: &testCluster{t: t, wrap: wrap}}
 	for i := range 3 {
 		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("r%d", i)))
 		c.dirs = append(c.dirs, t.TempDir())

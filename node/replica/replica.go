@@ -175,7 +175,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
-	r.verify.raft = r.raft
+	r.verify.confirm = r.confirmLeadership
 	r.wg.Go(r.monitor)
 	return r, nil
 }

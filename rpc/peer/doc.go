@@ -17,6 +17,10 @@
 //     a call to an unregistered handler returns ErrUnknownHandler.
 //   - Idle streams hold no codec state or buffers (both are pooled per RPC); yamux allocates a
 //     stream's receive buffer only when data arrives and Shrink releases it after each RPC.
+//   - Heartbeats of all groups bound for one node travel in shared batch frames (heartbeat.go).
+//     A group with CacheHeartbeats on answers raft's heartbeat to a follower from that follower's
+//     acknowledgement of the same term while it is younger than the cache age (hbcache.go);
+//     FreshHeartbeat always asks the follower, which is what linearizable reads must use.
 //   - Close of a Transport unregisters its group only; Close of the Mux closes every session and
 //     waits for every goroutine the Mux started.
 //

@@ -40,6 +40,14 @@ func (m *Mux) HeartbeatStats() (heartbeats, frames int64) {
 	return m.hbCalls.Load(), m.hbFrames.Load()
 }
 
+// CachedHeartbeats reports the heartbeats groups answered from their
+// heartbeat cache instead of sending them (hbcache.go).
+func (m *Mux) CachedHeartbeats() int64 { return m.hbCached.Load() }
+
+// RepeatedAppends reports the idle AppendEntries pipelines answered
+// themselves instead of sending them (hbcache.go).
+func (m *Mux) RepeatedAppends() int64 { return m.appendsRepeated.Load() }
+
 // errNoBatches: the remote does not accept heartbeat batches; send
 // heartbeats one by one.
 var errNoBatches = errors.New("remote does not accept heartbeat batches")
@@ -62,6 +70,7 @@ type hbBatcher struct {
 	mu      sync.Mutex
 	queue   []*hbCall
 	running bool
+	kick    chan struct{} // flush now: an urgent heartbeat is queued
 
 	unsupported atomic.Bool   // the remote answered the stream header with an error
 	st          *yamux.Stream // owned by the flushing goroutine
@@ -72,16 +81,17 @@ func (m *Mux) batcher(target string) *hbBatcher {
 	defer m.hbMu.Unlock()
 	b := m.hb[target]
 	if b == nil {
-		b = &hbBatcher{m: m, target: target}
+		b = &hbBatcher{m: m, target: target, kick: make(chan struct{}, 1)}
 		m.hb[target] = b
 	}
 	return b
 }
 
 // heartbeat sends one group's heartbeat in the next batch to target and
-// waits for its answer. It returns errNoBatches when target does not accept
-// batches.
-func (m *Mux) heartbeat(target, group string, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+// waits for its answer. An urgent heartbeat (a leadership check a read
+// waits for) flushes the batch at once instead of after the batch delay. It
+// returns errNoBatches when target does not accept batches.
+func (m *Mux) heartbeat(target, group string, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, urgent bool) error {
 	b := m.batcher(target)
 	if b.unsupported.Load() {
 		return errNoBatches
@@ -106,6 +116,12 @@ func (m *Mux) heartbeat(target, group string, req *raft.AppendEntriesRequest, re
 		m.mu.Unlock()
 		go b.run()
 	}
+	if urgent {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
 	select {
 	case <-c.done:
 		return c.err
@@ -123,6 +139,13 @@ func (b *hbBatcher) run() {
 	for {
 		select {
 		case <-timer.C:
+		case <-b.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
 		case <-b.m.done:
 			b.mu.Lock()
 			calls := b.queue

@@ -15,6 +15,12 @@ import (
 // next to other test packages, must not hold elections for lack of CPU.
 func groupsOver(t *testing.T, ms []*Mux, n int) [][]*replica {
 	t.Helper()
+	return groupsOverWith(t, ms, n, func(*Transport) {})
+}
+
+// groupsOverWith is groupsOver with setup run on every transport first.
+func groupsOverWith(t *testing.T, ms []*Mux, n int, setup func(*Transport)) [][]*replica {
+	t.Helper()
 	var groups [][]*replica
 	for g := range n {
 		reps := make([]*replica, len(ms))
@@ -24,6 +30,7 @@ func groupsOver(t *testing.T, ms []*Mux, n int) [][]*replica {
 			if err != nil {
 				t.Fatal(err)
 			}
+			setup(tr)
 			reps[i] = &replica{id: raft.ServerID(fmt.Sprintf("n%d", i)), logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore(), tr: tr}
 			cfg.Servers = append(cfg.Servers, raft.Server{ID: reps[i].id, Address: tr.LocalAddr(), Suffrage: raft.Voter})
 		}

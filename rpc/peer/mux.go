@@ -96,10 +96,12 @@ type Mux struct {
 	gmu    sync.RWMutex
 	groups map[string]*Transport
 
-	hbMu     sync.Mutex
-	hb       map[string]*hbBatcher // heartbeat batches per remote address
-	hbCalls  atomic.Int64          // heartbeats sent in batches
-	hbFrames atomic.Int64          // batch frames sent
+	hbMu            sync.Mutex
+	hb              map[string]*hbBatcher // heartbeat batches per remote address
+	hbCalls         atomic.Int64          // heartbeats sent in batches
+	hbFrames        atomic.Int64          // batch frames sent
+	hbCached        atomic.Int64          // heartbeats answered from a group's cache
+	appendsRepeated atomic.Int64          // idle AppendEntries answered by their pipeline
 
 	rejectHeartbeatStreams bool // tests: answer kind-3 streams as a binary without batches does
 

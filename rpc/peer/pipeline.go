@@ -61,11 +61,60 @@ type pipeline struct {
 	doneCh   chan raft.AppendFuture
 	stop     chan struct{}
 	once     sync.Once
+
+	// Idle repeats (hbcache.go), guarded by amu: the key and sequence
+	// number of the last request written, and its answer once accepted.
+	amu      sync.Mutex
+	seq      uint64
+	last     appendKey
+	lastOK   bool
+	lastResp raft.AppendEntriesResponse
+}
+
+// appendKey is what an AppendEntries without entries tells a follower.
+type appendKey struct{ term, prevIndex, prevTerm, commit uint64 }
+
+func keyOf(a *raft.AppendEntriesRequest) appendKey {
+	return appendKey{a.Term, a.PrevLogEntry, a.PrevLogTerm, a.LeaderCommitIndex}
+}
+
+// repeat returns the answer to args when args repeats the last request
+// written, which was accepted, and the follower was heard from lately.
+func (p *pipeline) repeat(args *raft.AppendEntriesRequest) (raft.AppendEntriesResponse, bool) {
+	if len(args.Entries) > 0 || p.st.Session().IsClosed() {
+		return raft.AppendEntriesResponse{}, false
+	}
+	p.amu.Lock()
+	ok := p.lastOK && p.last == keyOf(args)
+	resp := p.lastResp
+	p.amu.Unlock()
+	if !ok {
+		return raft.AppendEntriesResponse{}, false
+	}
+	if _, fresh := p.t.hbc.fresh(p.target, args.Term, 2); !fresh {
+		return raft.AppendEntriesResponse{}, false
+	}
+	return resp, true
+}
+
+// answered records the answer to the request written as number seq.
+func (p *pipeline) answered(f *appendFuture) {
+	p.amu.Lock()
+	defer p.amu.Unlock()
+	if f.seq == p.seq && f.resp.Success && f.resp.Term == f.args.Term {
+		p.lastOK, p.lastResp = true, *f.resp
+	}
 }
 
 // AppendEntries implements raft.AppendPipeline.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
+	if r, ok := p.repeat(args); ok {
+		// Answered in order by decodeLoop, without a frame.
+		*resp, f.local = r, true
+		p.t.m.appendsRepeated.Add(1)
+		return p.enqueue(f)
+	}
 	p.wmu.Lock()
 	p.cs.w.b = p.cs.w.b[:0]
 	if p.fresh {
@@ -75,6 +124,10 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	buf, err := p.cs.encodeFrame(typeAppendEntries, args)
 	if err == nil {
 		p.st.SetWriteDeadline(time.Now().Add(p.t.m.opts.RPCTimeout))
+		p.amu.Lock()
+		p.seq++
+		f.seq, p.last, p.lastOK = p.seq, keyOf(args), false
+		p.amu.Unlock()
 		_, err = p.st.Write(buf)
 	}
 	if cap(p.cs.w.b) > maxPooledBuf {
@@ -85,6 +138,10 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		p.Close()
 		return nil, fmt.Errorf("peer: group %s: pipeline to %s: %w", p.t.group, p.target, err)
 	}
+	return p.enqueue(f)
+}
+
+func (p *pipeline) enqueue(f *appendFuture) (raft.AppendFuture, error) {
 	select {
 	case p.inflight <- f:
 		return f, nil
@@ -119,15 +176,22 @@ func (p *pipeline) decodeLoop() {
 		case <-p.t.m.done:
 			return
 		}
-		status, body, err := readFrame(p.st, &cs.rbuf, p.t.m.opts.MaxFrameSize)
-		if err == nil && status != statusOK {
-			err = errorForStatus(status, body)
-		}
-		if err == nil {
-			err = cs.decode(body, f.resp)
-		}
-		if err != nil {
-			err = fmt.Errorf("peer: group %s: pipeline to %s: %w", p.t.group, p.target, err)
+		var err error
+		if !f.local {
+			var status byte
+			var body []byte
+			status, body, err = readFrame(p.st, &cs.rbuf, p.t.m.opts.MaxFrameSize)
+			if err == nil && status != statusOK {
+				err = errorForStatus(status, body)
+			}
+			if err == nil {
+				err = cs.decode(body, f.resp)
+			}
+			if err != nil {
+				err = fmt.Errorf("peer: group %s: pipeline to %s: %w", p.t.group, p.target, err)
+			} else {
+				p.answered(f)
+			}
 		}
 		f.respond(err)
 		select {
@@ -145,6 +209,8 @@ func (p *pipeline) decodeLoop() {
 
 // appendFuture implements raft.AppendFuture.
 type appendFuture struct {
+	seq   uint64 // number of the written request; 0 for a local answer
+	local bool   // answered from the pipeline's last accepted request
 	start time.Time
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse

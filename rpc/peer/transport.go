@@ -23,6 +23,8 @@ type Transport struct {
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
 
+	hbc hbCache // hbcache.go
+
 	mu     sync.Mutex
 	closed bool
 	idle   map[raft.ServerAddress][]*yamux.Stream
@@ -108,12 +110,28 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// AppendEntries implements raft.Transport.
-// Heartbeats travel in batches shared by every group (heartbeat.go), unless
-// the remote does not accept them.
-func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if isHeartbeat(args) && !t.m.opts.NoHeartbeatBatches {
-		err := t.m.heartbeat(string(target), t.group, args, resp)
+// AppendEntries implements raft.Transport. A heartbeat is answered from the
+// group's heartbeat cache when it may (hbcache.go), else sent in a batch
+// shared by every group (heartbeat.go).
+func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if !isHeartbeat(args) {
+		return t.unary(target, typeAppendEntries, args, resp, nil, 0)
+	}
+	if t.hbc.answer(target, args, resp) {
+		t.m.hbCached.Add(1)
+		return nil
+	}
+	start := time.Now()
+	err := t.sendHeartbeat(target, args, resp, false)
+	t.hbc.note(target, args, resp, start, err)
+	return err
+}
+
+// sendHeartbeat sends one heartbeat: in a batch, or on the group's own
+// stream when the remote does not accept batches.
+func (t *Transport) sendHeartbeat(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, urgent bool) error {
+	if !t.m.opts.NoHeartbeatBatches {
+		err := t.m.heartbeat(string(target), t.group, args, resp, urgent)
 		if !errors.Is(err, errNoBatches) {
 			return err
 		}
