@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
@@ -54,6 +58,96 @@ func scanAll(t *testing.T, ctx context.Context, c *client.Client, table string) 
 	})
 	if err != nil {
 		t.Fatalf("scan %s: %v", table, err)
+	}
+	return out
+}
+
+// scanArrow scans table in Arrow format and returns the record batches of
+// every response (the caller releases them).
+func scanArrow(t *testing.T, ctx context.Context, c *client.Client, table string, columns []string) []arrow.Record {
+	t.Helper()
+	var out []arrow.Record
+	err := c.Scan(ctx, &flussv1.ScanRequest{Table: table, From: flussv1.ScanRequest_EARLIEST, Format: flussv1.Format_ARROW, Columns: columns}, func(r *flussv1.ScanResponse) error {
+		if len(r.GetArrow()) == 0 {
+			return nil
+		}
+		rd, err := ipc.NewReader(bytes.NewReader(r.GetArrow()))
+		if err != nil {
+			return err
+		}
+		defer rd.Release()
+		for rd.Next() {
+			rec := rd.RecordBatch()
+			rec.Retain()
+			out = append(out, rec)
+		}
+		return rd.Err()
+	})
+	if err != nil {
+		t.Fatalf("scan %s as Arrow: %v", table, err)
+	}
+	return out
+}
+
+// checkArrowBinlog reads db.cart$binlog as Arrow and checks it says what
+// the JSON rows bl say: per _log_offset the change type, and before/after
+// present or null with the same qty; then a projection to one column.
+func checkArrowBinlog(t *testing.T, ctx context.Context, c *client.Client, bl []map[string]any) {
+	t.Helper()
+	type change struct {
+		kind          string
+		before, after string // qty or "null"
+	}
+	qty := func(img any) string {
+		if m, ok := img.(map[string]any); ok {
+			return fmt.Sprint(m["qty"])
+		}
+		return "null"
+	}
+	want := map[string]change{}
+	for _, r := range bl {
+		want[fmt.Sprint(r["_log_offset"])] = change{fmt.Sprint(r["_change_type"]), qty(r["before"]), qty(r["after"])}
+	}
+	got := map[string]change{}
+	recs := scanArrow(t, ctx, c, "db.cart$binlog", nil)
+	for _, rec := range recs {
+		defer rec.Release()
+		if names := fmt.Sprint(fieldNames(rec.Schema())); names != "[_change_type _log_offset _commit_timestamp before after]" {
+			t.Fatalf("Arrow $binlog columns %s", names)
+		}
+		before, after := rec.Column(3).(*array.Struct), rec.Column(4).(*array.Struct)
+		image := func(s *array.Struct, i int) string {
+			if s.IsNull(i) {
+				return "null"
+			}
+			st := s.DataType().(*arrow.StructType)
+			idx, _ := st.FieldIdx("qty")
+			return fmt.Sprint(s.Field(idx).(*array.Int64).Value(i))
+		}
+		for i := range int(rec.NumRows()) {
+			off := fmt.Sprint(rec.Column(1).(*array.Int64).Value(i))
+			got[off] = change{rec.Column(0).(*array.String).Value(i), image(before, i), image(after, i)}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Arrow $binlog\n got %v\nwant %v", got, want)
+	}
+	recs = scanArrow(t, ctx, c, "db.cart$binlog", []string{"qty"})
+	for _, rec := range recs {
+		defer rec.Release()
+		if st := rec.Schema().Field(4).Type.(*arrow.StructType); st.NumFields() != 1 || st.Field(0).Name != "qty" {
+			t.Fatalf("projected Arrow $binlog image %s, want only qty", st)
+		}
+	}
+	if len(recs) == 0 {
+		t.Fatal("projected Arrow $binlog returned nothing")
+	}
+}
+
+func fieldNames(s *arrow.Schema) []string {
+	var out []string
+	for _, f := range s.Fields() {
+		out = append(out, f.Name)
 	}
 	return out
 }
@@ -155,6 +249,7 @@ func TestPKTableEndToEnd(t *testing.T) {
 	if kinds["insert"] != 3 || kinds["update"] != 1 || kinds["delete"] != 1 || len(bl) != 5 {
 		t.Fatalf("binlog kinds %v (%d rows)", kinds, len(bl))
 	}
+	checkArrowBinlog(t, ctx, c, bl)
 
 	// Bad input: the right code, nothing stored.
 	yes := false

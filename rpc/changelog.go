@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/fluss-node/fluss-node/kvstore"
@@ -26,7 +27,7 @@ const (
 	// _commit_timestamp, then the table's columns.
 	viewChangelog
 	// viewBinlog: `db.t$binlog`: one row per change with before and after
-	// images (-U/+U pairs joined), JSON only.
+	// images (-U/+U pairs joined); in Arrow, before and after are structs.
 	viewBinlog
 )
 
@@ -206,4 +207,150 @@ func (p *readPlan) appendBinlog(dst []byte, rec arrow.Record, outCols []int, sel
 		dst = append(dst, '}')
 	}
 	return dst, k
+}
+
+// binlogArrowSchema is the Arrow schema of `db.t$binlog` with the data
+// columns cols of the changelog schema sch (indexes >= 3): _change_type
+// (insert|update|delete), _log_offset, _commit_timestamp, then before and
+// after, nullable structs of those columns. Schemas are cached (the
+// encoded schema message is cached per *arrow.Schema).
+func binlogArrowSchema(sch *record.Schema, cols []int) *arrow.Schema {
+	k := newProjKey(sch, cols, true)
+	if v, ok := projSchemas.Load(k); ok {
+		return v.(*arrow.Schema)
+	}
+	full := sch.ArrowSchema()
+	var fields []arrow.Field
+	for _, c := range cols {
+		if c >= 3 {
+			fields = append(fields, full.Field(c))
+		}
+	}
+	image := arrow.StructOf(fields...)
+	v, _ := projSchemas.LoadOrStore(k, arrow.NewSchema([]arrow.Field{
+		{Name: colChangeType, Type: arrow.BinaryTypes.String},
+		full.Field(1),
+		full.Field(2),
+		{Name: "before", Type: image, Nullable: true},
+		{Name: "after", Type: image, Nullable: true},
+	}, nil))
+	return v.(*arrow.Schema)
+}
+
+// binlogRecord builds the $binlog rows of the selected changelog rows of
+// rec (the view's columns) in p.outSchema, pairing -U with the +U after it
+// as appendBinlog does. outCols are the selected columns (record indexes).
+// It returns nil when the selection holds no $binlog row.
+func (p *readPlan) binlogRecord(rec arrow.Record, outCols []int, sel []int32) (arrow.Record, error) {
+	ct := rec.Column(0).(*array.String)
+	mem := memory.DefaultAllocator
+	kinds := array.NewStringBuilder(mem)
+	defer kinds.Release()
+	var rows, before, after []int // before/after: -1 for no image
+	for _, r32 := range sel {
+		r := int(r32)
+		kind, ok := binlogChange[ct.Value(r)]
+		if !ok {
+			continue // -U: written with its +U
+		}
+		kinds.Append(kind)
+		rows = append(rows, r)
+		switch {
+		case kind == "delete":
+			before, after = append(before, r), append(after, -1)
+		case kind == "update" && r > 0 && ct.Value(r-1) == "-U":
+			before, after = append(before, r-1), append(after, r)
+		default:
+			before, after = append(before, -1), append(after, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	var dataCols []int
+	for _, c := range outCols {
+		if c >= 3 {
+			dataCols = append(dataCols, c)
+		}
+	}
+	meta, err := takeColumns(rec, []int{1, 2}, rows)
+	if err != nil {
+		return nil, err
+	}
+	typ := p.outSchema.Field(3).Type.(*arrow.StructType)
+	bs, err := imageArray(rec, dataCols, before, typ)
+	if err != nil {
+		releaseArrays(meta)
+		return nil, err
+	}
+	as, err := imageArray(rec, dataCols, after, typ)
+	if err != nil {
+		releaseArrays(meta)
+		bs.Release()
+		return nil, err
+	}
+	cols := []arrow.Array{kinds.NewArray(), meta[0], meta[1], bs, as}
+	defer releaseArrays(cols)
+	return array.NewRecord(p.outSchema, cols, int64(len(rows))), nil
+}
+
+// takeColumns returns columns cols of rec at rows idx.
+func takeColumns(rec arrow.Record, cols, idx []int) ([]arrow.Array, error) {
+	arrs := make([]arrow.Array, len(cols))
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		arrs[i], fields[i] = rec.Column(c), rec.Schema().Field(c)
+	}
+	sub := array.NewRecord(arrow.NewSchema(fields, nil), arrs, rec.NumRows())
+	defer sub.Release()
+	taken, err := record.TakeRows(sub, idx, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("take rows: %v", err)
+	}
+	defer taken.Release()
+	out := make([]arrow.Array, len(cols))
+	for i := range out {
+		out[i] = taken.Column(i)
+		out[i].Retain()
+	}
+	return out, nil
+}
+
+// imageArray is the struct array of columns cols of rec at rows idx, null
+// where idx is -1.
+func imageArray(rec arrow.Record, cols, idx []int, typ *arrow.StructType) (arrow.Array, error) {
+	n := len(idx)
+	take := make([]int, n)
+	valid := memory.NewResizableBuffer(memory.DefaultAllocator)
+	defer valid.Release()
+	valid.Resize(int(bitutil.BytesForBits(int64(n))))
+	bits := valid.Bytes()
+	clear(bits)
+	nulls := 0
+	for i, r := range idx {
+		if r < 0 {
+			nulls++ // take row 0 under the null: any value will do
+			continue
+		}
+		take[i] = r
+		bitutil.SetBit(bits, i)
+	}
+	children, err := takeColumns(rec, cols, take)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseArrays(children)
+	childData := make([]arrow.ArrayData, len(children))
+	for i, c := range children {
+		childData[i] = c.Data()
+	}
+	data := array.NewData(typ, n, []*memory.Buffer{valid}, childData, nulls, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+func releaseArrays(arrs []arrow.Array) {
+	for _, a := range arrs {
+		a.Release()
+	}
 }

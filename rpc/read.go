@@ -45,17 +45,22 @@ var (
 )
 
 type projKey struct {
-	s    *record.Schema
-	cols string
+	s      *record.Schema
+	cols   string
+	binlog bool
 }
 
-func projectedSchema(s *record.Schema, cols []int) *arrow.Schema {
+func newProjKey(s *record.Schema, cols []int, binlog bool) projKey {
 	var b strings.Builder
 	for _, c := range cols {
 		b.WriteString(strconv.Itoa(c))
 		b.WriteByte(',')
 	}
-	k := projKey{s, b.String()}
+	return projKey{s, b.String(), binlog}
+}
+
+func projectedSchema(s *record.Schema, cols []int) *arrow.Schema {
+	k := newProjKey(s, cols, false)
 	if v, ok := projSchemas.Load(k); ok {
 		return v.(*arrow.Schema)
 	}
@@ -88,9 +93,6 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 	}
 	p := &readPlan{t: t, view: v, sch: sch, arrow: format == flussv1.Format_ARROW}
 	if v == viewBinlog {
-		if p.arrow {
-			return nil, fmt.Errorf("%w: $binlog is served as JSON rows (before/after objects); read $changelog for Arrow", ErrInvalidRequest)
-		}
 		if strings.TrimSpace(filterExpr) != "" {
 			return nil, fmt.Errorf("%w: filters on $binlog are not supported; filter $changelog instead", ErrInvalidRequest)
 		}
@@ -147,6 +149,9 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 		return nil, err
 	}
 	p.outSchema = projectedSchema(sch, p.out)
+	if v == viewBinlog {
+		p.outSchema = binlogArrowSchema(sch, p.out)
+	}
 	p.needSch = projectedSchema(sch, p.need)
 	p.outMsg = record.SchemaMessage(p.outSchema)
 	return p, nil
@@ -275,9 +280,17 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, from, to int64, maxR
 		return end, nil
 	}
 	if p.arrow {
-		outRec, err := takeRows(rec, outCols, p.outSchema, sel)
+		var outRec arrow.Record
+		if p.view == viewBinlog {
+			outRec, err = p.binlogRecord(rec, outCols, sel)
+		} else {
+			outRec, err = takeRows(rec, outCols, p.outSchema, sel)
+		}
 		if err != nil {
 			return 0, err
+		}
+		if outRec == nil {
+			return end, nil // only -U rows, written with their +U
 		}
 		defer outRec.Release()
 		msg, err := record.EncodeBody(outRec, b.Compression(), 3)
@@ -286,6 +299,8 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, from, to int64, maxR
 		}
 		o.arrowMsgs = append(o.arrowMsgs, msg)
 		*outBytes += len(msg)
+		o.records += int(outRec.NumRows())
+		return end, nil
 	} else if p.view == viewBinlog {
 		before := len(o.rows)
 		var k int
