@@ -61,6 +61,7 @@ func (n *Node) balance(last map[raftmeta.BucketID]time.Time) {
 	n.fixAddresses(serverAddr)
 	alive := n.gossipAlive(nodes)
 	n.reconcileGroups(alive, peerAddr)
+	n.closeUnassigned()
 	n.balanceLeaders(nodes, alive, last)
 }
 

@@ -84,6 +84,7 @@ func (n *Node) registerHandlers() {
 	n.peers.Handle(callBucketPrefix, n.handleBucket(callBucketPrefix))
 	n.peers.Handle(callNodeStats, n.handleNodeStats)
 	n.peers.Handle(callBucketProgress, n.handleBucketProgress)
+	n.peers.Handle(callBucketMember, n.handleBucketMember)
 }
 
 // metaOpen reports whether the metadata group is open (n.meta is set).

@@ -29,11 +29,21 @@ import (
 //     when it is down, else once every assigned replica is a voter.
 //   - A replica opened at an assignment epoch > 0 does not bootstrap
 //     (bootConfig): it waits for its group's leader to add it.
+//   - A replica that moved away keeps serving its group until the group's
+//     leader has committed a configuration without it (retired, asked with
+//     bucket.member); while it leads, it adds the new replicas and, once
+//     every assigned replica votes, hands leadership to one of them, which
+//     removes it. So a bucket of one or two replicas moves without ever
+//     having fewer voting copies than assigned.
 const (
 	controllerInterval = time.Second
 	// callBucketProgress asks a node how far its replica of a bucket got
 	// (request: bucket id; reply: the replica's last Raft index).
 	callBucketProgress = "bucket.progress"
+	// callBucketMember asks a node whether its replica of a bucket leads a
+	// group whose committed configuration holds a server (request: bucket
+	// id, node id; reply: one byte, memberUnknown/memberYes/memberNo).
+	callBucketMember = "bucket.member"
 	// memberChangeTimeout bounds one AddVoter/AddNonvoter/RemoveServer.
 	memberChangeTimeout = 5 * time.Second
 )
@@ -154,10 +164,7 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 // catalog nodes, peerAddr their peer addresses.
 func (n *Node) reconcileGroups(alive map[raftmeta.NodeID]bool, peerAddr map[raftmeta.NodeID]string) {
 	for _, a := range n.meta.Assignments() {
-		if !slices.Contains(a.Replicas, n.id) {
-			continue
-		}
-		r := n.replica(a.BucketID)
+		r := n.replica(a.BucketID) // assigned here, or moved away and not yet retired
 		if r == nil || !r.IsLeader() {
 			continue
 		}
@@ -236,6 +243,87 @@ func (n *Node) reconcileGroup(r *replica.Replica, a raftmeta.Assignment, alive m
 		}
 		log.Info("replica no longer assigned: removed from the bucket group", "node", int32(id), "was_alive", alive[id])
 	}
+	if !slices.Contains(a.Replicas, n.id) && allVoters {
+		// Moved away and every assigned replica votes: hand over; the new
+		// leader removes this replica.
+		to := in[a.Replicas[0]]
+		if err := r.Raft().LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
+			log.Warn("hand the bucket group over to an assigned replica", "node", int32(a.Replicas[0]), "err", err)
+			return
+		}
+		log.Info("replica moved away: leadership handed over", "node", int32(a.Replicas[0]))
+	}
+}
+
+// Answers of bucket.member.
+const (
+	memberUnknown byte = iota // not the leader, or its configuration is not committed yet
+	memberYes
+	memberNo
+)
+
+// retired reports whether this node's replica r of bucket a (assigned
+// elsewhere now) may close: a leader of its group has committed a
+// configuration without this node. It asks the leader r knows, then the
+// nodes of the assignment. A replica that leads is never retired: it hands
+// over first (reconcileGroup).
+func (n *Node) retired(r *replica.Replica, a raftmeta.Assignment) bool {
+	if r.IsLeader() {
+		return false
+	}
+	var addrs []string
+	if addr, _ := r.Raft().LeaderWithID(); addr != "" {
+		addrs = append(addrs, string(addr))
+	}
+	peerAddr := map[raftmeta.NodeID]string{}
+	for _, m := range n.meta.Nodes() {
+		peerAddr[m.ID] = m.PeerAddr
+	}
+	for _, id := range a.Replicas {
+		if addr := peerAddr[id]; addr != "" && !slices.Contains(addrs, addr) {
+			addrs = append(addrs, addr)
+		}
+	}
+	req := appendUvarint(appendBucketID(nil, a.BucketID), uint64(n.id))
+	for _, addr := range addrs {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := n.peers.Call(ctx, addr, callBucketMember, req)
+		cancel()
+		if err != nil || len(resp) != 1 {
+			continue
+		}
+		switch resp[0] {
+		case memberNo:
+			return true
+		case memberYes:
+			return false
+		}
+	}
+	return false
+}
+
+// handleBucketMember answers bucket.member (callBucketMember).
+func (n *Node) handleBucketMember(_ context.Context, req []byte) ([]byte, error) {
+	rd := &reader{b: req}
+	b := rd.bucketID()
+	id := raftmeta.NodeID(rd.uvarint("node id"))
+	if err := rd.done(); err != nil {
+		return nil, err
+	}
+	r := n.replica(b)
+	if r == nil || !r.IsLeader() {
+		return []byte{memberUnknown}, nil
+	}
+	f := r.Raft().GetConfiguration()
+	if f.Error() != nil || f.Index() > r.Raft().CommitIndex() {
+		return []byte{memberUnknown}, nil
+	}
+	for _, s := range f.Configuration().Servers {
+		if serverNode(s.ID) == id {
+			return []byte{memberYes}, nil
+		}
+	}
+	return []byte{memberNo}, nil
 }
 
 // caughtUp asks the node of server s how far its replica of b got: caught

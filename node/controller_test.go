@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -402,5 +403,79 @@ func TestClusterRebalance(t *testing.T) {
 	res, err = c.Admin().Rebalance(ctx, connect.NewRequest(&flussv1.RebalanceRequest{}))
 	if err != nil || res.Msg.Moved != 0 {
 		t.Fatalf("second rebalance: moved %v, %v; want 0", res, err)
+	}
+}
+
+// TestClusterRebalanceSmallReplicationFactors: buckets of one and of two
+// replicas move too. A replica that moves away keeps serving until its
+// group has dropped it (a one-replica bucket has no other copy until the
+// new one caught up), leads the handover when it leads, then closes and
+// deletes its data. Writes go on throughout; every acknowledged row stays.
+func TestClusterRebalanceSmallReplicationFactors(t *testing.T) {
+	for _, rf := range []int{1, 2} {
+		t.Run(fmt.Sprintf("rf%d", rf), func(t *testing.T) {
+			nodes, _ := opsCluster(t, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			c := retryClient(nodes[0])
+			if err := c.CreateDatabase(ctx, "db", false); err != nil {
+				t.Fatal(err)
+			}
+			if err := nodes[0].DrainNode(ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+			const buckets = 6
+			tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+				Table:       "db.t",
+				Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+				BucketCount: buckets,
+				Properties:  map[string]string{"table.replication.factor": strconv.Itoa(rf)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := nodes[0].UndrainNode(ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+			appendTo(t, ctx, c, buckets, 0, 30)
+			before := map[raftmeta.BucketID][]raftmeta.NodeID{}
+			for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+				before[a.BucketID] = a.Replicas
+			}
+			res, err := c.Admin().Rebalance(ctx, connect.NewRequest(&flussv1.RebalanceRequest{}))
+			if err != nil {
+				t.Fatalf("rebalance: %v", err)
+			}
+			// 6·rf replicas over 3 nodes: node 3 gets 2·rf, one per bucket at most.
+			if res.Msg.Moved != int32(2*rf) {
+				t.Fatalf("rebalance moved %d replicas, want %d", res.Msg.Moved, 2*rf)
+			}
+			appendTo(t, ctx, c, buckets, 30, 60)
+			waitFor(t, 60*time.Second, func() bool { return healed(nodes, tableID) })
+			// Every node that lost a bucket closes its replica and deletes
+			// its data; every node holding one has it open.
+			waitFor(t, 30*time.Second, func() bool {
+				for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+					for i, nd := range nodes {
+						held := slices.Contains(a.Replicas, raftmeta.NodeID(i+1))
+						if (nd.replica(a.BucketID) != nil) != held || nd.hasBucketDir(a.BucketID) != held {
+							return false
+						}
+					}
+				}
+				return true
+			})
+			moved := 0
+			for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+				if !raftmeta.SameReplicas(a.Replicas, before[a.BucketID]) {
+					moved++
+				}
+			}
+			if moved != 2*rf {
+				t.Fatalf("%d buckets changed replicas, want %d", moved, 2*rf)
+			}
+			checkReplicasIdentical(t, nodes, tableID)
+			checkRows(t, ctx, c, buckets, 60)
+		})
 	}
 }

@@ -50,6 +50,8 @@ type Node struct {
 	listener net.Listener
 	server   *http.Server
 
+	reconcileMu sync.Mutex // serializes opening and closing replicas (reconcile.go)
+
 	mu         sync.Mutex
 	replicas   map[raftmeta.BucketID]*replica.Replica
 	transports map[raftmeta.BucketID]*peer.Transport

@@ -41,13 +41,22 @@ func (n *Node) reconcileLoop() {
 }
 
 // reconcile opens replicas assigned to this node that are not open, and
-// closes and deletes replicas whose bucket is no longer assigned here (its
-// table was dropped). Failures are logged and retried on the next round.
+// closes and deletes replicas whose bucket is no longer assigned here once
+// that is safe (closeUnassigned). It also (re)opens replicas of buckets
+// that moved away while their data is still here (after a restart, or a
+// failed open): until the group has dropped them they may be needed (a
+// one-replica bucket moving to another node has no other copy yet).
+// Failures are logged and retried on the next round.
 func (n *Node) reconcile() {
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
 	want := make(map[raftmeta.BucketID]raftmeta.Assignment)
 	for _, a := range n.meta.Assignments() {
-		if slices.Contains(a.Replicas, n.id) {
+		switch {
+		case slices.Contains(a.Replicas, n.id):
 			want[a.BucketID] = a
+		case n.hasBucketDir(a.BucketID):
+			want[a.BucketID] = a // not ours: opens without bootstrapping (bootConfig)
 		}
 	}
 	for id, a := range want {
@@ -75,33 +84,71 @@ func (n *Node) reconcile() {
 		n.transports[id] = tr
 		n.mu.Unlock()
 	}
+	n.closeUnassignedLocked()
+}
+
+// closeUnassigned closes and deletes the open replicas whose bucket is not
+// assigned to this node: at once when the bucket is gone (its table was
+// dropped), else once the group's leader has committed a configuration
+// without this node (retired). Until then a replica that moved away keeps
+// serving its group, and hands leadership over if it leads
+// (reconcileGroup), so the group never has fewer voting copies than
+// assigned.
+func (n *Node) closeUnassigned() {
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
+	n.closeUnassignedLocked()
+}
+
+func (n *Node) closeUnassignedLocked() {
+	assigned := map[raftmeta.BucketID]raftmeta.Assignment{}
+	for _, a := range n.meta.Assignments() {
+		assigned[a.BucketID] = a
+	}
 	n.mu.Lock()
 	var drop []raftmeta.BucketID
-	for id := range n.replicas {
-		if _, ok := want[id]; !ok {
+	retiring := map[raftmeta.BucketID]*replica.Replica{}
+	for id, r := range n.replicas {
+		a, exists := assigned[id]
+		switch {
+		case !exists:
 			drop = append(drop, id)
+		case !slices.Contains(a.Replicas, n.id):
+			retiring[id] = r
 		}
 	}
 	n.mu.Unlock()
+	for id, r := range retiring {
+		if n.retired(r, assigned[id]) {
+			drop = append(drop, id)
+		}
+	}
 	for _, id := range drop {
 		if err := n.closeReplica(id); err != nil {
-			n.logger.Warn("close dropped bucket replica", "bucket", id, "err", err)
+			n.logger.Warn("close unassigned bucket replica", "bucket", id, "err", err)
 		}
 		if err := os.RemoveAll(n.bucketDir(id)); err != nil {
-			n.logger.Warn("remove dropped bucket data", "bucket", id, "err", err)
+			n.logger.Warn("remove unassigned bucket data", "bucket", id, "err", err)
 		}
 		if err := n.dropKV(id); err != nil {
-			n.logger.Warn("remove dropped bucket KV state", "bucket", id, "err", err)
+			n.logger.Warn("remove unassigned bucket KV state", "bucket", id, "err", err)
 		}
 		n.logger.Info("bucket replica removed", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket)
 	}
 }
 
-// sweepBucketDirs deletes the bucket directories of replicas that are not
-// assigned to this node: their buckets moved to other nodes (or their
-// tables were dropped) while this node was down. It runs once, when this
-// node's own registration is in its catalog copy (so the copy is current
-// up to a point after the node restarted), and reports whether it ran.
+func (n *Node) hasBucketDir(id raftmeta.BucketID) bool {
+	_, err := os.Stat(n.bucketDir(id))
+	return err == nil
+}
+
+// sweepBucketDirs deletes the bucket directories of buckets that no longer
+// exist (their tables were dropped while this node was down). Directories
+// of buckets that exist but moved away are reopened by reconcile and
+// deleted once their group has dropped them (closeUnassigned). It runs
+// once, when this node's own registration is in its catalog copy (so the
+// copy is current up to a point after the node restarted), and reports
+// whether it ran.
 func (n *Node) sweepBucketDirs() bool {
 	select {
 	case <-n.registered:
@@ -114,9 +161,7 @@ func (n *Node) sweepBucketDirs() bool {
 	}
 	want := map[raftmeta.BucketID]bool{}
 	for _, a := range n.meta.Assignments() {
-		if slices.Contains(a.Replicas, n.id) {
-			want[a.BucketID] = true
-		}
+		want[a.BucketID] = true
 	}
 	root := filepath.Join(n.cfg.DataDir, "buckets")
 	tables, _ := os.ReadDir(root)
@@ -142,13 +187,13 @@ func (n *Node) sweepBucketDirs() bool {
 					continue
 				}
 				if err := os.RemoveAll(n.bucketDir(id)); err != nil {
-					n.logger.Warn("remove the data of a bucket no longer assigned here", "bucket", id, "err", err)
+					n.logger.Warn("remove the data of a bucket that no longer exists", "bucket", id, "err", err)
 					continue
 				}
 				if err := n.dropKV(id); err != nil {
-					n.logger.Warn("remove the KV state of a bucket no longer assigned here", "bucket", id, "err", err)
+					n.logger.Warn("remove the KV state of a bucket that no longer exists", "bucket", id, "err", err)
 				}
-				n.logger.Info("bucket replica data removed: the bucket is no longer assigned here", "table", tid, "partition", pid, "bucket", bn)
+				n.logger.Info("bucket replica data removed: the bucket no longer exists", "table", tid, "partition", pid, "bucket", bn)
 			}
 		}
 	}
@@ -248,7 +293,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 // here later (epoch > 0) gets none and waits for the group's leader to add
 // it (controller.go), so it can never form a second group.
 func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
-	if a.Epoch > 0 {
+	if a.Epoch > 0 || !slices.Contains(a.Replicas, n.id) {
 		return nil, nil
 	}
 	peers := map[raftmeta.NodeID]string{}

@@ -203,7 +203,8 @@ func TestRebalance(t *testing.T) {
 		{"balanced stays", mk(threeNodes...), []NodeID{1, 2, 3}, 1, false, true},
 		{"a fourth node joins", mk(threeNodes...), []NodeID{1, 2, 3, 4}, 3, true, true},
 		{"two new nodes", mk(threeNodes...), []NodeID{4, 5, 1, 2, 3}, 4, true, true},
-		{"rf 2 never moves", mk([]NodeID{1, 2}, []NodeID{2, 1}, []NodeID{1, 2}), []NodeID{1, 2, 3}, 1, false, false},
+		{"rf 2 moves", mk([]NodeID{1, 2}, []NodeID{2, 1}, []NodeID{1, 2}), []NodeID{1, 2, 3}, 2, true, true},
+		{"rf 1 moves", mk([]NodeID{1}, []NodeID{1}, []NodeID{1}, []NodeID{1}), []NodeID{1, 2}, 1, true, true},
 		{"single node", mk([]NodeID{1}), []NodeID{1}, 1, false, true},
 		{"leaders only", mk([]NodeID{1, 2, 3}, []NodeID{1, 3, 2}, []NodeID{1, 2, 3}), []NodeID{1, 2, 3}, 1, true, true},
 	}
@@ -229,7 +230,7 @@ func TestRebalance(t *testing.T) {
 							gone++
 						}
 					}
-					if gone > 1 || (gone == 1 && len(old.Replicas) < 3) {
+					if gone > 1 {
 						t.Fatalf("bucket %d: %v -> %v moves %d replicas", a.Bucket, old.Replicas, a.Replicas, gone)
 					}
 					for i, r := range a.Replicas {

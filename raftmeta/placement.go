@@ -132,11 +132,11 @@ func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []As
 // (keeping its position), never onto a node that already holds the
 // bucket; a preferred leader changes by reordering a bucket's replicas.
 // Replicas on nodes not in nodes (draining, down) are left where they are.
-// Only buckets of at least 3 replicas have a replica moved, at most one
-// each: a node whose replica moves away closes it when it sees the new
-// assignment, and the others must still be a majority of the group's
-// voters while the new replica catches up. Running Rebalance again after
-// the moves finished continues. The input is not modified; the result is
+// A bucket has at most one replica moved per run: the group adds the new
+// replica and removes the old one only after the new one votes (a replica
+// moved away keeps serving until its group has dropped it), so the group
+// never has fewer voting copies than assigned. Running Rebalance again
+// after the moves finished continues. The input is not modified; the result is
 // a pure function of the arguments (nodes in any order).
 func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
 	ids := slices.Clone(nodes)
@@ -181,7 +181,7 @@ func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
 			for i := range out {
 				reps := out[i].Replicas
 				j := slices.Index(reps, hi)
-				if j < 0 || (pass == 0 && j == 0) || slices.Contains(reps, lo) || len(reps) < 3 || movedBucket[i] {
+				if j < 0 || (pass == 0 && j == 0) || slices.Contains(reps, lo) || movedBucket[i] {
 					continue
 				}
 				movedBucket[i] = true
