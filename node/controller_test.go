@@ -213,26 +213,8 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := retryClient(nodes[0])
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
-	// Node 4 holds nothing: drain it while the table is placed, then undrain.
-	if err := nodes[0].DrainNode(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
 	const buckets = 6
-	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
-		Table:       "db.t",
-		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
-		BucketCount: buckets,
-		Properties:  map[string]string{"table.replication.factor": "3"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nodes[0].UndrainNode(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	tableID := tableBesideNode(t, ctx, nodes, c, 4, buckets, 3) // node 4 holds nothing
 	for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
 		if slices.Contains(a.Replicas, 4) || a.Epoch != 0 {
 			t.Fatalf("bucket %d placed on %v epoch %d", a.Bucket, a.Replicas, a.Epoch)
@@ -297,6 +279,32 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 	checkRows(t, ctx, c, buckets, 96)
 }
 
+// tableBesideNode creates db.t (BIGINT id, STRING s) with buckets buckets
+// of rf replicas while node empty is drained, so that it holds none of
+// them, then undrains it. It returns the table id.
+func tableBesideNode(t *testing.T, ctx context.Context, nodes []*Node, c *client.Client, empty raftmeta.NodeID, buckets int32, rf int) int64 {
+	t.Helper()
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].DrainNode(ctx, empty); err != nil {
+		t.Fatal(err)
+	}
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+		BucketCount: buckets,
+		Properties:  map[string]string{"table.replication.factor": strconv.Itoa(rf)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].UndrainNode(ctx, empty); err != nil {
+		t.Fatal(err)
+	}
+	return tableID
+}
+
 // nodeState is node id's state in n's catalog ("" if absent).
 func nodeState(n *Node, id raftmeta.NodeID) raftmeta.NodeState {
 	for _, m := range n.meta.Nodes() {
@@ -356,25 +364,8 @@ func TestClusterRebalance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := retryClient(nodes[0])
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
-	if err := nodes[0].DrainNode(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
 	const buckets = 8
-	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
-		Table:       "db.t",
-		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
-		BucketCount: buckets,
-		Properties:  map[string]string{"table.replication.factor": "3"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nodes[0].UndrainNode(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	tableID := tableBesideNode(t, ctx, nodes, c, 4, buckets, 3)
 	appendTo(t, ctx, c, buckets, 0, 24)
 	c4 := retryClient(nodes[3])
 	res, err := c4.Admin().Rebalance(ctx, connect.NewRequest(&flussv1.RebalanceRequest{}))
@@ -418,25 +409,8 @@ func TestClusterRebalanceSmallReplicationFactors(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
 			c := retryClient(nodes[0])
-			if err := c.CreateDatabase(ctx, "db", false); err != nil {
-				t.Fatal(err)
-			}
-			if err := nodes[0].DrainNode(ctx, 3); err != nil {
-				t.Fatal(err)
-			}
 			const buckets = 6
-			tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
-				Table:       "db.t",
-				Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
-				BucketCount: buckets,
-				Properties:  map[string]string{"table.replication.factor": strconv.Itoa(rf)},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := nodes[0].UndrainNode(ctx, 3); err != nil {
-				t.Fatal(err)
-			}
+			tableID := tableBesideNode(t, ctx, nodes, c, 3, buckets, rf)
 			appendTo(t, ctx, c, buckets, 0, 30)
 			before := map[raftmeta.BucketID][]raftmeta.NodeID{}
 			for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
