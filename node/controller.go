@@ -244,14 +244,21 @@ func (n *Node) reconcileGroup(r *replica.Replica, a raftmeta.Assignment, alive m
 		log.Info("replica no longer assigned: removed from the bucket group", "node", int32(id), "was_alive", alive[id])
 	}
 	if !slices.Contains(a.Replicas, n.id) && allVoters {
-		// Moved away and every assigned replica votes: hand over; the new
-		// leader removes this replica.
-		to := in[a.Replicas[0]]
-		if err := r.Raft().LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
-			log.Warn("hand the bucket group over to an assigned replica", "node", int32(a.Replicas[0]), "err", err)
+		// Moved away and every assigned replica votes: hand over to the
+		// first live one (the preferred leader first); it removes this
+		// replica.
+		for _, id := range a.Replicas {
+			if !alive[id] {
+				continue
+			}
+			to := in[id]
+			if err := r.Raft().LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
+				log.Warn("hand the bucket group over to an assigned replica", "node", int32(id), "err", err)
+				return
+			}
+			log.Info("replica moved away: leadership handed over", "node", int32(id))
 			return
 		}
-		log.Info("replica moved away: leadership handed over", "node", int32(a.Replicas[0]))
 	}
 }
 
