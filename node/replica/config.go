@@ -114,6 +114,9 @@ func (t RaftTuning) raftConfig(id raft.ServerID, logger hclog.Logger) (*raft.Con
 	c.TrailingLogs = math.MaxUint64
 	// Restore the (tiny) snapshot on start, then replay the log after it.
 	c.NoSnapshotRestoreOnStart = false
+	// raft's go-metrics go nowhere (no sink is installed); skip at least
+	// the duplicate legacy ones on every heartbeat and append.
+	c.NoLegacyTelemetry = true
 	c.Logger = logger
 	if err := raft.ValidateConfig(c); err != nil {
 		return nil, fmt.Errorf("replica raft config: %w", err)
