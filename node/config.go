@@ -50,8 +50,23 @@ type Config struct {
 	Storage StorageConfig `toml:"storage"`
 	Limits  LimitsConfig  `toml:"limits"`
 	Raft    RaftConfig    `toml:"raft"`
+	KV      KVConfig      `toml:"kv"`
 	Cluster ClusterConfig `toml:"cluster"`
 	Debug   DebugConfig   `toml:"debug"`
+}
+
+// KVConfig sizes the memory of the node's one badger DB, shared by every
+// primary-key bucket replica (kvstore.Options).
+type KVConfig struct {
+	// MemtableBytes is the size of one memtable (three are kept); it also
+	// bounds one applied changelog transaction (~15% of it). Default 16 MiB.
+	MemtableBytes int64 `toml:"memtable_bytes"`
+	// BlockCacheBytes caches SST blocks for lookups and merges. Default 32 MiB.
+	BlockCacheBytes int64 `toml:"block_cache_bytes"`
+	// IndexCacheBytes bounds SST indexes and bloom filters held in memory;
+	// 0 (default) keeps all of them in memory: fastest reads, memory grows
+	// with the KV data (a few percent of it).
+	IndexCacheBytes int64 `toml:"index_cache_bytes"`
 }
 
 // ClusterConfig tunes cluster operations (controller.go).
@@ -164,6 +179,7 @@ func Default() Config {
 			ElectionTimeout:  Duration{time.Second},
 			CommitTimeout:    Duration{time.Second},
 		},
+		KV:      KVConfig{MemtableBytes: 16 << 20, BlockCacheBytes: 32 << 20},
 		Cluster: ClusterConfig{DeadNodeGrace: Duration{5 * time.Minute}},
 	}
 }
@@ -256,6 +272,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Raft.CommitTimeout.Duration <= 0 {
 		errs = append(errs, errors.New("raft.commit_timeout must be > 0"))
+	}
+	if c.KV.MemtableBytes < 1<<20 || c.KV.BlockCacheBytes < 1<<20 || c.KV.IndexCacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("kv: need memtable_bytes and block_cache_bytes >= 1 MiB and index_cache_bytes >= 0, got %d, %d, %d",
+			c.KV.MemtableBytes, c.KV.BlockCacheBytes, c.KV.IndexCacheBytes))
 	}
 	return errors.Join(errs...)
 }

@@ -64,6 +64,7 @@ func TestConfigErrors(t *testing.T) {
 		{"gossip key not base64", "gossip_key = \"%%%\"\n", "gossip_key is not base64"},
 		{"gossip key length", "gossip_key = \"c2hvcnQ=\"\n", "gossip_key decodes to 5 bytes"},
 		{"batch over request", "[limits]\nmax_batch_bytes = 100\nmax_request_bytes = 10\n", "max_batch_bytes"},
+		{"tiny kv memtable", "[kv]\nmemtable_bytes = 1000\n", "kv: need memtable_bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "c.toml")

@@ -42,7 +42,11 @@ func (n *Node) kvStore() (*kvstore.Store, error) {
 	if n.kvClosed {
 		return nil, fmt.Errorf("%w: node is closing", replica.ErrClosed)
 	}
-	st, err := kvstore.Open(filepath.Join(n.cfg.DataDir, "kv"), kvstore.Options{})
+	st, err := kvstore.Open(filepath.Join(n.cfg.DataDir, "kv"), kvstore.Options{
+		MemTableSize:   n.cfg.KV.MemtableBytes,
+		BlockCacheSize: n.cfg.KV.BlockCacheBytes,
+		IndexCacheSize: n.cfg.KV.IndexCacheBytes,
+	})
 	if err != nil {
 		return nil, err
 	}
