@@ -113,7 +113,7 @@ func (t *Transport) Close() error {
 // AppendEntries implements raft.Transport. A heartbeat is answered from the
 // group's heartbeat cache when it may (hbcache.go), else sent in a batch
 // shared by every group (heartbeat.go).
-func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if !isHeartbeat(args) {
 		return t.unary(target, typeAppendEntries, args, resp, nil, 0)
 	}
