@@ -1,6 +1,10 @@
 package node
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fluss-node/fluss-node/rpc/peer"
+)
 
 // registerMetrics adds the node-level gauges, computed on scrape.
 func (n *Node) registerMetrics() {
@@ -33,6 +37,24 @@ func (n *Node) registerMetrics() {
 			})
 			return float64(c)
 		}),
+	)
+}
+
+// registerPeerMetrics adds the counters of the peer transport's idle-cost
+// machinery (rpc/peer heartbeat.go, hbcache.go).
+func (n *Node) registerPeerMetrics(m *peer.Mux) {
+	counter := func(name, help string, f func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	n.registry.MustRegister(
+		counter("fluss_peer_heartbeats_batched_total", "Raft heartbeats sent to other nodes in shared batch frames.",
+			func() int64 { h, _ := m.HeartbeatStats(); return h }),
+		counter("fluss_peer_heartbeat_batches_total", "Heartbeat batch frames sent to other nodes.",
+			func() int64 { _, f := m.HeartbeatStats(); return f }),
+		counter("fluss_peer_heartbeats_cached_total", "Raft heartbeats bucket groups answered from the follower's recent acknowledgement instead of sending them.",
+			m.CachedHeartbeats),
+		counter("fluss_peer_appends_repeated_total", "Idle AppendEntries repeats bucket groups' replication pipelines answered instead of sending them.",
+			m.RepeatedAppends),
 	)
 }
 

@@ -244,6 +244,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("peer listener: %w", err)
 	}
 	n.peers = peers
+	n.registerPeerMetrics(peers)
 	n.registerHandlers()
 	n.syncer = logstore.NewSyncer(n.logger)
 	metaTransport, err := peers.Transport(metaGroup)

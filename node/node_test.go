@@ -91,6 +91,12 @@ func TestNodeLifecycle(t *testing.T) {
 	if !strings.Contains(string(body), "fluss_bucket_replicas 3") {
 		t.Fatalf("metrics do not count 3 replicas:\n%.2000s", body)
 	}
+	for _, name := range []string{"fluss_peer_heartbeats_batched_total", "fluss_peer_heartbeat_batches_total",
+		"fluss_peer_heartbeats_cached_total", "fluss_peer_appends_repeated_total"} {
+		if !strings.Contains(string(body), "\n"+name+" ") {
+			t.Fatalf("metrics lack %s", name)
+		}
+	}
 
 	// A second node cannot open the same directory.
 	if _, err := New(testConfig(dir), nil); err == nil || !strings.Contains(err.Error(), "in use") {
