@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,6 +21,10 @@ import (
 // reconcileInterval bounds how long a missed watch notification can delay
 // convergence.
 const reconcileInterval = 10 * time.Second
+
+// retiredChecks is how many retiring replicas closeUnassigned asks about at
+// once.
+const retiredChecks = 16
 
 // reconcileLoop makes the open replicas match the catalog's assignments for
 // this node, on every catalog change.
@@ -118,11 +123,23 @@ func (n *Node) closeUnassignedLocked() {
 		}
 	}
 	n.mu.Unlock()
+	// Ask about the retiring replicas concurrently (a few at a time): one
+	// whose group's nodes are unreachable must not hold up the others.
+	var retiredMu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, retiredChecks)
 	for id, r := range retiring {
-		if n.retired(r, assigned[id]) {
-			drop = append(drop, id)
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if n.retired(r, assigned[id]) {
+				retiredMu.Lock()
+				drop = append(drop, id)
+				retiredMu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	for _, id := range drop {
 		if err := n.closeReplica(id); err != nil {
 			n.logger.Warn("close unassigned bucket replica", "bucket", id, "err", err)
