@@ -62,11 +62,17 @@ func scanAll(t *testing.T, ctx context.Context, c *client.Client, table string) 
 	return out
 }
 
+// bucketRecord is one Arrow record batch of a scan and its bucket.
+type bucketRecord struct {
+	bucket int32
+	rec    arrow.Record
+}
+
 // scanArrow scans table in Arrow format and returns the record batches of
-// every response (the caller releases them).
-func scanArrow(t *testing.T, ctx context.Context, c *client.Client, table string, columns []string) []arrow.Record {
+// every response with their bucket (the caller releases them).
+func scanArrow(t *testing.T, ctx context.Context, c *client.Client, table string, columns []string) []bucketRecord {
 	t.Helper()
-	var out []arrow.Record
+	var out []bucketRecord
 	err := c.Scan(ctx, &flussv1.ScanRequest{Table: table, From: flussv1.ScanRequest_EARLIEST, Format: flussv1.Format_ARROW, Columns: columns}, func(r *flussv1.ScanResponse) error {
 		if len(r.GetArrow()) == 0 {
 			return nil
@@ -79,7 +85,7 @@ func scanArrow(t *testing.T, ctx context.Context, c *client.Client, table string
 		for rd.Next() {
 			rec := rd.RecordBatch()
 			rec.Retain()
-			out = append(out, rec)
+			out = append(out, bucketRecord{r.GetBucket(), rec})
 		}
 		return rd.Err()
 	})
@@ -89,10 +95,11 @@ func scanArrow(t *testing.T, ctx context.Context, c *client.Client, table string
 	return out
 }
 
-// checkArrowBinlog reads db.cart$binlog as Arrow and checks it says what
-// the JSON rows bl say: per _log_offset the change type, and before/after
-// present or null with the same qty; then a projection to one column.
-func checkArrowBinlog(t *testing.T, ctx context.Context, c *client.Client, bl []map[string]any) {
+// checkArrowBinlog reads db.cart$binlog as JSON and as Arrow and checks
+// that both say the same per bucket and _log_offset: the change type, and
+// before/after present or null with the same qty; then a projection to one
+// column.
+func checkArrowBinlog(t *testing.T, ctx context.Context, c *client.Client) {
 	t.Helper()
 	type change struct {
 		kind          string
@@ -105,12 +112,25 @@ func checkArrowBinlog(t *testing.T, ctx context.Context, c *client.Client, bl []
 		return "null"
 	}
 	want := map[string]change{}
-	for _, r := range bl {
-		want[fmt.Sprint(r["_log_offset"])] = change{fmt.Sprint(r["_change_type"]), qty(r["before"]), qty(r["after"])}
+	err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.cart$binlog", From: flussv1.ScanRequest_EARLIEST}, func(r *flussv1.ScanResponse) error {
+		if len(r.GetRows()) == 0 {
+			return nil
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal(r.GetRows(), &rows); err != nil {
+			return err
+		}
+		for _, row := range rows {
+			want[fmt.Sprintf("%d/%v", r.GetBucket(), row["_log_offset"])] = change{fmt.Sprint(row["_change_type"]), qty(row["before"]), qty(row["after"])}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	got := map[string]change{}
-	recs := scanArrow(t, ctx, c, "db.cart$binlog", nil)
-	for _, rec := range recs {
+	for _, br := range scanArrow(t, ctx, c, "db.cart$binlog", nil) {
+		rec := br.rec
 		defer rec.Release()
 		if names := fmt.Sprint(fieldNames(rec.Schema())); names != "[_change_type _log_offset _commit_timestamp before after]" {
 			t.Fatalf("Arrow $binlog columns %s", names)
@@ -125,17 +145,17 @@ func checkArrowBinlog(t *testing.T, ctx context.Context, c *client.Client, bl []
 			return fmt.Sprint(s.Field(idx).(*array.Int64).Value(i))
 		}
 		for i := range int(rec.NumRows()) {
-			off := fmt.Sprint(rec.Column(1).(*array.Int64).Value(i))
-			got[off] = change{rec.Column(0).(*array.String).Value(i), image(before, i), image(after, i)}
+			key := fmt.Sprintf("%d/%d", br.bucket, rec.Column(1).(*array.Int64).Value(i))
+			got[key] = change{rec.Column(0).(*array.String).Value(i), image(before, i), image(after, i)}
 		}
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("Arrow $binlog\n got %v\nwant %v", got, want)
+	if len(want) != 5 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Arrow $binlog\n got %v\nwant %v (5 changes)", got, want)
 	}
-	recs = scanArrow(t, ctx, c, "db.cart$binlog", []string{"qty"})
-	for _, rec := range recs {
-		defer rec.Release()
-		if st := rec.Schema().Field(4).Type.(*arrow.StructType); st.NumFields() != 1 || st.Field(0).Name != "qty" {
+	recs := scanArrow(t, ctx, c, "db.cart$binlog", []string{"qty"})
+	for _, br := range recs {
+		defer br.rec.Release()
+		if st := br.rec.Schema().Field(4).Type.(*arrow.StructType); st.NumFields() != 1 || st.Field(0).Name != "qty" {
 			t.Fatalf("projected Arrow $binlog image %s, want only qty", st)
 		}
 	}
@@ -249,7 +269,7 @@ func TestPKTableEndToEnd(t *testing.T) {
 	if kinds["insert"] != 3 || kinds["update"] != 1 || kinds["delete"] != 1 || len(bl) != 5 {
 		t.Fatalf("binlog kinds %v (%d rows)", kinds, len(bl))
 	}
-	checkArrowBinlog(t, ctx, c, bl)
+	checkArrowBinlog(t, ctx, c)
 
 	// Bad input: the right code, nothing stored.
 	yes := false

@@ -136,8 +136,10 @@ func TestHeartbeatCacheKeepsGroupsStable(t *testing.T) {
 		t.Fatalf("leaders changed while idle: %v -> %v", before, after)
 	}
 	t.Logf("%d heartbeats sent, %d answered from the cache", sent, cached)
-	if sent == 0 || cached < sent {
-		t.Fatalf("%d heartbeats sent, %d cached: the cache should answer most", sent, cached)
+	// About two of three when the heartbeat loops run on time (every
+	// 100-200 ms, cache age 400 ms); a starved machine delays them.
+	if sent == 0 || cached*2 < sent {
+		t.Fatalf("%d heartbeats sent, %d cached: the cache should answer at least a third", sent, cached)
 	}
 	for _, reps := range groups {
 		applyN(t, reps[leaderOf(t, reps)].r, 3)
