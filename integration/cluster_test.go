@@ -21,6 +21,11 @@ func freePort(t *testing.T) string {
 	t.Helper()
 	for range 200 {
 		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768))
+		// A port handed out before may not be bound yet (its process is
+		// still starting): never hand it out twice.
+		if _, dup := handedOut.LoadOrStore(addr, true); dup {
+			continue
+		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
@@ -38,6 +43,9 @@ func freePort(t *testing.T) string {
 	t.Fatal("no free loopback port in 20000-32767")
 	return ""
 }
+
+// handedOut holds every address freePort returned in this test process.
+var handedOut sync.Map
 
 // clusterNode is one member of a multi-process cluster with fixed addresses,
 // so that it can be killed and restarted in place.
