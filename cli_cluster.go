@@ -56,8 +56,9 @@ func clusterOpsCmds() []*cobra.Command {
 		Use:   "rebalance",
 		Short: "Spread bucket replicas and leaders evenly over the active nodes",
 		Long: "Spread bucket replicas and leaders evenly over the active nodes. A replica moves by\n" +
-			"adding the new one, waiting until it caught up, then removing the old one; at most one\n" +
-			"replica of a bucket moves per run, and only buckets with 3 or more replicas move.\n" +
+			"adding the new one, waiting until it caught up, then removing the old one (which serves\n" +
+			"until then, so buckets of any replication factor move); at most one replica of a bucket\n" +
+			"moves per run.\n" +
 			"Run it again once the moves finished until it reports 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -33,7 +33,8 @@
 //     proposes their output. Neither puts two replicas of a bucket on one
 //     node; ReplaceDown changes only buckets whose live replicas are a
 //     majority, Rebalance moves at most one replica of a bucket per run
-//     and only in buckets of 3 or more replicas.
+//     (whatever its replication factor: the moved-away replica serves
+//     until its group drops it, node/controller.go).
 //   - User input is validated before proposing (BuildTable, PartitionName,
 //     checkNewColumns); Apply re-checks only what keeps the catalog
 //     consistent (existence, id ranges, bucket coverage, nullable added
