@@ -210,15 +210,7 @@ func TestBootstrapExpectClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		}
 		up[i].Store(true)
 	}
-	time.Sleep(2 * time.Second)
-	stop.Store(true)
-	acks := wait()
-	if len(acks) < kills {
-		t.Fatalf("only %d appends acknowledged", len(acks))
-	}
-	for b := 0; b < buckets; b++ {
-		checkBucketAcks(t, nodes[b%3].client, "bt.events", b, acks)
-	}
+	acks := stopAndCheckAcks(t, &stop, wait, kills, "bt.events", buckets, func(b int) string { return nodes[b%3].client })
 
 	// Replicas: once every node's log bytes agree (the restarted ones have
 	// caught up), stop all three at once and compare every bucket's raft

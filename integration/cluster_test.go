@@ -143,6 +143,15 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		nodes[i].start(t)
 		up[i].Store(true)
 	}
+	acks := stopAndCheckAcks(t, &stop, wait, kills, "ct.events", buckets, func(b int) string { return nodes[b%3].client })
+	t.Logf("%d acknowledged appends across %d buckets, %d kill -9s", len(acks), buckets, kills)
+}
+
+// stopAndCheckAcks lets the appenders run 2 s more with every node up,
+// stops them, and checks every bucket's acknowledgements through the node
+// clientOf names (at least one acknowledged append per kill).
+func stopAndCheckAcks(t *testing.T, stop *atomic.Bool, wait func() []clusterAck, kills int, table string, buckets int, clientOf func(bucket int) string) []clusterAck {
+	t.Helper()
 	time.Sleep(2 * time.Second)
 	stop.Store(true)
 	acks := wait()
@@ -150,9 +159,9 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		t.Fatalf("only %d appends acknowledged", len(acks))
 	}
 	for b := 0; b < buckets; b++ {
-		checkBucketAcks(t, nodes[b%3].client, "ct.events", b, acks)
+		checkBucketAcks(t, clientOf(b), table, b, acks)
 	}
-	t.Logf("%d acknowledged appends across %d buckets, %d kill -9s", len(acks), buckets, kills)
+	return acks
 }
 
 // clusterAck is one acknowledged append of a test writer: rows i =

@@ -362,9 +362,7 @@ func (m *Mux) answerHeartbeat(out []byte, cs *codecState, name string, req *raft
 	if t == nil {
 		return status(statusUnknownGroup, fmt.Sprintf("raft group %q is not registered on %s", name, m.addr))
 	}
-	t.hbMu.Lock()
-	fn := t.hbFn
-	t.hbMu.Unlock()
+	fn := t.heartbeatHandler()
 	rpc := raft.RPC{Command: req, RespChan: respCh}
 	if fn != nil {
 		fn(rpc)

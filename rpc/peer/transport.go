@@ -87,6 +87,14 @@ func (t *Transport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 	t.hbMu.Unlock()
 }
 
+// heartbeatHandler is the handler raft set with SetHeartbeatHandler (nil
+// before).
+func (t *Transport) heartbeatHandler() func(raft.RPC) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	return t.hbFn
+}
+
 // Close implements raft.WithClose: it unregisters the group and drops its idle streams.
 func (t *Transport) Close() error {
 	t.m.gmu.Lock()
@@ -318,9 +326,7 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 	rpc := raft.RPC{Command: cmd, Reader: data, RespChan: respCh}
 	var fn func(raft.RPC)
 	if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
-		t.hbMu.Lock()
-		fn = t.hbFn
-		t.hbMu.Unlock()
+		fn = t.heartbeatHandler()
 	}
 	if fn != nil {
 		fn(rpc)
