@@ -474,3 +474,55 @@ func TestLeaveNoticeAfterDead(t *testing.T) {
 		t.Fatalf("after rejoin and failure: %v, want dead", m.Status)
 	}
 }
+
+// TestLeaveNoticeFirst: the notice arrives while memberlist still holds the
+// member alive (its UDP leave broadcast lost or late): the member is left at
+// once, the gossip of its "left" meta and memberlist's own leave keep it
+// left without a second event, and a member that comes back in another
+// state and then vanishes has failed.
+func TestLeaveNoticeFirst(t *testing.T) {
+	n := startNode(t, 1, nil)
+	d := &delegate{m: n.Membership}
+	memberNode := func(state string) *memberlist.Node {
+		meta := testMeta(7)
+		meta.State = state
+		b, _ := meta.MarshalBinary()
+		return &memberlist.Node{Name: "7", Addr: net.ParseIP("127.0.0.1"), Port: 7777, Meta: b}
+	}
+	status := func() Member {
+		m, _ := memberByID(n.Members(), 7)
+		return m
+	}
+	d.NotifyJoin(memberNode(StateActive))
+	waitEvent(t, n, 5*time.Second, func(ev Event) bool { return ev.Type == EventJoin && ev.Member.ID == 7 })
+
+	d.NotifyMsg(appendLeaveNotice(nil, 7))
+	if m := status(); m.Status != StatusLeft || m.State != StateLeft {
+		t.Fatalf("after the notice: %v/%q, want left/left", m.Status, m.State)
+	}
+	waitEvent(t, n, 5*time.Second, func(ev Event) bool { return ev.Type == EventLeave && ev.Member.ID == 7 })
+
+	d.NotifyUpdate(memberNode(StateLeft))
+	if m := status(); m.Status != StatusLeft {
+		t.Fatalf("after the gossip of its left meta: %v, want left", m.Status)
+	}
+	d.NotifyLeave(memberNode(StateLeft))
+	if m := status(); m.Status != StatusLeft {
+		t.Fatalf("after memberlist's leave: %v, want left", m.Status)
+	}
+	select {
+	case ev := <-n.Events():
+		t.Fatalf("event %v %v after the member was already reported left", ev.Type, ev.Member.Status)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// Restarted in another state: alive again, and a later loss is a failure.
+	d.NotifyJoin(memberNode(StateJoining))
+	if m := status(); m.Status != StatusAlive {
+		t.Fatalf("after coming back: %v, want alive", m.Status)
+	}
+	d.NotifyLeave(memberNode(StateJoining))
+	if m := status(); m.Status != StatusDead {
+		t.Fatalf("after coming back and vanishing: %v, want dead", m.Status)
+	}
+}

@@ -51,7 +51,11 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return d.m.localBytes
 }
 
-// NotifyMsg receives user messages; the only one is the leave notice.
+// NotifyMsg receives user messages; the only one is the leave notice. The
+// leaving node sends it over TCP to every member, so it is the reliable
+// word: the member is left from now on, even while memberlist still holds it
+// alive (its own leave broadcast goes over UDP a few times and can be lost;
+// then only a push-pull sync, many seconds later, would tell).
 func (d *delegate) NotifyMsg(b []byte) {
 	id, err := decodeLeaveNotice(b)
 	if err != nil {
@@ -61,17 +65,14 @@ func (d *delegate) NotifyMsg(b []byte) {
 	d.m.mu.Lock()
 	d.m.leaving[id] = true
 	mb, ok := d.m.members[id]
-	upgrade := ok && mb.Status == StatusDead
-	if upgrade {
-		// The leave message overtook the notice: it left, it did not fail.
+	changed := ok && mb.Status != StatusLeft
+	if changed {
 		mb.Status = StatusLeft
 		mb.State = StateLeft
-		d.m.members[id] = mb
-		close(d.m.changed)
-		d.m.changed = make(chan struct{})
+		d.m.setMemberLocked(mb)
 	}
 	d.m.mu.Unlock()
-	if upgrade {
+	if changed {
 		d.m.events.push(Event{Type: EventLeave, Member: mb})
 	}
 }
@@ -127,13 +128,27 @@ func (d *delegate) record(n *memberlist.Node, st Status, typ EventType) {
 		d.m.log.Warn("ignoring member with invalid meta", "err", err)
 		return
 	}
+	d.m.mu.Lock()
+	switch {
+	case st == StatusAlive && meta.State == StateLeft && d.m.leaving[meta.ID]:
+		// The gossip of its "left" meta, after its leave notice.
+		st = StatusLeft
+	case st == StatusAlive && meta.State != StateLeft:
+		// Back in another state (restarted): a later loss is a failure.
+		delete(d.m.leaving, meta.ID)
+	}
 	if st == StatusLeft {
 		// The notice can overtake the gossip of its "left" meta; a member
 		// that left is in state left whatever its last meta said.
 		meta.State = StateLeft
 	}
+	prev, known := d.m.members[meta.ID]
 	mb := Member{Meta: meta, GossipAddr: nodeAddr(n), Status: st}
-	d.m.upsert(mb)
+	d.m.setMemberLocked(mb)
+	d.m.mu.Unlock()
+	if known && prev.Status == StatusLeft && st == StatusLeft {
+		return // already reported when its notice came
+	}
 	d.m.events.push(Event{Type: typ, Member: mb})
 }
 

@@ -23,9 +23,12 @@
 //     (StatusDead) or announces its leave (StatusLeft).
 //   - Leave gossips state "left", sends a leave notice (user message 0x01 |
 //     uvarint id) over TCP to every alive member, then memberlist's leave
-//     broadcast. memberlist's NotifyLeave does not tell a leave from a
-//     failure; a member is StatusLeft if it sent the notice or its last meta
-//     said left, and a notice arriving after the failure turns dead into left.
+//     broadcast. The notice is the reliable word (memberlist's broadcast
+//     goes over UDP a few times and can be lost): a member is StatusLeft from
+//     its notice on, even while memberlist still holds it alive, and a notice
+//     arriving after a failure turns dead into left. memberlist's NotifyLeave
+//     does not tell a leave from a failure; without a notice, a member whose
+//     last meta said left is StatusLeft, any other StatusDead.
 //   - BootstrapExpect returns the same sorted set on every node when exactly
 //     the expected nodes start together; the smallest id bootstraps the
 //     metadata Raft group. It refuses (ErrClusterExists) once any member is

@@ -430,10 +430,9 @@ func (m *Membership) BootstrapExpect(ctx context.Context, n int) ([]Member, erro
 	}
 }
 
-// upsert stores a member and wakes waiters. Called by the delegates.
-func (m *Membership) upsert(mb Member) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// setMemberLocked stores mb and wakes those waiting for a change; m.mu is
+// held.
+func (m *Membership) setMemberLocked(mb Member) {
 	m.members[mb.ID] = mb
 	close(m.changed)
 	m.changed = make(chan struct{})
