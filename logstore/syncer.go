@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,7 @@ type Syncer struct {
 	quit   chan struct{}
 	done   chan struct{}
 
-	rounds, files, waits atomic.Int64
+	rounds, files, waits, nanos atomic.Int64
 }
 
 type syncRound struct {
@@ -114,11 +115,12 @@ type SyncerStats struct {
 	Rounds int64 // flush rounds run
 	Files  int64 // file syncs (or files covered by syncfs) done
 	Waits  int64 // Sync calls
+	Nanos  int64 // time spent in rounds' syncs
 }
 
 // Stats returns the cumulative counters.
 func (s *Syncer) Stats() SyncerStats {
-	return SyncerStats{Rounds: s.rounds.Load(), Files: s.files.Load(), Waits: s.waits.Load()}
+	return SyncerStats{Rounds: s.rounds.Load(), Files: s.files.Load(), Waits: s.waits.Load(), Nanos: s.nanos.Load()}
 }
 
 // Close runs a last round for pending requests and stops the loop.
@@ -148,7 +150,9 @@ func (s *Syncer) loop() {
 		s.cur = newRound()
 		s.mu.Unlock()
 		if len(r.order) > 0 {
+			start := time.Now()
 			s.run(r)
+			s.nanos.Add(int64(time.Since(start)))
 		}
 		close(r.done)
 		if quit {

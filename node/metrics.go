@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fluss-node/fluss-node/logstore"
 	"github.com/fluss-node/fluss-node/rpc/peer"
 )
 
@@ -55,6 +56,29 @@ func (n *Node) registerPeerMetrics(m *peer.Mux) {
 			m.CachedHeartbeats),
 		counter("fluss_peer_appends_repeated_total", "Idle AppendEntries repeats bucket groups' replication pipelines answered instead of sending them.",
 			m.RepeatedAppends),
+	)
+}
+
+// registerSyncMetrics adds the counters of the node's group commit of log
+// file syncs (logstore.Syncer).
+func (n *Node) registerSyncMetrics(s *logstore.Syncer) {
+	n.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fluss_log_sync_rounds_total",
+			Help: "Group-commit rounds of the node's log syncer (each one syncfs per filesystem or one fdatasync per file).",
+		}, func() float64 { return float64(s.Stats().Rounds) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fluss_log_sync_files_total",
+			Help: "Log files made durable by the syncer's rounds (a file synced for many writers counts once per round).",
+		}, func() float64 { return float64(s.Stats().Files) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fluss_log_sync_waits_total",
+			Help: "Requests to make a log file durable (Raft log stores and stable-store writes of all buckets).",
+		}, func() float64 { return float64(s.Stats().Waits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fluss_log_sync_seconds_total",
+			Help: "Time the syncer spent in its rounds' syncs.",
+		}, func() float64 { return float64(s.Stats().Nanos) / 1e9 }),
 	)
 }
 

@@ -247,6 +247,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.registerPeerMetrics(peers)
 	n.registerHandlers()
 	n.syncer = logstore.NewSyncer(n.logger)
+	n.registerSyncMetrics(n.syncer)
 	metaTransport, err := peers.Transport(metaGroup)
 	if err != nil {
 		n.closeStores()

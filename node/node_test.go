@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,12 @@ func TestNodeLifecycle(t *testing.T) {
 			t.Fatalf("metrics lack %s", name)
 		}
 	}
+	// The append above was made durable by the syncer (fsync "always").
+	rounds, waits := metricValue(t, body, "fluss_log_sync_rounds_total"), metricValue(t, body, "fluss_log_sync_waits_total")
+	if rounds < 1 || waits < rounds || metricValue(t, body, "fluss_log_sync_files_total") < rounds ||
+		metricValue(t, body, "fluss_log_sync_seconds_total") <= 0 {
+		t.Fatalf("sync metrics: rounds %v, waits %v:\n%.2000s", rounds, waits, body)
+	}
 
 	// A second node cannot open the same directory.
 	if _, err := New(testConfig(dir), nil); err == nil || !strings.Contains(err.Error(), "in use") {
@@ -168,4 +175,21 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// metricValue returns the value of an unlabelled metric in a Prometheus
+// text exposition.
+func metricValue(t *testing.T, body []byte, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metrics lack %s", name)
+	return 0
 }
