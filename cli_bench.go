@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -12,6 +14,14 @@ import (
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure throughput and latency of a running server (prints a table)"}
+	var cpuProfile string
+	var stopProfile func() error
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this load generator (not the server) to `FILE` (go tool pprof)")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) (err error) {
+		stopProfile, err = startCPUProfile(cpuProfile)
+		return err
+	}
+	cmd.PersistentPostRunE = func(*cobra.Command, []string) error { return stopProfile() }
 	var p bench.ProduceConfig
 	produce := &cobra.Command{
 		Use:   "produce",
@@ -69,6 +79,26 @@ func benchCmd() *cobra.Command {
 	f.StringVar(&fc.Format, "format", "arrow", "arrow or json")
 	cmd.AddCommand(produce, fetch, benchUpsertCmd(), benchLookupCmd())
 	return cmd
+}
+
+// startCPUProfile starts a CPU profile into path (none when path is empty)
+// and returns the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // baseURL is --server as a URL.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -242,5 +243,41 @@ func TestCLIEndToEnd(t *testing.T) {
 	cli("", "db", "drop", "app")
 	if got := cli("", "db", "list").stdout; strings.Contains(got, "app") {
 		t.Errorf("db list after dropping app = %q", got)
+	}
+}
+
+// TestCLIBenchProduce runs `bench produce` briefly against a real node:
+// it prints its table with requests answered and no errors, and
+// --cpuprofile writes a profile of the load generator.
+func TestCLIBenchProduce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	prof := filepath.Join(t.TempDir(), "bench.pprof")
+	out := mustCLI(t, addr, "", "bench", "--cpuprofile", prof, "produce",
+		"--format", "json", "--batch", "1", "--clients", "2", "--buckets", "2", "--duration", "1s").stdout
+	// | format | compression | clients | rows/request | buckets | rows/s | requests/s | MB/s | p50 | p99 | errors | disk bytes/row |
+	var row []string
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "| json ") {
+			row = strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		}
+	}
+	if len(row) != 12 {
+		t.Fatalf("no result row in:\n%s", out)
+	}
+	if reqs, err := strconv.ParseFloat(strings.TrimSpace(row[6]), 64); err != nil || reqs <= 0 {
+		t.Fatalf("requests/s %q in:\n%s", row[6], out)
+	}
+	if errs := strings.TrimSpace(row[10]); errs != "0" {
+		t.Fatalf("errors %q in:\n%s", errs, out)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof writes gzipped protobuf
+		t.Fatalf("cpu profile of %d bytes is not a pprof profile", len(b))
 	}
 }
