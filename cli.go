@@ -89,7 +89,7 @@ func dbCmd() *cobra.Command {
 }
 
 func tableCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "table", Short: "Create, describe, drop and list tables"}
+	cmd := &cobra.Command{Use: "table", Short: "Create, describe, alter, drop and list tables"}
 	var (
 		schema, primaryKey, partitionBy, bucketKey, comment string
 		buckets                                             int32
@@ -184,7 +184,30 @@ func tableCmd() *cobra.Command {
 		},
 	}
 	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the table does not exist")
-	cmd.AddCommand(create, list, describe, drop)
+	var addColumns string
+	alter := &cobra.Command{
+		Use:     "alter DB.TABLE",
+		Short:   "Add nullable columns to a log table (a new schema version; earlier rows read them as null)",
+		Example: `  fluss-node table alter shop.orders --add-columns "note STRING, discount DECIMAL(10,2)"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cols, err := parseSchemaFlag(addColumns)
+			if err != nil {
+				return fmt.Errorf("--add-columns: %w", err)
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			id, err := newClient().AddColumns(ctx, args[0], cols...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "altered %s (schema %d)\n", args[0], id)
+			return nil
+		},
+	}
+	alter.Flags().StringVar(&addColumns, "add-columns", "", `columns to append, e.g. "note STRING, score DOUBLE" (required; each nullable)`)
+	alter.MarkFlagRequired("add-columns")
+	cmd.AddCommand(create, list, describe, alter, drop)
 	return cmd
 }
 

@@ -281,3 +281,48 @@ func TestCLIBenchProduce(t *testing.T) {
 		t.Fatalf("cpu profile of %d bytes is not a pprof profile", len(b))
 	}
 }
+
+// TestCLITableAlter adds columns to a log table with rows through the CLI;
+// the rows written before read the new columns as null, also after a
+// kill -9 and restart (the schema versions are in the metadata log).
+func TestCLITableAlter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	node := startNode(t, dir)
+	addr := node.addr
+	cli := func(stdin string, args ...string) cliResult { t.Helper(); return mustCLI(t, addr, stdin, args...) }
+	cli("", "db", "create", "app")
+	cli("", "table", "create", "app.ev", "--schema", "id BIGINT NOT NULL, kind STRING", "--buckets", "2")
+	cli("", "append", "app.ev", "--row", `{"id": 1, "kind": "a"}`, "--row", `{"id": 2, "kind": "b"}`)
+	if out := cli("", "table", "alter", "app.ev", "--add-columns", "note STRING, score DOUBLE").stdout; out != "altered app.ev (schema 2)\n" {
+		t.Fatalf("table alter printed %q", out)
+	}
+	cli("", "append", "app.ev", "--row", `{"id": 3, "kind": "c", "note": "hi", "score": 1.5}`)
+	if r := runCLI(t, addr, "", "table", "alter", "app.ev", "--add-columns", "x INT NOT NULL"); r.code == 0 || !strings.Contains(r.stderr, "must be nullable") {
+		t.Fatalf("alter with a NOT NULL column: exit %d, %s", r.code, r.stderr)
+	}
+
+	check := func() {
+		t.Helper()
+		rows := ndjsonRows(t, cli("", "scan", "app.ev", "--columns", "id,note,score").stdout)
+		byID := map[string]map[string]any{}
+		for _, r := range rows {
+			byID[fmt.Sprint(r["id"])] = r
+		}
+		if len(rows) != 3 || byID["1"]["note"] != nil || byID["2"]["score"] != nil || byID["3"]["note"] != "hi" || fmt.Sprint(byID["3"]["score"]) != "1.5" {
+			t.Fatalf("rows after alter: %v", rows)
+		}
+		if ids := scanIDs(t, cli("", "scan", "app.ev", "--where", "note IS NULL").stdout, "id", "kind", "note", "score"); !slices.Equal(ids, []int{1, 2}) {
+			t.Fatalf("rows with note IS NULL: %v", ids)
+		}
+		if desc := cli("", "table", "describe", "app.ev").stdout; !strings.Contains(desc, "schema 2") || !strings.Contains(desc, "score") {
+			t.Fatalf("describe after alter:\n%s", desc)
+		}
+	}
+	check()
+	node.kill()
+	addr = startNode(t, dir).addr
+	check()
+}

@@ -259,8 +259,9 @@ func TestReadmeCLIExamples(t *testing.T) {
 		{"table create", func(r cliResult) string { return r.stdout }, []string{"created shop.clicks"}},
 		{"append shop.clicks", func(r cliResult) string { return r.stderr }, []string{"appended 1 rows"}},
 		{"scan shop.clicks", func(r cliResult) string { return r.stdout }, []string{`{"user_id":7,"page":"/home"}` + "\n"}},
+		{"table alter", func(r cliResult) string { return r.stdout }, []string{"altered shop.clicks (schema 2)"}},
 		{"table describe", func(r cliResult) string { return r.stdout },
-			[]string{"shop.clicks", "user_id", "BIGINT", "NOT NULL", "page", "STRING", "TIMESTAMP(3)", "buckets: 4"}},
+			[]string{"shop.clicks", "schema 2", "user_id", "BIGINT", "NOT NULL", "page", "STRING", "TIMESTAMP(3)", "referrer", "buckets: 4"}},
 		{"cluster status", func(r cliResult) string { return r.stdout }, []string{addr}},
 	}
 	for _, c := range checks {

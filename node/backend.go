@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
@@ -169,6 +170,16 @@ func (n *Node) DropTable(ctx context.Context, name string, ignoreIfNotExists boo
 	n.awaitMetaLeader(ctx)
 	_, err = n.metaCall(ctx, &metaOp{Op: opDropTable, Database: db, Name: t, IgnoreIfNotExists: ignoreIfNotExists})
 	return err
+}
+
+func (n *Node) AddColumns(ctx context.Context, name string, cols []record.Column) (int32, error) {
+	db, t, err := splitTableName(name)
+	if err != nil {
+		return 0, err
+	}
+	n.awaitMetaLeader(ctx)
+	id, err := n.metaCall(ctx, &metaOp{Op: opAddColumns, Database: db, Name: t, Columns: cols})
+	return int32(id), err
 }
 
 func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {

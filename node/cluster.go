@@ -17,6 +17,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
@@ -26,6 +27,7 @@ const (
 	opDropDatabase   = "drop_database"
 	opCreateTable    = "create_table"
 	opDropTable      = "drop_table"
+	opAddColumns     = "add_columns"
 	opRegister       = "register" // a node records its addresses and state
 	opJoin           = "join"     // a node enters the metadata Raft group
 )
@@ -45,6 +47,7 @@ type metaOp struct {
 	IgnoreIfNotExists bool                `json:"ignore_missing,omitempty"`
 	Cascade           bool                `json:"cascade,omitempty"`
 	Spec              *raftmeta.TableSpec `json:"spec,omitempty"`
+	Columns           []record.Column     `json:"columns,omitempty"`
 	Node              *raftmeta.Node      `json:"node,omitempty"`
 }
 
@@ -159,6 +162,9 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 		return n.meta.CreateTable(ctx, *op.Spec, op.IgnoreIfExists)
 	case opDropTable:
 		return 0, n.meta.DropTable(ctx, op.Database, op.Name, op.IgnoreIfNotExists)
+	case opAddColumns:
+		id, err := n.meta.AddColumns(ctx, op.Database, op.Name, op.Columns)
+		return int64(id), err
 	case opRegister:
 		if op.Node == nil || op.Node.ID <= 0 {
 			return 0, fmt.Errorf("%w: register without a node id", raftmeta.ErrInvalid)

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
 )
@@ -120,6 +121,17 @@ func TestMetaOpJSONRoundTrip(t *testing.T) {
 	}
 	var got metaOp
 	if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(got, op) {
+		t.Fatalf("got %+v %v", got, err)
+	}
+	add := metaOp{Op: opAddColumns, Database: "db", Name: "t", Columns: []record.Column{
+		{Name: "note", Type: record.Type{Kind: record.KindString}, Nullable: true, Comment: "free text"},
+		{Name: "price", Type: record.Type{Kind: record.KindDecimal, Precision: 12, Scale: 2}, Nullable: true},
+	}}
+	if b, err = json.Marshal(&add); err != nil {
+		t.Fatal(err)
+	}
+	got = metaOp{}
+	if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(got, add) {
 		t.Fatalf("got %+v %v", got, err)
 	}
 }

@@ -365,7 +365,7 @@ func (st *state) addColumns(c *metapb.AddColumns) (int32, error) {
 		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	cur := t.Schema()
-	if err := checkNewColumns(t.FullName(), cur, add.Columns); err != nil {
+	if err := ValidateNewColumns(t.FullName(), cur, add.Columns); err != nil {
 		return 0, err
 	}
 	next := &record.Schema{ID: cur.ID + 1, PrimaryKey: slices.Clone(cur.PrimaryKey)}

@@ -36,7 +36,7 @@
 //     (whatever its replication factor: the moved-away replica serves
 //     until its group drops it, node/controller.go).
 //   - User input is validated before proposing (BuildTable, PartitionName,
-//     checkNewColumns); Apply re-checks only what keeps the catalog
+//     ValidateNewColumns); Apply re-checks only what keeps the catalog
 //     consistent (existence, id ranges, bucket coverage, nullable added
 //     columns). Tightening a validation rule therefore never changes how an
 //     old log replays.

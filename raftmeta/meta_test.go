@@ -198,6 +198,20 @@ func TestMetaSingleNodeLifecycle(t *testing.T) {
 	if _, err := m.AddColumns(ctx, "shop", "orders", []record.Column{{Name: "req", Type: record.Type{Kind: record.KindInt}}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"req" must be nullable`) {
 		t.Fatalf("AddColumns NOT NULL = %v", err)
 	}
+	pkSpec := testSpec("shop", "users")
+	pkSpec.PrimaryKey = []string{"id"}
+	if _, err := m.CreateTable(ctx, pkSpec, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddColumns(ctx, "shop", "users", []record.Column{{Name: "note", Type: record.Type{Kind: record.KindString}, Nullable: true}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "primary-key tables") {
+		t.Fatalf("AddColumns on a primary-key table = %v", err)
+	}
+	if tb, _ := m.FSM().TableByName("shop", "users"); len(tb.Schemas) != 1 {
+		t.Fatalf("primary-key table has %d schema versions after a refused AddColumns", len(tb.Schemas))
+	}
+	if err := m.DropTable(ctx, "shop", "users", false); err != nil {
+		t.Fatal(err)
+	}
 	if err := m.SetNodeState(ctx, 1, NodeActive); err != nil {
 		t.Fatal(err)
 	}

@@ -409,10 +409,10 @@ func checkPartitionValue(t *Table, key, v string) error {
 	return nil
 }
 
-// checkNewColumns checks columns to append to schema cur: at least one, each
+// ValidateNewColumns checks columns to append to schema cur: at least one, each
 // nullable, with a legal new name and a valid type, and the result within
 // record.MaxColumns.
-func checkNewColumns(full string, cur *record.Schema, cols []record.Column) error {
+func ValidateNewColumns(full string, cur *record.Schema, cols []record.Column) error {
 	if len(cols) == 0 {
 		return fmt.Errorf("%w: table %s: no columns to add", ErrInvalid, full)
 	}

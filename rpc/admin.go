@@ -126,20 +126,31 @@ func tableSpecFromProto(m *flussv1.CreateTableRequest) (raftmeta.TableSpec, erro
 	}
 	spec.PrimaryKey = sch.GetPrimaryKey()
 	for _, c := range sch.GetColumns() {
-		typ, notNull, err := record.ParseType(c.GetType())
+		col, err := columnFromProto(c, pk[c.GetName()])
 		if err != nil {
-			return spec, fmt.Errorf("column %q: %w", c.GetName(), err)
+			return spec, err
 		}
-		nullable := !notNull && !pk[c.GetName()]
-		if c.Nullable != nil {
-			if c.GetNullable() && notNull {
-				return spec, fmt.Errorf("%w: column %q says nullable but its type says NOT NULL", ErrInvalidRequest, c.GetName())
-			}
-			nullable = c.GetNullable()
-		}
-		spec.Columns = append(spec.Columns, record.Column{Name: c.GetName(), Type: typ, Nullable: nullable, Comment: c.GetComment()})
+		spec.Columns = append(spec.Columns, col)
 	}
 	return spec, nil
+}
+
+// columnFromProto converts a column of a request. Without an explicit
+// nullable flag a column is nullable unless its type says NOT NULL or it is
+// a primary-key column.
+func columnFromProto(c *flussv1.Column, primaryKey bool) (record.Column, error) {
+	typ, notNull, err := record.ParseType(c.GetType())
+	if err != nil {
+		return record.Column{}, fmt.Errorf("column %q: %w", c.GetName(), err)
+	}
+	nullable := !notNull && !primaryKey
+	if c.Nullable != nil {
+		if c.GetNullable() && notNull {
+			return record.Column{}, fmt.Errorf("%w: column %q says nullable but its type says NOT NULL", ErrInvalidRequest, c.GetName())
+		}
+		nullable = c.GetNullable()
+	}
+	return record.Column{Name: c.GetName(), Type: typ, Nullable: nullable, Comment: c.GetComment()}, nil
 }
 
 func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.CreateTableRequest]) (*connect.Response[flussv1.CreateTableResponse], error) {
@@ -212,6 +223,36 @@ func (s *service) DropTable(ctx context.Context, req *connect.Request[flussv1.Dr
 		return nil, fmt.Errorf("drop table %q: %w", ref.full(), err)
 	}
 	return connect.NewResponse(&flussv1.DropTableResponse{}), nil
+}
+
+// AlterTable adds nullable columns to a log table (a new schema version).
+func (s *service) AlterTable(ctx context.Context, req *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error) {
+	t, ref, err := s.table(ctx, req.Msg.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if ref.Virtual != "" {
+		return nil, fmt.Errorf("%w: cannot alter %q: $%s tables are virtual", ErrInvalidRequest, req.Msg.GetTable(), ref.Virtual)
+	}
+	if len(req.Msg.GetAddColumns()) == 0 {
+		return nil, fmt.Errorf("%w: alter table %s: no change given (addColumns is empty)", ErrInvalidRequest, t.FullName())
+	}
+	if t.HasPrimaryKey() {
+		return nil, fmt.Errorf("%w: table %s has a primary key: adding columns to primary-key tables is not supported yet", ErrWrongTableKind, t.FullName())
+	}
+	cols := make([]record.Column, 0, len(req.Msg.GetAddColumns()))
+	for _, c := range req.Msg.GetAddColumns() {
+		col, err := columnFromProto(c, false)
+		if err != nil {
+			return nil, fmt.Errorf("alter table %s: %w", t.FullName(), err)
+		}
+		cols = append(cols, col)
+	}
+	id, err := s.b.AddColumns(ctx, t.FullName(), cols)
+	if err != nil {
+		return nil, fmt.Errorf("alter table %s: %w", t.FullName(), err)
+	}
+	return connect.NewResponse(&flussv1.AlterTableResponse{SchemaId: id}), nil
 }
 
 func (s *service) CreatePartition(ctx context.Context, req *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error) {

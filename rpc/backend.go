@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fluss-node/fluss-node/kvstore"
+	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
@@ -25,6 +26,9 @@ type Backend interface {
 	Table(ctx context.Context, name string) (*raftmeta.Table, error)
 	ListTables(ctx context.Context, database string) ([]string, error)
 	DropTable(ctx context.Context, name string, ignoreIfNotExists bool) error
+	// AddColumns appends nullable columns to a log table's schema as a new
+	// schema version and returns its id (raftmeta.Meta.AddColumns).
+	AddColumns(ctx context.Context, name string, cols []record.Column) (schemaID int32, err error)
 	// Layout lists every bucket of a table with its replicas and live leader.
 	Layout(ctx context.Context, tableID int64) ([]BucketLayout, error)
 	DescribeCluster(ctx context.Context) (*ClusterInfo, error)

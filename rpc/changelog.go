@@ -76,10 +76,14 @@ func changelogSchema(s *record.Schema) *record.Schema {
 
 // decode returns the record of a stored batch with the plan's p.need
 // columns: projected and decoded for log tables, the changelog view's
-// columns for the views.
-func (p *readPlan) decode(b *record.Batch) (arrow.Record, error) {
+// columns for the views. bsch is the schema version the batch was written
+// with (readPlan.batchSchema).
+func (p *readPlan) decode(b *record.Batch, bsch *record.Schema) (arrow.Record, error) {
 	if p.view != viewLog {
 		return p.decodeView(b)
+	}
+	if bsch != p.sch {
+		return p.decodeOlder(b, bsch)
 	}
 	body := b.Body
 	if !p.allColumns(p.need) {
@@ -93,6 +97,45 @@ func (p *readPlan) decode(b *record.Batch) (arrow.Record, error) {
 		return nil, fmt.Errorf("decode stored batch at offset %d: %v", b.BaseOffset, err)
 	}
 	return rec, nil
+}
+
+// decodeOlder decodes a batch written with an older schema version bsch:
+// the needed columns it stores are decoded, the columns added after it are
+// all null.
+func (p *readPlan) decodeOlder(b *record.Batch, bsch *record.Schema) (arrow.Record, error) {
+	n := int(b.RecordCount)
+	stored := len(bsch.Columns)
+	have := 0 // p.need is ascending: the stored columns come first
+	for have < len(p.need) && p.need[have] < stored {
+		have++
+	}
+	cols := make([]arrow.Array, len(p.need))
+	defer releaseArrays(cols)
+	if have > 0 {
+		layout, err := layoutOf(bsch)
+		if err != nil {
+			return nil, err
+		}
+		body := b.Body
+		if have < stored {
+			if body, err = arrowipc.Project(nil, b.Body, p.need[:have], layout); err != nil {
+				return nil, fmt.Errorf("project stored batch at offset %d (schema %d): %v", b.BaseOffset, bsch.ID, err)
+			}
+		}
+		part, err := record.DecodeBody(projectedSchema(bsch, p.need[:have]), body, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("decode stored batch at offset %d (schema %d): %v", b.BaseOffset, bsch.ID, err)
+		}
+		defer part.Release()
+		for i := range have {
+			cols[i] = part.Column(i)
+			cols[i].Retain()
+		}
+	}
+	for i := have; i < len(p.need); i++ {
+		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, p.needSch.Field(i).Type, n)
+	}
+	return array.NewRecord(p.needSch, cols, int64(n)), nil
 }
 
 // changeTypeNames are the _change_type strings by kvstore.ChangeType.
@@ -351,6 +394,8 @@ func imageArray(rec arrow.Record, cols, idx []int, typ *arrow.StructType) (arrow
 
 func releaseArrays(arrs []arrow.Array) {
 	for _, a := range arrs {
-		a.Release()
+		if a != nil {
+			a.Release()
+		}
 	}
 }

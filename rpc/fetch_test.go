@@ -9,7 +9,9 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -109,38 +111,50 @@ func TestFetchProjectionFilter(t *testing.T) {
 							want = append(want, project(x, tc.cols))
 						}
 					}
-					var got []row
-					off := start
-					for off < int64(len(all)) {
-						res, err := e.c.Fetch(ctx, &flussv1.FetchRequest{Table: "s.t", Offset: off, Columns: tc.cols, Filter: tc.filter, Format: format, MaxRecords: maxRecords})
-						if err != nil {
-							t.Fatal(err)
-						}
-						var part []row
-						if format == flussv1.Format_ARROW {
-							part = decodeArrow(t, res.GetArrow())
-						} else {
-							part = decodeJSON(t, res.GetRows())
-						}
-						if maxRecords > 0 && len(part) > int(maxRecords) {
-							t.Fatalf("got %d rows, maxRecords %d", len(part), maxRecords)
-						}
-						if res.GetNextOffset() <= off {
-							t.Fatalf("nextOffset %d did not advance from %d", res.GetNextOffset(), off)
-						}
-						got = append(got, part...)
-						off = res.GetNextOffset()
-					}
-					if len(got) != len(want) {
-						t.Fatalf("got %d rows, want %d", len(got), len(want))
-					}
-					for i := range want {
-						if !reflect.DeepEqual(got[i], want[i]) {
-							t.Fatalf("row %d: got %v, want %v", i, got[i], want[i])
-						}
-					}
+					got := fetchRows(t, e.c, &flussv1.FetchRequest{Table: "s.t", Offset: start, Columns: tc.cols, Filter: tc.filter, Format: format, MaxRecords: maxRecords}, int64(len(all)))
+					sameRows(t, got, want)
 				})
 			}
+		}
+	}
+}
+
+// fetchRows fetches req's bucket from req.Offset up to end (the high
+// watermark), following nextOffset, and decodes the rows.
+func fetchRows(t *testing.T, c *client.Client, req *flussv1.FetchRequest, end int64) []row {
+	t.Helper()
+	var got []row
+	for req.Offset < end {
+		res, err := c.Fetch(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var part []row
+		if req.Format == flussv1.Format_ARROW {
+			part = decodeArrow(t, res.GetArrow())
+		} else {
+			part = decodeJSON(t, res.GetRows())
+		}
+		if req.MaxRecords > 0 && len(part) > int(req.MaxRecords) {
+			t.Fatalf("got %d rows, maxRecords %d", len(part), req.MaxRecords)
+		}
+		if res.GetNextOffset() <= req.Offset {
+			t.Fatalf("nextOffset %d did not advance from %d", res.GetNextOffset(), req.Offset)
+		}
+		got = append(got, part...)
+		req.Offset = res.GetNextOffset()
+	}
+	return got
+}
+
+func sameRows(t *testing.T, got, want []row) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("row %d: got %v, want %v", i, got[i], want[i])
 		}
 	}
 }
@@ -156,28 +170,40 @@ func project(x row, cols []string) row {
 	return out
 }
 
-func recordOf(rs []row) arrow.Record {
-	sch := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "city", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		{Name: "n", Type: arrow.PrimitiveTypes.Int32},
-	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+func recordOf(rs []row) arrow.Record { return recordWith(rs, "id", "city", "amount", "n") }
+
+// recordWith builds an Arrow record of the rows' given columns (of id
+// BIGINT, city STRING, amount DOUBLE, n INT), in that order.
+func recordWith(rs []row, cols ...string) arrow.Record {
+	types := map[string]arrow.Field{
+		"id":     {Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		"city":   {Name: "city", Type: arrow.BinaryTypes.String, Nullable: true},
+		"amount": {Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		"n":      {Name: "n", Type: arrow.PrimitiveTypes.Int32},
+	}
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = types[c]
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
 	defer b.Release()
 	for _, x := range rs {
-		b.Field(0).(*array.Int64Builder).Append(x["id"].(int64))
-		if c, ok := x["city"].(string); ok {
-			b.Field(1).(*array.StringBuilder).Append(c)
-		} else {
-			b.Field(1).AppendNull()
+		for i, c := range cols {
+			if x[c] == nil {
+				b.Field(i).AppendNull()
+				continue
+			}
+			switch fb := b.Field(i).(type) {
+			case *array.Int64Builder:
+				fb.Append(x[c].(int64))
+			case *array.StringBuilder:
+				fb.Append(x[c].(string))
+			case *array.Float64Builder:
+				fb.Append(x[c].(float64))
+			case *array.Int32Builder:
+				fb.Append(int32(x[c].(int64)))
+			}
 		}
-		if a, ok := x["amount"].(float64); ok {
-			b.Field(2).(*array.Float64Builder).Append(a)
-		} else {
-			b.Field(2).AppendNull()
-		}
-		b.Field(3).(*array.Int32Builder).Append(int32(x["n"].(int64)))
 	}
 	return b.NewRecord()
 }
@@ -197,17 +223,15 @@ func decodeJSON(t *testing.T, raw []byte) []row {
 	for i, m := range rs {
 		x := row{}
 		for k, v := range m {
-			switch k {
-			case "id", "n":
+			switch {
+			case v == nil:
+				x[k] = nil
+			case k == "id" || k == "n":
 				n, _ := v.(json.Number).Int64()
 				x[k] = n
-			case "amount":
-				if v != nil {
-					f, _ := v.(json.Number).Float64()
-					x[k] = f
-				} else {
-					x[k] = nil
-				}
+			case k == "amount":
+				f, _ := v.(json.Number).Float64()
+				x[k] = f
 			default:
 				x[k] = v
 			}
@@ -346,5 +370,62 @@ func TestClientRetriesWithoutDuplicates(t *testing.T) {
 	_, err = c.Append(ctx, "shop.orders", []byte(`[{"id":4}]`))
 	if connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("err = %v, want unavailable", err)
+	}
+}
+
+// TestClientScanRetriesBeforeFirstMessage: a Scan that fails as
+// unavailable before anything reached the caller is retried; once rows were
+// handed over, the error is returned and nothing is read twice.
+func TestClientScanRetriesBeforeFirstMessage(t *testing.T) {
+	// Short long-polls: a following scan's next read may start before the
+	// rows reach the caller and would otherwise wait 30 s for data.
+	e := newEnv(t, rpc.Limits{MaxWait: 20 * time.Millisecond})
+	e.setupOrders(t)
+	ctx := context.Background()
+	c := client.New(e.url, client.WithRetry(client.Retry{Attempts: 5, Base: 1, Max: 2}))
+	if _, err := c.Append(ctx, "shop.orders", []byte(`[{"id":1},{"id":2},{"id":3}]`)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	fails, failing, readsWhileFailing := 2, false, 0
+	e.b.ReadHook = func(raftmeta.BucketID) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			readsWhileFailing++
+			return rpc.ErrNoBucketLeader
+		}
+		if fails > 0 {
+			fails--
+			return rpc.ErrNoBucketLeader
+		}
+		return nil
+	}
+	scan := func(follow bool, onRows func()) (int, error) {
+		rows := 0
+		err := c.Scan(ctx, &flussv1.ScanRequest{Table: "shop.orders", From: flussv1.ScanRequest_EARLIEST, Follow: follow}, func(res *flussv1.ScanResponse) error {
+			rows += len(decodeJSON(t, res.GetRows()))
+			onRows()
+			return nil
+		})
+		return rows, err
+	}
+	if rows, err := scan(false, func() {}); err != nil || rows != 3 {
+		t.Fatalf("scan after two unavailable starts: %d rows, %v", rows, err)
+	}
+
+	// Following: the rows arrive, then every read fails.
+	rows, err := scan(true, func() {
+		mu.Lock()
+		failing = true
+		mu.Unlock()
+	})
+	if connect.CodeOf(err) != connect.CodeUnavailable || rows != 3 {
+		t.Fatalf("follow scan failing after its rows: %d rows, %v (want 3, unavailable)", rows, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if readsWhileFailing != 1 {
+		t.Fatalf("%d reads after the rows were handed over, want 1 (no retry)", readsWhileFailing)
 	}
 }

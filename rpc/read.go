@@ -159,6 +159,23 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 
 func (p *readPlan) allColumns(cols []int) bool { return len(cols) == len(p.sch.Columns) }
 
+// batchSchema returns the schema version a stored batch was written with:
+// the plan's own, or (log tables only) an older version of the table, whose
+// columns are a prefix of the plan's (versions only append nullable
+// columns).
+func (p *readPlan) batchSchema(b *record.Batch) (*record.Schema, error) {
+	if b.SchemaID == p.sch.ID || p.view != viewLog {
+		// Views read changelog batches, which carry the table's schema id;
+		// primary-key tables have one schema version.
+		return p.sch, nil
+	}
+	bs := p.t.SchemaByID(b.SchemaID)
+	if bs == nil || len(bs.Columns) > len(p.sch.Columns) {
+		return nil, fmt.Errorf("stored batch at offset %d has schema %d, which table %s (schema %d) does not know", b.BaseOffset, b.SchemaID, p.t.FullName(), p.sch.ID)
+	}
+	return bs, nil
+}
+
 // readOut is the converted result of one read of one bucket.
 type readOut struct {
 	rows       []byte   // JSON array (JSON format)
@@ -199,18 +216,28 @@ func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes 
 		if maxRecords > 0 && p.filter == nil {
 			to = min(to, from+int64(maxRecords-o.records))
 		}
-		if b.SchemaID != p.sch.ID {
-			return nil, fmt.Errorf("%w: batch at offset %d has schema %d, table %s has %d (schema evolution is not served yet)", ErrUnimplemented, b.BaseOffset, b.SchemaID, p.t.FullName(), p.sch.ID)
+		bsch, err := p.batchSchema(&b)
+		if err != nil {
+			return nil, err
 		}
+		// Statistics of an older batch cover its own columns; the filter
+		// treats the others as unknown.
 		if p.view == viewLog && p.filter != nil && b.Stats != nil && !p.filter.MayMatch(b.Stats) {
 			o.nextOffset = b.BaseOffset + to
 			continue
 		}
-		// Fast path: a whole batch, no filter, ARROW: buffer-level projection.
-		if p.view == viewLog && p.arrow && p.filter == nil && from == 0 && to == count {
+		// Fast path: a whole batch, no filter, ARROW, every output column
+		// stored in it: buffer-level projection.
+		if p.view == viewLog && p.arrow && p.filter == nil && from == 0 && to == count && p.out[len(p.out)-1] < len(bsch.Columns) {
 			msg := b.Body
-			if !p.allColumns(p.out) {
-				if msg, err = arrowipc.Project(nil, b.Body, p.out, p.layout); err != nil {
+			if len(p.out) != len(bsch.Columns) {
+				layout := p.layout
+				if bsch != p.sch {
+					if layout, err = layoutOf(bsch); err != nil {
+						return nil, err
+					}
+				}
+				if msg, err = arrowipc.Project(nil, b.Body, p.out, layout); err != nil {
 					return nil, fmt.Errorf("project stored batch at offset %d: %v", b.BaseOffset, err)
 				}
 			}
@@ -220,7 +247,7 @@ func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes 
 			o.nextOffset = last
 			continue
 		}
-		n, err := p.convertSlow(o, &b, from, to, maxRecords, &sel, &outBytes)
+		n, err := p.convertSlow(o, &b, bsch, from, to, maxRecords, &sel, &outBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -235,8 +262,8 @@ func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes 
 // convertSlow decodes the needed columns of one batch, filters and writes
 // the selected rows; it returns the batch-relative offset after the last
 // row examined.
-func (p *readPlan) convertSlow(o *readOut, b *record.Batch, from, to int64, maxRecords int, selp *[]int32, outBytes *int) (int64, error) {
-	rec, err := p.decode(b)
+func (p *readPlan) convertSlow(o *readOut, b *record.Batch, bsch *record.Schema, from, to int64, maxRecords int, selp *[]int32, outBytes *int) (int64, error) {
+	rec, err := p.decode(b, bsch)
 	if err != nil {
 		return 0, err
 	}

@@ -292,8 +292,6 @@ func batchSizeHint(rec arrow.Record) int {
 // multi-bucket table with bucket keys, batches are split by key and
 // re-encoded: clients should send per-bucket streams.
 func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bucketBatches, error) {
-	sch := t.Schema()
-	want := sch.ArrowSchema()
 	schemaMsg, msgs, err := arrowipc.SplitStream(m.GetArrow())
 	if err != nil {
 		return nil, fmt.Errorf("%w: arrow for %s: %w", ErrInvalidRequest, t.FullName(), err)
@@ -302,6 +300,10 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 	if err != nil {
 		return nil, fmt.Errorf("%w: arrow for %s: schema message: %v", ErrInvalidRequest, t.FullName(), err)
 	}
+	// A writer that has not seen the latest AlterTable still writes: its
+	// batches name the schema version they match.
+	sch := schemaVersionOf(t, got)
+	want := sch.ArrowSchema()
 	if err := sameFields(sch, got); err != nil {
 		return nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
 	}
@@ -393,6 +395,18 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 	}
 	slices.SortFunc(out, func(a, b bucketBatches) int { return int(a.bucket - b.bucket) })
 	return out, nil
+}
+
+// schemaVersionOf returns the table's schema version with as many columns
+// as got (versions only append columns, so at most one has), or the latest
+// when none has, for sameFields to explain the mismatch.
+func schemaVersionOf(t *raftmeta.Table, got *arrow.Schema) *record.Schema {
+	for i := len(t.Schemas) - 1; i >= 0; i-- {
+		if len(t.Schemas[i].Columns) == got.NumFields() {
+			return t.Schemas[i]
+		}
+	}
+	return t.Schema()
 }
 
 // readSchemaMessage decodes an encapsulated schema message with arrow-go.

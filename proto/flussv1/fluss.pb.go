@@ -122,7 +122,7 @@ func (x ListOffsetsRequest_Spec) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ListOffsetsRequest_Spec.Descriptor instead.
 func (ListOffsetsRequest_Spec) EnumDescriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{23, 0}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type ScanRequest_From int32
@@ -174,7 +174,7 @@ func (x ScanRequest_From) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScanRequest_From.Descriptor instead.
 func (ScanRequest_From) EnumDescriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48, 0}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50, 0}
 }
 
 type CreateDatabaseRequest struct {
@@ -716,6 +716,103 @@ func (x *CreateTableResponse) GetTableId() int64 {
 	return 0
 }
 
+type AlterTableRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // "db.table"
+	// Columns to append, in order; each must be nullable and new.
+	AddColumns    []*Column `protobuf:"bytes,2,rep,name=add_columns,json=addColumns,proto3" json:"add_columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTableRequest) Reset() {
+	*x = AlterTableRequest{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTableRequest) ProtoMessage() {}
+
+func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTableRequest.ProtoReflect.Descriptor instead.
+func (*AlterTableRequest) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AlterTableRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *AlterTableRequest) GetAddColumns() []*Column {
+	if x != nil {
+		return x.AddColumns
+	}
+	return nil
+}
+
+type AlterTableResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SchemaId      int32                  `protobuf:"varint,1,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"` // the new schema version
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTableResponse) Reset() {
+	*x = AlterTableResponse{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTableResponse) ProtoMessage() {}
+
+func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTableResponse.ProtoReflect.Descriptor instead.
+func (*AlterTableResponse) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AlterTableResponse) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
 type GetTableRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -725,7 +822,7 @@ type GetTableRequest struct {
 
 func (x *GetTableRequest) Reset() {
 	*x = GetTableRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[10]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +834,7 @@ func (x *GetTableRequest) String() string {
 func (*GetTableRequest) ProtoMessage() {}
 
 func (x *GetTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[10]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +847,7 @@ func (x *GetTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableRequest.ProtoReflect.Descriptor instead.
 func (*GetTableRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{10}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetTableRequest) GetTable() string {
@@ -777,7 +874,7 @@ type GetTableResponse struct {
 
 func (x *GetTableResponse) Reset() {
 	*x = GetTableResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[11]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +886,7 @@ func (x *GetTableResponse) String() string {
 func (*GetTableResponse) ProtoMessage() {}
 
 func (x *GetTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[11]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +899,7 @@ func (x *GetTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableResponse.ProtoReflect.Descriptor instead.
 func (*GetTableResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{11}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetTableResponse) GetTableId() int64 {
@@ -877,7 +974,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[12]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +986,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[12]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +999,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{12}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListTablesRequest) GetDatabase() string {
@@ -921,7 +1018,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[13]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1030,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[13]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1043,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{13}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTablesResponse) GetTables() []string {
@@ -966,7 +1063,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[14]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1075,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[14]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1088,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{14}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DropTableRequest) GetTable() string {
@@ -1016,7 +1113,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[15]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1125,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[15]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1138,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{15}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{17}
 }
 
 type Partition struct {
@@ -1055,7 +1152,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[16]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1164,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[16]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1177,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{16}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Partition) GetName() string {
@@ -1115,7 +1212,7 @@ type CreatePartitionRequest struct {
 
 func (x *CreatePartitionRequest) Reset() {
 	*x = CreatePartitionRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[17]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1224,7 @@ func (x *CreatePartitionRequest) String() string {
 func (*CreatePartitionRequest) ProtoMessage() {}
 
 func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[17]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1237,7 @@ func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{17}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreatePartitionRequest) GetTable() string {
@@ -1173,7 +1270,7 @@ type CreatePartitionResponse struct {
 
 func (x *CreatePartitionResponse) Reset() {
 	*x = CreatePartitionResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[18]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1282,7 @@ func (x *CreatePartitionResponse) String() string {
 func (*CreatePartitionResponse) ProtoMessage() {}
 
 func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[18]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1295,7 @@ func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{18}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreatePartitionResponse) GetPartitions() []*Partition {
@@ -1219,7 +1316,7 @@ type DropPartitionRequest struct {
 
 func (x *DropPartitionRequest) Reset() {
 	*x = DropPartitionRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[19]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1328,7 @@ func (x *DropPartitionRequest) String() string {
 func (*DropPartitionRequest) ProtoMessage() {}
 
 func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[19]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1341,7 @@ func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionRequest.ProtoReflect.Descriptor instead.
 func (*DropPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{19}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DropPartitionRequest) GetTable() string {
@@ -1277,7 +1374,7 @@ type DropPartitionResponse struct {
 
 func (x *DropPartitionResponse) Reset() {
 	*x = DropPartitionResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[20]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1386,7 @@ func (x *DropPartitionResponse) String() string {
 func (*DropPartitionResponse) ProtoMessage() {}
 
 func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[20]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1399,7 @@ func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionResponse.ProtoReflect.Descriptor instead.
 func (*DropPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{20}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DropPartitionResponse) GetPartitions() []*Partition {
@@ -1322,7 +1419,7 @@ type ListPartitionsRequest struct {
 
 func (x *ListPartitionsRequest) Reset() {
 	*x = ListPartitionsRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[21]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1431,7 @@ func (x *ListPartitionsRequest) String() string {
 func (*ListPartitionsRequest) ProtoMessage() {}
 
 func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[21]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1444,7 @@ func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{21}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListPartitionsRequest) GetTable() string {
@@ -1373,7 +1470,7 @@ type ListPartitionsResponse struct {
 
 func (x *ListPartitionsResponse) Reset() {
 	*x = ListPartitionsResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[22]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1482,7 @@ func (x *ListPartitionsResponse) String() string {
 func (*ListPartitionsResponse) ProtoMessage() {}
 
 func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[22]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1495,7 @@ func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{22}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListPartitionsResponse) GetPartitions() []*Partition {
@@ -1421,7 +1518,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[23]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1530,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[23]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1543,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{23}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListOffsetsRequest) GetTable() string {
@@ -1495,7 +1592,7 @@ type BucketOffset struct {
 
 func (x *BucketOffset) Reset() {
 	*x = BucketOffset{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[24]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1604,7 @@ func (x *BucketOffset) String() string {
 func (*BucketOffset) ProtoMessage() {}
 
 func (x *BucketOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[24]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1617,7 @@ func (x *BucketOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketOffset.ProtoReflect.Descriptor instead.
 func (*BucketOffset) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{24}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BucketOffset) GetBucket() int32 {
@@ -1553,7 +1650,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[25]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1662,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[25]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1675,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{25}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListOffsetsResponse) GetOffsets() []*BucketOffset {
@@ -1597,7 +1694,7 @@ type GetTableLayoutRequest struct {
 
 func (x *GetTableLayoutRequest) Reset() {
 	*x = GetTableLayoutRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[26]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1706,7 @@ func (x *GetTableLayoutRequest) String() string {
 func (*GetTableLayoutRequest) ProtoMessage() {}
 
 func (x *GetTableLayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[26]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1719,7 @@ func (x *GetTableLayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableLayoutRequest.ProtoReflect.Descriptor instead.
 func (*GetTableLayoutRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{26}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetTableLayoutRequest) GetTable() string {
@@ -1644,7 +1741,7 @@ type BucketLayout struct {
 
 func (x *BucketLayout) Reset() {
 	*x = BucketLayout{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[27]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1753,7 @@ func (x *BucketLayout) String() string {
 func (*BucketLayout) ProtoMessage() {}
 
 func (x *BucketLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[27]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1766,7 @@ func (x *BucketLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketLayout.ProtoReflect.Descriptor instead.
 func (*BucketLayout) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{27}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BucketLayout) GetPartition() string {
@@ -1709,7 +1806,7 @@ type GetTableLayoutResponse struct {
 
 func (x *GetTableLayoutResponse) Reset() {
 	*x = GetTableLayoutResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[28]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1818,7 @@ func (x *GetTableLayoutResponse) String() string {
 func (*GetTableLayoutResponse) ProtoMessage() {}
 
 func (x *GetTableLayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[28]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1831,7 @@ func (x *GetTableLayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableLayoutResponse.ProtoReflect.Descriptor instead.
 func (*GetTableLayoutResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{28}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetTableLayoutResponse) GetBuckets() []*BucketLayout {
@@ -1752,7 +1849,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[29]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1861,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[29]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1874,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{29}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{31}
 }
 
 type NodeInfo struct {
@@ -1796,7 +1893,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[30]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1905,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[30]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1918,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{30}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeInfo) GetId() int32 {
@@ -1891,7 +1988,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[31]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2000,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[31]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2013,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{31}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -1949,7 +2046,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2058,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[32]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2071,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{32}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DrainNodeRequest) GetNodeId() int32 {
@@ -1992,7 +2089,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2101,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[33]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2114,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{33}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{35}
 }
 
 type UndrainNodeRequest struct {
@@ -2029,7 +2126,7 @@ type UndrainNodeRequest struct {
 
 func (x *UndrainNodeRequest) Reset() {
 	*x = UndrainNodeRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2138,7 @@ func (x *UndrainNodeRequest) String() string {
 func (*UndrainNodeRequest) ProtoMessage() {}
 
 func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[34]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2151,7 @@ func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*UndrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{34}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UndrainNodeRequest) GetNodeId() int32 {
@@ -2072,7 +2169,7 @@ type UndrainNodeResponse struct {
 
 func (x *UndrainNodeResponse) Reset() {
 	*x = UndrainNodeResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2181,7 @@ func (x *UndrainNodeResponse) String() string {
 func (*UndrainNodeResponse) ProtoMessage() {}
 
 func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[35]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2194,7 @@ func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{35}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{37}
 }
 
 type RebalanceRequest struct {
@@ -2108,7 +2205,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2217,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[36]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2230,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{36}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{38}
 }
 
 type RebalanceResponse struct {
@@ -2146,7 +2243,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2255,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[37]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2268,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{37}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RebalanceResponse) GetMoved() int32 {
@@ -2198,7 +2295,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2307,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2320,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{38}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AppendRequest) GetTable() string {
@@ -2287,7 +2384,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2396,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2409,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{39}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AppendResult) GetBucket() int32 {
@@ -2352,7 +2449,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2461,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2474,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppendResponse) GetResults() []*AppendResult {
@@ -2400,7 +2497,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2509,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2522,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpsertRequest) GetTable() string {
@@ -2474,7 +2571,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2583,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2596,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WriteResult) GetBucket() int32 {
@@ -2532,7 +2629,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2641,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2654,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpsertResponse) GetResults() []*WriteResult {
@@ -2579,7 +2676,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2688,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2701,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteRequest) GetTable() string {
@@ -2644,7 +2741,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2753,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2766,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteResponse) GetResults() []*WriteResult {
@@ -2697,7 +2794,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2806,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2819,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FetchRequest) GetTable() string {
@@ -2808,7 +2905,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2917,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2930,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FetchResponse) GetRows() []byte {
@@ -2889,7 +2986,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +2998,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3011,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ScanRequest) GetTable() string {
@@ -3000,7 +3097,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3109,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3122,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ScanResponse) GetBucket() int32 {
@@ -3074,7 +3171,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3183,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3196,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LookupRequest) GetTable() string {
@@ -3133,7 +3230,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3242,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3255,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LookupResponse) GetRows() []byte {
@@ -3179,7 +3276,7 @@ type PrefixLookupRequest struct {
 
 func (x *PrefixLookupRequest) Reset() {
 	*x = PrefixLookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3288,7 @@ func (x *PrefixLookupRequest) String() string {
 func (*PrefixLookupRequest) ProtoMessage() {}
 
 func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3301,7 @@ func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
 func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PrefixLookupRequest) GetTable() string {
@@ -3237,7 +3334,7 @@ type PrefixLookupResult struct {
 
 func (x *PrefixLookupResult) Reset() {
 	*x = PrefixLookupResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3346,7 @@ func (x *PrefixLookupResult) String() string {
 func (*PrefixLookupResult) ProtoMessage() {}
 
 func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3359,7 @@ func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResult.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PrefixLookupResult) GetRows() []byte {
@@ -3281,7 +3378,7 @@ type PrefixLookupResponse struct {
 
 func (x *PrefixLookupResponse) Reset() {
 	*x = PrefixLookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +3390,7 @@ func (x *PrefixLookupResponse) String() string {
 func (*PrefixLookupResponse) ProtoMessage() {}
 
 func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,7 +3403,7 @@ func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PrefixLookupResponse) GetResults() []*PrefixLookupResult {
@@ -3328,7 +3425,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3340,7 +3437,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3353,7 +3450,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LimitScanRequest) GetTable() string {
@@ -3393,7 +3490,7 @@ type LimitScanResponse struct {
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3502,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3515,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LimitScanResponse) GetRows() []byte {
@@ -3491,7 +3588,13 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"0\n" +
 	"\x13CreateTableResponse\x12\x19\n" +
-	"\btable_id\x18\x01 \x01(\x03R\atableId\"'\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\"\\\n" +
+	"\x11AlterTableRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x121\n" +
+	"\vadd_columns\x18\x02 \x03(\v2\x10.fluss.v1.ColumnR\n" +
+	"addColumns\"1\n" +
+	"\x12AlterTableResponse\x12\x1b\n" +
+	"\tschema_id\x18\x01 \x01(\x05R\bschemaId\"'\n" +
 	"\x0fGetTableRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"\xa8\x03\n" +
 	"\x10GetTableResponse\x12\x19\n" +
@@ -3714,7 +3817,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x04rows\x18\x01 \x01(\fB\x04\x88\xb5\x18\x01R\x04rows*\x1d\n" +
 	"\x06Format\x12\b\n" +
 	"\x04JSON\x10\x00\x12\t\n" +
-	"\x05ARROW\x10\x012\xf2\t\n" +
+	"\x05ARROW\x10\x012\xbb\n" +
+	"\n" +
 	"\fAdminService\x12S\n" +
 	"\x0eCreateDatabase\x12\x1f.fluss.v1.CreateDatabaseRequest\x1a .fluss.v1.CreateDatabaseResponse\x12M\n" +
 	"\fDropDatabase\x12\x1d.fluss.v1.DropDatabaseRequest\x1a\x1e.fluss.v1.DropDatabaseResponse\x12P\n" +
@@ -3723,7 +3827,9 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\bGetTable\x12\x19.fluss.v1.GetTableRequest\x1a\x1a.fluss.v1.GetTableResponse\x12G\n" +
 	"\n" +
 	"ListTables\x12\x1b.fluss.v1.ListTablesRequest\x1a\x1c.fluss.v1.ListTablesResponse\x12D\n" +
-	"\tDropTable\x12\x1a.fluss.v1.DropTableRequest\x1a\x1b.fluss.v1.DropTableResponse\x12V\n" +
+	"\tDropTable\x12\x1a.fluss.v1.DropTableRequest\x1a\x1b.fluss.v1.DropTableResponse\x12G\n" +
+	"\n" +
+	"AlterTable\x12\x1b.fluss.v1.AlterTableRequest\x1a\x1c.fluss.v1.AlterTableResponse\x12V\n" +
 	"\x0fCreatePartition\x12 .fluss.v1.CreatePartitionRequest\x1a!.fluss.v1.CreatePartitionResponse\x12P\n" +
 	"\rDropPartition\x12\x1e.fluss.v1.DropPartitionRequest\x1a\x1f.fluss.v1.DropPartitionResponse\x12S\n" +
 	"\x0eListPartitions\x12\x1f.fluss.v1.ListPartitionsRequest\x1a .fluss.v1.ListPartitionsResponse\x12J\n" +
@@ -3758,7 +3864,7 @@ func file_fluss_v1_fluss_proto_rawDescGZIP() []byte {
 }
 
 var file_fluss_v1_fluss_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_fluss_v1_fluss_proto_goTypes = []any{
 	(Format)(0),                       // 0: fluss.v1.Format
 	(ListOffsetsRequest_Spec)(0),      // 1: fluss.v1.ListOffsetsRequest.Spec
@@ -3773,140 +3879,145 @@ var file_fluss_v1_fluss_proto_goTypes = []any{
 	(*Schema)(nil),                    // 10: fluss.v1.Schema
 	(*CreateTableRequest)(nil),        // 11: fluss.v1.CreateTableRequest
 	(*CreateTableResponse)(nil),       // 12: fluss.v1.CreateTableResponse
-	(*GetTableRequest)(nil),           // 13: fluss.v1.GetTableRequest
-	(*GetTableResponse)(nil),          // 14: fluss.v1.GetTableResponse
-	(*ListTablesRequest)(nil),         // 15: fluss.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),        // 16: fluss.v1.ListTablesResponse
-	(*DropTableRequest)(nil),          // 17: fluss.v1.DropTableRequest
-	(*DropTableResponse)(nil),         // 18: fluss.v1.DropTableResponse
-	(*Partition)(nil),                 // 19: fluss.v1.Partition
-	(*CreatePartitionRequest)(nil),    // 20: fluss.v1.CreatePartitionRequest
-	(*CreatePartitionResponse)(nil),   // 21: fluss.v1.CreatePartitionResponse
-	(*DropPartitionRequest)(nil),      // 22: fluss.v1.DropPartitionRequest
-	(*DropPartitionResponse)(nil),     // 23: fluss.v1.DropPartitionResponse
-	(*ListPartitionsRequest)(nil),     // 24: fluss.v1.ListPartitionsRequest
-	(*ListPartitionsResponse)(nil),    // 25: fluss.v1.ListPartitionsResponse
-	(*ListOffsetsRequest)(nil),        // 26: fluss.v1.ListOffsetsRequest
-	(*BucketOffset)(nil),              // 27: fluss.v1.BucketOffset
-	(*ListOffsetsResponse)(nil),       // 28: fluss.v1.ListOffsetsResponse
-	(*GetTableLayoutRequest)(nil),     // 29: fluss.v1.GetTableLayoutRequest
-	(*BucketLayout)(nil),              // 30: fluss.v1.BucketLayout
-	(*GetTableLayoutResponse)(nil),    // 31: fluss.v1.GetTableLayoutResponse
-	(*DescribeClusterRequest)(nil),    // 32: fluss.v1.DescribeClusterRequest
-	(*NodeInfo)(nil),                  // 33: fluss.v1.NodeInfo
-	(*DescribeClusterResponse)(nil),   // 34: fluss.v1.DescribeClusterResponse
-	(*DrainNodeRequest)(nil),          // 35: fluss.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),         // 36: fluss.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),        // 37: fluss.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),       // 38: fluss.v1.UndrainNodeResponse
-	(*RebalanceRequest)(nil),          // 39: fluss.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),         // 40: fluss.v1.RebalanceResponse
-	(*AppendRequest)(nil),             // 41: fluss.v1.AppendRequest
-	(*AppendResult)(nil),              // 42: fluss.v1.AppendResult
-	(*AppendResponse)(nil),            // 43: fluss.v1.AppendResponse
-	(*UpsertRequest)(nil),             // 44: fluss.v1.UpsertRequest
-	(*WriteResult)(nil),               // 45: fluss.v1.WriteResult
-	(*UpsertResponse)(nil),            // 46: fluss.v1.UpsertResponse
-	(*DeleteRequest)(nil),             // 47: fluss.v1.DeleteRequest
-	(*DeleteResponse)(nil),            // 48: fluss.v1.DeleteResponse
-	(*FetchRequest)(nil),              // 49: fluss.v1.FetchRequest
-	(*FetchResponse)(nil),             // 50: fluss.v1.FetchResponse
-	(*ScanRequest)(nil),               // 51: fluss.v1.ScanRequest
-	(*ScanResponse)(nil),              // 52: fluss.v1.ScanResponse
-	(*LookupRequest)(nil),             // 53: fluss.v1.LookupRequest
-	(*LookupResponse)(nil),            // 54: fluss.v1.LookupResponse
-	(*PrefixLookupRequest)(nil),       // 55: fluss.v1.PrefixLookupRequest
-	(*PrefixLookupResult)(nil),        // 56: fluss.v1.PrefixLookupResult
-	(*PrefixLookupResponse)(nil),      // 57: fluss.v1.PrefixLookupResponse
-	(*LimitScanRequest)(nil),          // 58: fluss.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),         // 59: fluss.v1.LimitScanResponse
-	nil,                               // 60: fluss.v1.CreateTableRequest.PropertiesEntry
-	nil,                               // 61: fluss.v1.GetTableResponse.PropertiesEntry
-	nil,                               // 62: fluss.v1.Partition.ValuesEntry
-	nil,                               // 63: fluss.v1.CreatePartitionRequest.ValuesEntry
-	nil,                               // 64: fluss.v1.DropPartitionRequest.ValuesEntry
-	nil,                               // 65: fluss.v1.ListPartitionsRequest.ValuesEntry
-	(*descriptorpb.FieldOptions)(nil), // 66: google.protobuf.FieldOptions
+	(*AlterTableRequest)(nil),         // 13: fluss.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),        // 14: fluss.v1.AlterTableResponse
+	(*GetTableRequest)(nil),           // 15: fluss.v1.GetTableRequest
+	(*GetTableResponse)(nil),          // 16: fluss.v1.GetTableResponse
+	(*ListTablesRequest)(nil),         // 17: fluss.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),        // 18: fluss.v1.ListTablesResponse
+	(*DropTableRequest)(nil),          // 19: fluss.v1.DropTableRequest
+	(*DropTableResponse)(nil),         // 20: fluss.v1.DropTableResponse
+	(*Partition)(nil),                 // 21: fluss.v1.Partition
+	(*CreatePartitionRequest)(nil),    // 22: fluss.v1.CreatePartitionRequest
+	(*CreatePartitionResponse)(nil),   // 23: fluss.v1.CreatePartitionResponse
+	(*DropPartitionRequest)(nil),      // 24: fluss.v1.DropPartitionRequest
+	(*DropPartitionResponse)(nil),     // 25: fluss.v1.DropPartitionResponse
+	(*ListPartitionsRequest)(nil),     // 26: fluss.v1.ListPartitionsRequest
+	(*ListPartitionsResponse)(nil),    // 27: fluss.v1.ListPartitionsResponse
+	(*ListOffsetsRequest)(nil),        // 28: fluss.v1.ListOffsetsRequest
+	(*BucketOffset)(nil),              // 29: fluss.v1.BucketOffset
+	(*ListOffsetsResponse)(nil),       // 30: fluss.v1.ListOffsetsResponse
+	(*GetTableLayoutRequest)(nil),     // 31: fluss.v1.GetTableLayoutRequest
+	(*BucketLayout)(nil),              // 32: fluss.v1.BucketLayout
+	(*GetTableLayoutResponse)(nil),    // 33: fluss.v1.GetTableLayoutResponse
+	(*DescribeClusterRequest)(nil),    // 34: fluss.v1.DescribeClusterRequest
+	(*NodeInfo)(nil),                  // 35: fluss.v1.NodeInfo
+	(*DescribeClusterResponse)(nil),   // 36: fluss.v1.DescribeClusterResponse
+	(*DrainNodeRequest)(nil),          // 37: fluss.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),         // 38: fluss.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),        // 39: fluss.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),       // 40: fluss.v1.UndrainNodeResponse
+	(*RebalanceRequest)(nil),          // 41: fluss.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),         // 42: fluss.v1.RebalanceResponse
+	(*AppendRequest)(nil),             // 43: fluss.v1.AppendRequest
+	(*AppendResult)(nil),              // 44: fluss.v1.AppendResult
+	(*AppendResponse)(nil),            // 45: fluss.v1.AppendResponse
+	(*UpsertRequest)(nil),             // 46: fluss.v1.UpsertRequest
+	(*WriteResult)(nil),               // 47: fluss.v1.WriteResult
+	(*UpsertResponse)(nil),            // 48: fluss.v1.UpsertResponse
+	(*DeleteRequest)(nil),             // 49: fluss.v1.DeleteRequest
+	(*DeleteResponse)(nil),            // 50: fluss.v1.DeleteResponse
+	(*FetchRequest)(nil),              // 51: fluss.v1.FetchRequest
+	(*FetchResponse)(nil),             // 52: fluss.v1.FetchResponse
+	(*ScanRequest)(nil),               // 53: fluss.v1.ScanRequest
+	(*ScanResponse)(nil),              // 54: fluss.v1.ScanResponse
+	(*LookupRequest)(nil),             // 55: fluss.v1.LookupRequest
+	(*LookupResponse)(nil),            // 56: fluss.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),       // 57: fluss.v1.PrefixLookupRequest
+	(*PrefixLookupResult)(nil),        // 58: fluss.v1.PrefixLookupResult
+	(*PrefixLookupResponse)(nil),      // 59: fluss.v1.PrefixLookupResponse
+	(*LimitScanRequest)(nil),          // 60: fluss.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),         // 61: fluss.v1.LimitScanResponse
+	nil,                               // 62: fluss.v1.CreateTableRequest.PropertiesEntry
+	nil,                               // 63: fluss.v1.GetTableResponse.PropertiesEntry
+	nil,                               // 64: fluss.v1.Partition.ValuesEntry
+	nil,                               // 65: fluss.v1.CreatePartitionRequest.ValuesEntry
+	nil,                               // 66: fluss.v1.DropPartitionRequest.ValuesEntry
+	nil,                               // 67: fluss.v1.ListPartitionsRequest.ValuesEntry
+	(*descriptorpb.FieldOptions)(nil), // 68: google.protobuf.FieldOptions
 }
 var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	9,  // 0: fluss.v1.Schema.columns:type_name -> fluss.v1.Column
 	10, // 1: fluss.v1.CreateTableRequest.schema:type_name -> fluss.v1.Schema
-	60, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
-	10, // 3: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
-	61, // 4: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
-	62, // 5: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
-	63, // 6: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
-	19, // 7: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
-	64, // 8: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
-	19, // 9: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
-	65, // 10: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
-	19, // 11: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
-	1,  // 12: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
-	27, // 13: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
-	30, // 14: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
-	33, // 15: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
-	42, // 16: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
-	45, // 17: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
-	45, // 18: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
-	0,  // 19: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
-	2,  // 20: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
-	27, // 21: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
-	0,  // 22: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
-	56, // 23: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
-	66, // 24: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
-	3,  // 25: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
-	5,  // 26: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
-	7,  // 27: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
-	11, // 28: fluss.v1.AdminService.CreateTable:input_type -> fluss.v1.CreateTableRequest
-	13, // 29: fluss.v1.AdminService.GetTable:input_type -> fluss.v1.GetTableRequest
-	15, // 30: fluss.v1.AdminService.ListTables:input_type -> fluss.v1.ListTablesRequest
-	17, // 31: fluss.v1.AdminService.DropTable:input_type -> fluss.v1.DropTableRequest
-	20, // 32: fluss.v1.AdminService.CreatePartition:input_type -> fluss.v1.CreatePartitionRequest
-	22, // 33: fluss.v1.AdminService.DropPartition:input_type -> fluss.v1.DropPartitionRequest
-	24, // 34: fluss.v1.AdminService.ListPartitions:input_type -> fluss.v1.ListPartitionsRequest
-	26, // 35: fluss.v1.AdminService.ListOffsets:input_type -> fluss.v1.ListOffsetsRequest
-	29, // 36: fluss.v1.AdminService.GetTableLayout:input_type -> fluss.v1.GetTableLayoutRequest
-	32, // 37: fluss.v1.AdminService.DescribeCluster:input_type -> fluss.v1.DescribeClusterRequest
-	35, // 38: fluss.v1.AdminService.DrainNode:input_type -> fluss.v1.DrainNodeRequest
-	37, // 39: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
-	39, // 40: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
-	41, // 41: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
-	44, // 42: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
-	47, // 43: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
-	49, // 44: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
-	51, // 45: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
-	53, // 46: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
-	55, // 47: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
-	58, // 48: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
-	4,  // 49: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
-	6,  // 50: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
-	8,  // 51: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
-	12, // 52: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
-	14, // 53: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
-	16, // 54: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
-	18, // 55: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
-	21, // 56: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
-	23, // 57: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
-	25, // 58: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
-	28, // 59: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
-	31, // 60: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
-	34, // 61: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
-	36, // 62: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
-	38, // 63: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
-	40, // 64: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
-	43, // 65: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
-	46, // 66: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
-	48, // 67: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
-	50, // 68: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
-	52, // 69: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
-	54, // 70: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
-	57, // 71: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
-	59, // 72: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
-	49, // [49:73] is the sub-list for method output_type
-	25, // [25:49] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	24, // [24:25] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	62, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
+	9,  // 3: fluss.v1.AlterTableRequest.add_columns:type_name -> fluss.v1.Column
+	10, // 4: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
+	63, // 5: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
+	64, // 6: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
+	65, // 7: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
+	21, // 8: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
+	66, // 9: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
+	21, // 10: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
+	67, // 11: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
+	21, // 12: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
+	1,  // 13: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
+	29, // 14: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
+	32, // 15: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
+	35, // 16: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
+	44, // 17: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
+	47, // 18: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
+	47, // 19: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
+	0,  // 20: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
+	2,  // 21: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
+	29, // 22: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
+	0,  // 23: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
+	58, // 24: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
+	68, // 25: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
+	3,  // 26: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
+	5,  // 27: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
+	7,  // 28: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
+	11, // 29: fluss.v1.AdminService.CreateTable:input_type -> fluss.v1.CreateTableRequest
+	15, // 30: fluss.v1.AdminService.GetTable:input_type -> fluss.v1.GetTableRequest
+	17, // 31: fluss.v1.AdminService.ListTables:input_type -> fluss.v1.ListTablesRequest
+	19, // 32: fluss.v1.AdminService.DropTable:input_type -> fluss.v1.DropTableRequest
+	13, // 33: fluss.v1.AdminService.AlterTable:input_type -> fluss.v1.AlterTableRequest
+	22, // 34: fluss.v1.AdminService.CreatePartition:input_type -> fluss.v1.CreatePartitionRequest
+	24, // 35: fluss.v1.AdminService.DropPartition:input_type -> fluss.v1.DropPartitionRequest
+	26, // 36: fluss.v1.AdminService.ListPartitions:input_type -> fluss.v1.ListPartitionsRequest
+	28, // 37: fluss.v1.AdminService.ListOffsets:input_type -> fluss.v1.ListOffsetsRequest
+	31, // 38: fluss.v1.AdminService.GetTableLayout:input_type -> fluss.v1.GetTableLayoutRequest
+	34, // 39: fluss.v1.AdminService.DescribeCluster:input_type -> fluss.v1.DescribeClusterRequest
+	37, // 40: fluss.v1.AdminService.DrainNode:input_type -> fluss.v1.DrainNodeRequest
+	39, // 41: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
+	41, // 42: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
+	43, // 43: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
+	46, // 44: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
+	49, // 45: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
+	51, // 46: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
+	53, // 47: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
+	55, // 48: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
+	57, // 49: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
+	60, // 50: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
+	4,  // 51: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
+	6,  // 52: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
+	8,  // 53: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
+	12, // 54: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
+	16, // 55: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
+	18, // 56: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
+	20, // 57: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
+	14, // 58: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
+	23, // 59: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
+	25, // 60: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
+	27, // 61: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
+	30, // 62: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
+	33, // 63: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
+	36, // 64: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
+	38, // 65: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
+	40, // 66: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
+	42, // 67: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
+	45, // 68: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
+	48, // 69: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
+	50, // 70: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
+	52, // 71: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
+	54, // 72: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
+	56, // 73: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
+	59, // 74: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
+	61, // 75: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
+	51, // [51:76] is the sub-list for method output_type
+	26, // [26:51] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	25, // [25:26] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_fluss_v1_fluss_proto_init() }
@@ -3915,15 +4026,15 @@ func file_fluss_v1_fluss_proto_init() {
 		return
 	}
 	file_fluss_v1_fluss_proto_msgTypes[6].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[38].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[55].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[40].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[57].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_v1_fluss_proto_rawDesc), len(file_fluss_v1_fluss_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   63,
+			NumMessages:   65,
 			NumExtensions: 1,
 			NumServices:   3,
 		},

@@ -299,6 +299,17 @@ func (c *Client) DropTable(ctx context.Context, table string, ignoreIfNotExists 
 	return err
 }
 
+// AddColumns appends nullable columns to a log table and returns the new
+// schema version. Not retried: a retry after a lost answer would fail with
+// "already exists".
+func (c *Client) AddColumns(ctx context.Context, table string, cols ...*flussv1.Column) (int32, error) {
+	res, err := c.admin.AlterTable(ctx, connect.NewRequest(&flussv1.AlterTableRequest{Table: table, AddColumns: cols}))
+	if err != nil {
+		return 0, err
+	}
+	return res.Msg.GetSchemaId(), nil
+}
+
 // ListOffsets resolves spec for the given buckets (none: every bucket).
 func (c *Client) ListOffsets(ctx context.Context, table string, spec flussv1.ListOffsetsRequest_Spec, timestampMs int64, buckets ...int32) ([]*flussv1.BucketOffset, error) {
 	var out []*flussv1.BucketOffset
@@ -438,7 +449,27 @@ var ErrStop = errors.New("stop scan")
 
 // Scan streams req's results to fn until the server ends the stream (not
 // with follow), fn returns an error (ErrStop ends it cleanly) or ctx ends.
+// A stream that fails as `unavailable` before its first message (a bucket
+// without a leader yet, as just after a restart) is retried like other
+// calls; once fn has seen a message, errors are returned as they are.
 func (c *Client) Scan(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error) error {
+	seen := false
+	var after error // the outcome once fn has seen a message: never retried
+	err := c.do(ctx, func() error {
+		err := c.scanOnce(ctx, req, fn, &seen)
+		if seen {
+			after = err
+			return nil
+		}
+		return err
+	})
+	if seen {
+		return after
+	}
+	return err
+}
+
+func (c *Client) scanOnce(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error, seen *bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.read.Scan(ctx, connect.NewRequest(req))
@@ -447,6 +478,7 @@ func (c *Client) Scan(ctx context.Context, req *flussv1.ScanRequest, fn func(*fl
 	}
 	defer stream.Close()
 	for stream.Receive() {
+		*seen = true
 		if err := fn(stream.Msg()); err != nil {
 			if errors.Is(err, ErrStop) {
 				return nil

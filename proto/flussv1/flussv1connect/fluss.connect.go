@@ -63,6 +63,8 @@ const (
 	AdminServiceListTablesProcedure = "/fluss.v1.AdminService/ListTables"
 	// AdminServiceDropTableProcedure is the fully-qualified name of the AdminService's DropTable RPC.
 	AdminServiceDropTableProcedure = "/fluss.v1.AdminService/DropTable"
+	// AdminServiceAlterTableProcedure is the fully-qualified name of the AdminService's AlterTable RPC.
+	AdminServiceAlterTableProcedure = "/fluss.v1.AdminService/AlterTable"
 	// AdminServiceCreatePartitionProcedure is the fully-qualified name of the AdminService's
 	// CreatePartition RPC.
 	AdminServiceCreatePartitionProcedure = "/fluss.v1.AdminService/CreatePartition"
@@ -116,6 +118,10 @@ type AdminServiceClient interface {
 	GetTable(context.Context, *connect.Request[flussv1.GetTableRequest]) (*connect.Response[flussv1.GetTableResponse], error)
 	ListTables(context.Context, *connect.Request[flussv1.ListTablesRequest]) (*connect.Response[flussv1.ListTablesResponse], error)
 	DropTable(context.Context, *connect.Request[flussv1.DropTableRequest]) (*connect.Response[flussv1.DropTableResponse], error)
+	// AlterTable evolves a table's schema. Today one change: add nullable
+	// columns at the end, as a new schema version; rows written before read
+	// them as null. Log tables only (`table alter DB.T --add-column ...`).
+	AlterTable(context.Context, *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error)
 	CreatePartition(context.Context, *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error)
 	DropPartition(context.Context, *connect.Request[flussv1.DropPartitionRequest]) (*connect.Response[flussv1.DropPartitionResponse], error)
 	ListPartitions(context.Context, *connect.Request[flussv1.ListPartitionsRequest]) (*connect.Response[flussv1.ListPartitionsResponse], error)
@@ -185,6 +191,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("DropTable")),
 			connect.WithClientOptions(opts...),
 		),
+		alterTable: connect.NewClient[flussv1.AlterTableRequest, flussv1.AlterTableResponse](
+			httpClient,
+			baseURL+AdminServiceAlterTableProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("AlterTable")),
+			connect.WithClientOptions(opts...),
+		),
 		createPartition: connect.NewClient[flussv1.CreatePartitionRequest, flussv1.CreatePartitionResponse](
 			httpClient,
 			baseURL+AdminServiceCreatePartitionProcedure,
@@ -251,6 +263,7 @@ type adminServiceClient struct {
 	getTable        *connect.Client[flussv1.GetTableRequest, flussv1.GetTableResponse]
 	listTables      *connect.Client[flussv1.ListTablesRequest, flussv1.ListTablesResponse]
 	dropTable       *connect.Client[flussv1.DropTableRequest, flussv1.DropTableResponse]
+	alterTable      *connect.Client[flussv1.AlterTableRequest, flussv1.AlterTableResponse]
 	createPartition *connect.Client[flussv1.CreatePartitionRequest, flussv1.CreatePartitionResponse]
 	dropPartition   *connect.Client[flussv1.DropPartitionRequest, flussv1.DropPartitionResponse]
 	listPartitions  *connect.Client[flussv1.ListPartitionsRequest, flussv1.ListPartitionsResponse]
@@ -295,6 +308,11 @@ func (c *adminServiceClient) ListTables(ctx context.Context, req *connect.Reques
 // DropTable calls fluss.v1.AdminService.DropTable.
 func (c *adminServiceClient) DropTable(ctx context.Context, req *connect.Request[flussv1.DropTableRequest]) (*connect.Response[flussv1.DropTableResponse], error) {
 	return c.dropTable.CallUnary(ctx, req)
+}
+
+// AlterTable calls fluss.v1.AdminService.AlterTable.
+func (c *adminServiceClient) AlterTable(ctx context.Context, req *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error) {
+	return c.alterTable.CallUnary(ctx, req)
 }
 
 // CreatePartition calls fluss.v1.AdminService.CreatePartition.
@@ -351,6 +369,10 @@ type AdminServiceHandler interface {
 	GetTable(context.Context, *connect.Request[flussv1.GetTableRequest]) (*connect.Response[flussv1.GetTableResponse], error)
 	ListTables(context.Context, *connect.Request[flussv1.ListTablesRequest]) (*connect.Response[flussv1.ListTablesResponse], error)
 	DropTable(context.Context, *connect.Request[flussv1.DropTableRequest]) (*connect.Response[flussv1.DropTableResponse], error)
+	// AlterTable evolves a table's schema. Today one change: add nullable
+	// columns at the end, as a new schema version; rows written before read
+	// them as null. Log tables only (`table alter DB.T --add-column ...`).
+	AlterTable(context.Context, *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error)
 	CreatePartition(context.Context, *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error)
 	DropPartition(context.Context, *connect.Request[flussv1.DropPartitionRequest]) (*connect.Response[flussv1.DropPartitionResponse], error)
 	ListPartitions(context.Context, *connect.Request[flussv1.ListPartitionsRequest]) (*connect.Response[flussv1.ListPartitionsResponse], error)
@@ -414,6 +436,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		AdminServiceDropTableProcedure,
 		svc.DropTable,
 		connect.WithSchema(adminServiceMethods.ByName("DropTable")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceAlterTableHandler := connect.NewUnaryHandler(
+		AdminServiceAlterTableProcedure,
+		svc.AlterTable,
+		connect.WithSchema(adminServiceMethods.ByName("AlterTable")),
 		connect.WithHandlerOptions(opts...),
 	)
 	adminServiceCreatePartitionHandler := connect.NewUnaryHandler(
@@ -486,6 +514,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListTablesHandler.ServeHTTP(w, r)
 		case AdminServiceDropTableProcedure:
 			adminServiceDropTableHandler.ServeHTTP(w, r)
+		case AdminServiceAlterTableProcedure:
+			adminServiceAlterTableHandler.ServeHTTP(w, r)
 		case AdminServiceCreatePartitionProcedure:
 			adminServiceCreatePartitionHandler.ServeHTTP(w, r)
 		case AdminServiceDropPartitionProcedure:
@@ -539,6 +569,10 @@ func (UnimplementedAdminServiceHandler) ListTables(context.Context, *connect.Req
 
 func (UnimplementedAdminServiceHandler) DropTable(context.Context, *connect.Request[flussv1.DropTableRequest]) (*connect.Response[flussv1.DropTableResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.DropTable is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) AlterTable(context.Context, *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.AlterTable is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) CreatePartition(context.Context, *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error) {

@@ -35,6 +35,9 @@ type Backend struct {
 	// returned instead of appending (e.g. rpc.ErrNoBucketLeader to test
 	// client retries).
 	AppendHook func(b raftmeta.BucketID) error
+	// ReadHook, when set, runs before every Fetch and ListOffset, like
+	// AppendHook.
+	ReadHook func(b raftmeta.BucketID) error
 	// ReadyErr is what Ready returns.
 	ReadyErr error
 }
@@ -201,6 +204,27 @@ func (m *Backend) DropTable(ctx context.Context, name string, ignoreIfNotExists 
 	return nil
 }
 
+func (m *Backend) AddColumns(ctx context.Context, name string, cols []record.Column) (int32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tables[name]
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", raftmeta.ErrTableNotFound, name)
+	}
+	cur := t.Schema()
+	if cur.HasPrimaryKey() {
+		return 0, fmt.Errorf("%w: table %s has a primary key", raftmeta.ErrInvalid, name)
+	}
+	if err := raftmeta.ValidateNewColumns(name, cur, cols); err != nil {
+		return 0, err
+	}
+	next := &record.Schema{ID: cur.ID + 1, Columns: append(slices.Clone(cur.Columns), cols...)}
+	nt := *t // tables are immutable once handed out
+	nt.Schemas = append(slices.Clip(t.Schemas), next)
+	m.tables[name] = &nt
+	return next.ID, nil
+}
+
 func (m *Backend) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -269,6 +293,11 @@ func (m *Backend) Append(ctx context.Context, b raftmeta.BucketID, batches [][]b
 }
 
 func (m *Backend) Fetch(ctx context.Context, b raftmeta.BucketID, offset int64, maxBytes int, maxWait time.Duration) (*rpc.FetchResult, error) {
+	if m.ReadHook != nil {
+		if err := m.ReadHook(b); err != nil {
+			return nil, err
+		}
+	}
 	deadline := time.Now().Add(maxWait)
 	for {
 		m.mu.Lock()
@@ -310,6 +339,11 @@ func (m *Backend) Fetch(ctx context.Context, b raftmeta.BucketID, offset int64, 
 }
 
 func (m *Backend) ListOffset(ctx context.Context, b raftmeta.BucketID, spec rpc.OffsetSpec, tsMs int64) (int64, error) {
+	if m.ReadHook != nil {
+		if err := m.ReadHook(b); err != nil {
+			return 0, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	bk := m.bucketLocked(b)

@@ -1,0 +1,164 @@
+package rpc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/rpc/client"
+)
+
+// TestAlterTableAddColumns: rows written before AddColumns read the new
+// columns as null, through every read path (JSON and Arrow, whole batches
+// and projections, filters on old and new columns, Scan), and a writer
+// still on the old schema keeps writing.
+func TestAlterTableAddColumns(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 1))
+	e := newEnv(t, rpc.Limits{})
+	ctx := context.Background()
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING"}]}}`)
+
+	var all []row
+	// oldRows are rows of schema 1: amount and n do not exist for them.
+	oldRows := func(n int) []row {
+		rs := randomRows(r, len(all), n)
+		for _, x := range rs {
+			x["amount"], x["n"] = nil, nil
+		}
+		return rs
+	}
+	rs := oldRows(40)
+	if _, err := e.c.Append(ctx, "s.t", rowsJSON(project2(rs))); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, rs...)
+	rs = oldRows(30)
+	if _, err := e.c.AppendRecord(ctx, "s.t", client.NoBucket, recordWith(rs, "id", "city")); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, rs...)
+
+	sid, err := e.c.AddColumns(ctx, "s.t", &flussv1.Column{Name: "amount", Type: "DOUBLE"}, &flussv1.Column{Name: "n", Type: "INT"})
+	if err != nil || sid != 2 {
+		t.Fatalf("AddColumns = %d, %v", sid, err)
+	}
+	if tb, err := e.c.GetTable(ctx, "s.t"); err != nil || tb.GetSchemaId() != 2 || len(tb.GetSchema().GetColumns()) != 4 || !tb.GetSchema().GetColumns()[3].GetNullable() {
+		t.Fatalf("GetTable after AddColumns = %v, %v", tb, err)
+	}
+
+	rs = randomRows(r, len(all), 50)
+	if _, err := e.c.Append(ctx, "s.t", rowsJSON(rs)); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, rs...)
+	rs = randomRows(r, len(all), 20)
+	if _, err := e.c.AppendRecord(ctx, "s.t", client.NoBucket, recordOf(rs)); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, rs...)
+	// A writer that still has schema 1.
+	rs = oldRows(10)
+	if _, err := e.c.AppendRecord(ctx, "s.t", client.NoBucket, recordWith(rs, "id", "city")); err != nil {
+		t.Fatalf("append with the previous schema: %v", err)
+	}
+	all = append(all, rs...)
+	// A JSON row without the new columns is a row with nulls in them.
+	rs = oldRows(5)
+	if _, err := e.c.Append(ctx, "s.t", rowsJSON(project2(rs))); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, rs...)
+
+	for _, tc := range []struct {
+		cols   []string
+		filter string
+		keep   func(row) bool
+	}{
+		{nil, "", nil},
+		{[]string{"id", "city"}, "", nil}, // stored in every batch
+		{[]string{"amount"}, "", nil},     // added: null in old batches
+		{[]string{"n", "city"}, "", nil},
+		{[]string{"id"}, "amount IS NULL", func(x row) bool { return x["amount"] == nil }},
+		{[]string{"id", "n"}, "n > 50", func(x row) bool { n, ok := x["n"].(int64); return ok && n > 50 }},
+		{nil, "city = 'a' AND n IS NULL", func(x row) bool { return x["city"] == "a" && x["n"] == nil }},
+	} {
+		for _, format := range []flussv1.Format{flussv1.Format_JSON, flussv1.Format_ARROW} {
+			t.Run(fmt.Sprintf("%v/%q/%v", tc.cols, tc.filter, format), func(t *testing.T) {
+				var want []row
+				for _, x := range all {
+					if tc.keep == nil || tc.keep(x) {
+						want = append(want, project(x, tc.cols))
+					}
+				}
+				got := fetchRows(t, e.c, &flussv1.FetchRequest{Table: "s.t", Columns: tc.cols, Filter: tc.filter, Format: format}, int64(len(all)))
+				sameRows(t, got, want)
+			})
+		}
+	}
+
+	var scanned []row
+	err = e.c.Scan(ctx, &flussv1.ScanRequest{Table: "s.t", From: flussv1.ScanRequest_EARLIEST}, func(res *flussv1.ScanResponse) error {
+		scanned = append(scanned, decodeJSON(t, res.GetRows())...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, scanned, all)
+}
+
+// project2 keeps a row's schema-1 columns.
+func project2(rs []row) []row {
+	out := make([]row, len(rs))
+	for i, x := range rs {
+		out[i] = project(x, []string{"id", "city"})
+	}
+	return out
+}
+
+// TestAlterTableBadInput: every refused change names the problem, gets the
+// right code and leaves the schema as it was.
+func TestAlterTableBadInput(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	ctx := context.Background()
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING"}]}}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.pk","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"},{"name":"v","type":"STRING"}],"primaryKey":["id"]}}`)
+	for _, tc := range []struct {
+		table string
+		cols  []*flussv1.Column
+		code  connect.Code
+	}{
+		{"s.t", nil, connect.CodeInvalidArgument},
+		{"s.t", []*flussv1.Column{{Name: "x", Type: "INT NOT NULL"}}, connect.CodeInvalidArgument},
+		{"s.t", []*flussv1.Column{{Name: "x", Type: "INT", Nullable: new(false)}}, connect.CodeInvalidArgument},
+		{"s.t", []*flussv1.Column{{Name: "city", Type: "STRING"}}, connect.CodeInvalidArgument},
+		{"s.t", []*flussv1.Column{{Name: "x", Type: "INT"}, {Name: "x", Type: "STRING"}}, connect.CodeInvalidArgument},
+		{"s.t", []*flussv1.Column{{Name: "x", Type: "VARCHAR2"}}, connect.CodeInvalidArgument},
+		{"s.t", []*flussv1.Column{{Name: "bad name", Type: "INT"}}, connect.CodeInvalidArgument},
+		{"s.nope", []*flussv1.Column{{Name: "x", Type: "INT"}}, connect.CodeNotFound},
+		{"s.pk", []*flussv1.Column{{Name: "x", Type: "INT"}}, connect.CodeFailedPrecondition},
+		{"s.pk$changelog", []*flussv1.Column{{Name: "x", Type: "INT"}}, connect.CodeInvalidArgument},
+	} {
+		_, err := e.c.AddColumns(ctx, tc.table, tc.cols...)
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != tc.code {
+			t.Errorf("AddColumns(%s, %v) = %v, want %v", tc.table, tc.cols, err, tc.code)
+		}
+	}
+	for _, table := range []string{"s.t", "s.pk"} {
+		if tb, err := e.c.GetTable(ctx, table); err != nil || tb.GetSchemaId() != 1 || len(tb.GetSchema().GetColumns()) != 2 {
+			t.Fatalf("%s after refused changes: %v, %v", table, tb, err)
+		}
+	}
+}
