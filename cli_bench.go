@@ -50,6 +50,7 @@ func benchCmd() *cobra.Command {
 	f.StringVar(&p.Compression, "compression", "zstd", "arrow buffer compression: zstd, lz4 or none")
 	f.DurationVar(&p.Duration, "duration", 10*time.Second, "how long to send")
 	f.BoolVar(&p.Wide, "wide", false, "20 columns instead of 10")
+	f.BoolVar(&p.Direct, "direct", true, "send each request straight to its bucket's leader (the Go client's routing); --direct=false sends all to --server, which forwards")
 	f.StringVar(&p.Protocol, "protocol", "proto", "proto (Connect over HTTP/1.1), grpc (gRPC over shared h2c connections), h2c (Connect proto over shared h2c connections) or json (Connect JSON)")
 
 	var fc bench.FetchConfig

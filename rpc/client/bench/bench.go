@@ -44,6 +44,10 @@ type ProduceConfig struct {
 	Compression string        // arrow only: "zstd", "lz4" or "none"
 	Duration    time.Duration // how long to send
 	Wide        bool          // 20 columns instead of 10
+	// Direct sends each request straight to its bucket's leader (the
+	// client's WithRouting); false sends all to Server, which forwards
+	// what it does not lead.
+	Direct bool
 }
 
 // Result is the outcome of a run.
@@ -188,7 +192,11 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 			// Each worker has its own writer id; the HTTP client (and so
 			// the connections) is shared only over h2c ("grpc", "h2c"),
 			// whose HTTP/2 connections multiplex the workers' requests.
-			c := client.New(cfg.Server, copts...)
+			opts := copts
+			if cfg.Direct {
+				opts = append(slices.Clip(copts), client.WithRouting())
+			}
+			c := client.New(cfg.Server, opts...)
 			var lat []time.Duration
 			var reqs, rows, sent, errs int64
 			for i := 0; runCtx.Err() == nil; i++ {
