@@ -7,6 +7,7 @@
 #   integration/bench/cluster.sh                       # defaults below
 #   CLIENTS=64 DURATION=10s integration/bench/cluster.sh
 #   FLUSS_BIN=/path/fluss-node integration/bench/cluster.sh   # skip the build
+#   DIRECT=false integration/bench/cluster.sh   # all requests via node 1, which forwards
 #
 # Workloads (each runs on both systems):
 #   1. "1 msg/request": fluss `bench produce --format json --batch 1`, NATS
@@ -32,6 +33,7 @@ BATCH_CLIENTS=${BATCH_CLIENTS:-8}
 NATS_WINDOW=${NATS_WINDOW:-256}
 NATS_STREAMS=${NATS_STREAMS:-1}
 NATS_VERSION=v2.15.2
+DIRECT=${DIRECT:-true}
 BASE_PORT=${BASE_PORT:-39100}
 KEEP=${KEEP:-0}
 
@@ -141,16 +143,18 @@ cluster_has() {
 	[[ $got == "$1" ]]
 }
 
-# run_fluss SYSTEM: both workloads against node 1, one comparison row each.
+# run_fluss SYSTEM: both workloads, one comparison row each. The bench learns
+# the cluster from node 1 and, with DIRECT=true, sends each request straight
+# to its bucket's leader.
 run_fluss() {
 	local sys=$1 out
 	"$FLUSS" db create bench --server "$(fluss_addr 1)" >/dev/null 2>&1 || true
-	out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --format json --batch 1 \
+	out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format json --batch 1 \
 		--clients "$CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
 	echo "$out" >&2
 	ROWS+=("$(fluss_row "$sys" "1 msg/request, json, $BUCKETS buckets" <<<"$out")")
 	if [[ $BATCHED == 1 ]]; then
-		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --format arrow --batch "$BATCH_ROWS" \
+		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format arrow --batch "$BATCH_ROWS" \
 			--clients "$BATCH_CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
 		echo "$out" >&2
 		ROWS+=("$(fluss_row "$sys" "batched, arrow $BATCH_ROWS rows/request, $BUCKETS buckets" <<<"$out")")
@@ -207,6 +211,9 @@ done
 for n in 1 2 3; do
 	wait_until 60 curl -fsS "http://127.0.0.1:$(mon_port $n)/healthz?js-enabled-only=true"
 done
+# Healthy is not ready: stream requests wait for a JetStream meta leader.
+meta_leader() { curl -fsS "http://127.0.0.1:$(mon_port 1)/jsz" | grep -Eq '"leader": *"n[123]"'; }
+wait_until 60 meta_leader
 SERVERS="nats://127.0.0.1:$(nats_port 1),nats://127.0.0.1:$(nats_port 2),nats://127.0.0.1:$(nats_port 3)"
 ROWS+=("$(timeout 300 "$NATSBENCH" --servers "$SERVERS" --mode sync --clients "$CLIENTS" --size "$SIZE" \
 	--streams "$NATS_STREAMS" --duration "$DURATION" --label "1 msg/request, sync js.Publish, $NATS_STREAMS stream(s) R3")")

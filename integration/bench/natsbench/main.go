@@ -94,10 +94,18 @@ func run(c config) (*result, error) {
 	}
 	for i := 0; i < c.streams; i++ {
 		name := fmt.Sprintf("%s%d", c.stream, i)
-		if err := ajs.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Both wait for a JetStream meta leader, which a cluster that just
+		// reported healthy may not have elected yet: retry while it forms.
+		for {
+			err = ajs.DeleteStream(ctx, name)
+			if err == nil || errors.Is(err, jetstream.ErrStreamNotFound) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, fmt.Errorf("delete stream %s: %w", name, err)
 		}
-		// Stream creation waits for a leader; retry while the cluster forms.
 		for {
 			_, err = ajs.CreateStream(ctx, jetstream.StreamConfig{
 				Name:     name,
