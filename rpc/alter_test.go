@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -160,5 +161,36 @@ func TestAlterTableBadInput(t *testing.T) {
 		if tb, err := e.c.GetTable(ctx, table); err != nil || tb.GetSchemaId() != 1 || len(tb.GetSchema().GetColumns()) != 2 {
 			t.Fatalf("%s after refused changes: %v, %v", table, tb, err)
 		}
+	}
+}
+
+// TestReadAheadOfCatalog: data written with a schema version this node's
+// catalog has not applied yet is `unavailable` (retry), not an internal
+// error, and reads again once the catalog has it.
+func TestReadAheadOfCatalog(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	ctx := context.Background()
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[{"name":"id","type":"BIGINT NOT NULL"}]}}`)
+	before, err := e.b.Table(ctx, "s.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.AddColumns(ctx, "s.t", &flussv1.Column{Name: "note", Type: "STRING"}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := e.b.Table(ctx, "s.t")
+	if _, err := e.c.Append(ctx, "s.t", []byte(`[{"id":1,"note":"x"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	e.b.ReplaceTable("s.t", before)
+	_, err = e.c.Fetch(ctx, &flussv1.FetchRequest{Table: "s.t"})
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "knows up to 1") {
+		t.Fatalf("fetch with a lagging catalog = %v, want unavailable", err)
+	}
+	e.b.ReplaceTable("s.t", after)
+	res, err := e.c.Fetch(ctx, &flussv1.FetchRequest{Table: "s.t"})
+	if err != nil || string(res.GetRows()) != `[{"id":1,"note":"x"}]` {
+		t.Fatalf("fetch once the catalog caught up = %s, %v", res.GetRows(), err)
 	}
 }

@@ -18,6 +18,10 @@ var (
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrUnimplemented wraps a feature this server does not offer yet.
 	ErrUnimplemented = errors.New("not implemented yet")
+	// ErrCatalogBehind wraps a read of data written with a schema version
+	// this node's catalog has not applied yet (it follows the metadata
+	// group by milliseconds): worth a retry.
+	ErrCatalogBehind = errors.New("this node's catalog is behind the data")
 )
 
 // codeRule maps every error that wraps one of errs to code.
@@ -34,7 +38,7 @@ var codeRules = []codeRule{
 	{connect.CodeDeadlineExceeded, []error{context.DeadlineExceeded}},
 	{connect.CodeResourceExhausted, []error{ErrResourceExhausted}},
 	{connect.CodeOutOfRange, []error{ErrOffsetOutOfRange}},
-	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed, raftmeta.ErrNoActiveNodes}},
+	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed, raftmeta.ErrNoActiveNodes, ErrCatalogBehind}},
 	{connect.CodeNotFound, []error{raftmeta.ErrDatabaseNotFound, raftmeta.ErrTableNotFound, raftmeta.ErrPartitionNotFound, ErrBucketNotFound}},
 	{connect.CodeAlreadyExists, []error{raftmeta.ErrDatabaseExists, raftmeta.ErrTableExists, raftmeta.ErrPartitionExists}},
 	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind, ErrSequence}},

@@ -169,6 +169,11 @@ func (p *readPlan) batchSchema(b *record.Batch) (*record.Schema, error) {
 		// primary-key tables have one schema version.
 		return p.sch, nil
 	}
+	if b.SchemaID > p.sch.ID {
+		// Written through a node whose catalog already had a later
+		// AlterTable than this one's.
+		return nil, fmt.Errorf("%w: batch at offset %d of %s has schema %d, this node knows up to %d; retry", ErrCatalogBehind, b.BaseOffset, p.t.FullName(), b.SchemaID, p.sch.ID)
+	}
 	bs := p.t.SchemaByID(b.SchemaID)
 	if bs == nil || len(bs.Columns) > len(p.sch.Columns) {
 		return nil, fmt.Errorf("stored batch at offset %d has schema %d, which table %s (schema %d) does not know", b.BaseOffset, b.SchemaID, p.t.FullName(), p.sch.ID)

@@ -165,6 +165,14 @@ func (m *Backend) CreateTable(ctx context.Context, spec raftmeta.TableSpec, igno
 	return t.ID, nil
 }
 
+// ReplaceTable makes name's catalog entry t, e.g. an earlier version of it
+// to play a node whose catalog lags.
+func (m *Backend) ReplaceTable(name string, t *raftmeta.Table) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tables[name] = t
+}
+
 func (m *Backend) Table(ctx context.Context, name string) (*raftmeta.Table, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
