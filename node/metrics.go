@@ -44,17 +44,14 @@ func (n *Node) registerMetrics() {
 // registerPeerMetrics adds the counters of the peer transport's idle-cost
 // machinery (rpc/peer heartbeat.go, hbcache.go).
 func (n *Node) registerPeerMetrics(m *peer.Mux) {
-	counter := func(name, help string, f func() int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
-	}
 	n.registry.MustRegister(
-		counter("fluss_peer_heartbeats_batched_total", "Raft heartbeats sent to other nodes in shared batch frames.",
+		counterFunc("fluss_peer_heartbeats_batched_total", "Raft heartbeats sent to other nodes in shared batch frames.",
 			func() int64 { h, _ := m.HeartbeatStats(); return h }),
-		counter("fluss_peer_heartbeat_batches_total", "Heartbeat batch frames sent to other nodes.",
+		counterFunc("fluss_peer_heartbeat_batches_total", "Heartbeat batch frames sent to other nodes.",
 			func() int64 { _, f := m.HeartbeatStats(); return f }),
-		counter("fluss_peer_heartbeats_cached_total", "Raft heartbeats bucket groups answered from the follower's recent acknowledgement instead of sending them.",
+		counterFunc("fluss_peer_heartbeats_cached_total", "Raft heartbeats bucket groups answered from the follower's recent acknowledgement instead of sending them.",
 			m.CachedHeartbeats),
-		counter("fluss_peer_appends_repeated_total", "Idle AppendEntries repeats bucket groups' replication pipelines answered instead of sending them.",
+		counterFunc("fluss_peer_appends_repeated_total", "Idle AppendEntries repeats bucket groups' replication pipelines answered instead of sending them.",
 			m.RepeatedAppends),
 	)
 }
@@ -63,23 +60,20 @@ func (n *Node) registerPeerMetrics(m *peer.Mux) {
 // file syncs (logstore.Syncer).
 func (n *Node) registerSyncMetrics(s *logstore.Syncer) {
 	n.registry.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "fluss_log_sync_rounds_total",
-			Help: "Group-commit rounds of the node's log syncer (each one syncfs per filesystem or one fdatasync per file).",
-		}, func() float64 { return float64(s.Stats().Rounds) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "fluss_log_sync_files_total",
-			Help: "Log files made durable by the syncer's rounds (a file synced for many writers counts once per round).",
-		}, func() float64 { return float64(s.Stats().Files) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "fluss_log_sync_waits_total",
-			Help: "Requests to make a log file durable (Raft log stores and stable-store writes of all buckets).",
-		}, func() float64 { return float64(s.Stats().Waits) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "fluss_log_sync_seconds_total",
-			Help: "Time the syncer spent in its rounds' syncs.",
-		}, func() float64 { return float64(s.Stats().Nanos) / 1e9 }),
+		counterFunc("fluss_log_sync_rounds_total", "Group-commit rounds of the node's log syncer (each one syncfs per filesystem or one fdatasync per file).",
+			func() int64 { return s.Stats().Rounds }),
+		counterFunc("fluss_log_sync_files_total", "Log files made durable by the syncer's rounds (a file synced for many writers counts once per round).",
+			func() int64 { return s.Stats().Files }),
+		counterFunc("fluss_log_sync_waits_total", "Requests to make a log file durable (Raft log stores and stable-store writes of all buckets).",
+			func() int64 { return s.Stats().Waits }),
+		counterFunc("fluss_log_sync_seconds_total", "Time the syncer spent in its rounds' syncs.",
+			func() float64 { return float64(s.Stats().Nanos) / 1e9 }),
 	)
+}
+
+// counterFunc is a counter read from f on every scrape.
+func counterFunc[N int64 | float64](name, help string, f func() N) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 }
 
 // replicaStats is what the gauges read of a replica.
