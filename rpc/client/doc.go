@@ -23,5 +23,7 @@
 //     result: a retry after a routing failure carries the same writer id and
 //     batch sequence as the first attempt.
 //   - Primary-key writes (Upsert, Delete) follow the same writer id / batch
-//     sequence and retry rules as Append; all reads retry `unavailable`.
+//     sequence and retry rules as Append; all reads retry `unavailable`,
+//     a Scan stream only until its first message reached the caller (a
+//     retry after that would hand over rows twice).
 package client
