@@ -77,65 +77,60 @@ func changelogSchema(s *record.Schema) *record.Schema {
 // decode returns the record of a stored batch with the plan's p.need
 // columns: projected and decoded for log tables, the changelog view's
 // columns for the views. bsch is the schema version the batch was written
-// with (readPlan.batchSchema).
+// with (readPlan.batchSchema): needed columns added after it are all null.
 func (p *readPlan) decode(b *record.Batch, bsch *record.Schema) (arrow.Record, error) {
 	if p.view != viewLog {
 		return p.decodeView(b)
 	}
-	if bsch != p.sch {
-		return p.decodeOlder(b, bsch)
-	}
-	body := b.Body
-	if !p.allColumns(p.need) {
-		var err error
-		if body, err = arrowipc.Project(nil, b.Body, p.need, p.layout); err != nil {
-			return nil, fmt.Errorf("project stored batch at offset %d: %v", b.BaseOffset, err)
-		}
-	}
-	rec, err := record.DecodeBody(p.needSch, body, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("decode stored batch at offset %d: %v", b.BaseOffset, err)
-	}
-	return rec, nil
-}
-
-// decodeOlder decodes a batch written with an older schema version bsch:
-// the needed columns it stores are decoded, the columns added after it are
-// all null.
-func (p *readPlan) decodeOlder(b *record.Batch, bsch *record.Schema) (arrow.Record, error) {
-	n := int(b.RecordCount)
 	stored := len(bsch.Columns)
-	have := 0 // p.need is ascending: the stored columns come first
+	have := 0 // p.need is ascending: the columns the batch stores come first
 	for have < len(p.need) && p.need[have] < stored {
 		have++
 	}
-	cols := make([]arrow.Array, len(p.need))
-	defer releaseArrays(cols)
-	if have > 0 {
-		layout, err := layoutOf(bsch)
+	if have == 0 {
+		return p.widen(nil, int(b.RecordCount)), nil
+	}
+	body := b.Body
+	if have < stored {
+		layout, err := p.layoutFor(bsch)
 		if err != nil {
 			return nil, err
 		}
-		body := b.Body
-		if have < stored {
-			if body, err = arrowipc.Project(nil, b.Body, p.need[:have], layout); err != nil {
-				return nil, fmt.Errorf("project stored batch at offset %d (schema %d): %v", b.BaseOffset, bsch.ID, err)
-			}
+		if body, err = arrowipc.Project(nil, b.Body, p.need[:have], layout); err != nil {
+			return nil, fmt.Errorf("project stored batch at offset %d (schema %d): %v", b.BaseOffset, bsch.ID, err)
 		}
-		part, err := record.DecodeBody(projectedSchema(bsch, p.need[:have]), body, memory.DefaultAllocator)
-		if err != nil {
-			return nil, fmt.Errorf("decode stored batch at offset %d (schema %d): %v", b.BaseOffset, bsch.ID, err)
-		}
-		defer part.Release()
-		for i := range have {
-			cols[i] = part.Column(i)
-			cols[i].Retain()
-		}
+	}
+	sch := p.needSch // the stored columns' fields are the same in every version
+	if have < len(p.need) {
+		sch = projectedSchema(bsch, p.need[:have])
+	}
+	rec, err := record.DecodeBody(sch, body, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("decode stored batch at offset %d (schema %d): %v", b.BaseOffset, bsch.ID, err)
+	}
+	if have == len(p.need) {
+		return rec, nil
+	}
+	defer rec.Release()
+	return p.widen(rec, int(b.RecordCount)), nil
+}
+
+// widen returns a record of the plan's p.need columns: part's columns
+// first, then all-null columns for the rest (columns added after the
+// batch's schema version). part may be nil (no stored column needed).
+func (p *readPlan) widen(part arrow.Record, n int) arrow.Record {
+	cols := make([]arrow.Array, len(p.need))
+	have := 0
+	if part != nil {
+		have = int(part.NumCols())
+		copy(cols, part.Columns()) // NewRecord retains them
 	}
 	for i := have; i < len(p.need); i++ {
 		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, p.needSch.Field(i).Type, n)
 	}
-	return array.NewRecord(p.needSch, cols, int64(n)), nil
+	out := array.NewRecord(p.needSch, cols, int64(n))
+	releaseArrays(cols[have:])
+	return out
 }
 
 // changeTypeNames are the _change_type strings by kvstore.ChangeType.

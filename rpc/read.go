@@ -181,6 +181,15 @@ func (p *readPlan) batchSchema(b *record.Batch) (*record.Schema, error) {
 	return bs, nil
 }
 
+// layoutFor is the buffer layout of batches written with schema version
+// bsch.
+func (p *readPlan) layoutFor(bsch *record.Schema) (*arrowipc.Layout, error) {
+	if bsch == p.sch {
+		return p.layout, nil
+	}
+	return layoutOf(bsch)
+}
+
 // readOut is the converted result of one read of one bucket.
 type readOut struct {
 	rows       []byte   // JSON array (JSON format)
@@ -236,11 +245,9 @@ func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes 
 		if p.view == viewLog && p.arrow && p.filter == nil && from == 0 && to == count && p.out[len(p.out)-1] < len(bsch.Columns) {
 			msg := b.Body
 			if len(p.out) != len(bsch.Columns) {
-				layout := p.layout
-				if bsch != p.sch {
-					if layout, err = layoutOf(bsch); err != nil {
-						return nil, err
-					}
+				layout, err := p.layoutFor(bsch)
+				if err != nil {
+					return nil, err
 				}
 				if msg, err = arrowipc.Project(nil, b.Body, p.out, layout); err != nil {
 					return nil, fmt.Errorf("project stored batch at offset %d: %v", b.BaseOffset, err)

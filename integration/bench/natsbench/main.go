@@ -96,28 +96,24 @@ func run(c config) (*result, error) {
 		name := fmt.Sprintf("%s%d", c.stream, i)
 		// Both wait for a JetStream meta leader, which a cluster that just
 		// reported healthy may not have elected yet: retry while it forms.
-		for {
-			err = ajs.DeleteStream(ctx, name)
-			if err == nil || errors.Is(err, jetstream.ErrStreamNotFound) || ctx.Err() != nil {
-				break
+		err := retryForming(ctx, func() error {
+			if err := ajs.DeleteStream(ctx, name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return err
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		})
+		if err != nil {
 			return nil, fmt.Errorf("delete stream %s: %w", name, err)
 		}
-		for {
-			_, err = ajs.CreateStream(ctx, jetstream.StreamConfig{
+		err = retryForming(ctx, func() error {
+			_, err := ajs.CreateStream(ctx, jetstream.StreamConfig{
 				Name:     name,
 				Subjects: []string{fmt.Sprintf("bench.%d", i)},
 				Storage:  jetstream.FileStorage,
 				Replicas: c.replicas,
 			})
-			if err == nil || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("create stream %s (R%d): %w", name, c.replicas, err)
 		}
@@ -244,5 +240,16 @@ func printRow(c config, r *result) {
 		quantile(r.lat, 0.50).Round(time.Microsecond), quantile(r.lat, 0.99).Round(time.Microsecond), r.errs)
 	if r.first != nil {
 		fmt.Fprintf(os.Stderr, "natsbench: first error: %v\n", r.first)
+	}
+}
+
+// retryForming calls f until it succeeds or ctx ends (then f's last error).
+func retryForming(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
