@@ -45,6 +45,7 @@ type Node struct {
 	peers    *peer.Mux // the peer listener: every Raft group of this node
 	meta     *raftmeta.Meta
 	syncer   *logstore.Syncer
+	pump     *replica.HeartbeatPump // heartbeats of the bucket groups this node leads
 	registry *prometheus.Registry
 
 	listener net.Listener
@@ -248,6 +249,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.registerHandlers()
 	n.syncer = logstore.NewSyncer(n.logger)
 	n.registerSyncMetrics(n.syncer)
+	// Past the heartbeat cache's age (1/3): every pumped heartbeat is sent.
+	n.pump = replica.NewHeartbeatPump(n.cfg.Raft.HeartbeatTimeout.Duration * 2 / 5)
 	metaTransport, err := peers.Transport(metaGroup)
 	if err != nil {
 		n.closeStores()
@@ -408,6 +411,9 @@ func (n *Node) closeStores() error {
 		}
 		if n.syncer != nil {
 			n.syncer.Close()
+		}
+		if n.pump != nil {
+			n.pump.Close()
 		}
 		errs = append(errs, n.shutdownGossip())
 		if n.peers != nil {

@@ -284,6 +284,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		Transport: transport,
 		Bootstrap: boot,
 		Syncer:    n.syncer,
+		Pump:      n.pump,
 		Log: logstore.Options{
 			SegmentBytes:  n.cfg.Storage.SegmentBytes,
 			SegmentMaxAge: n.cfg.Storage.SegmentMaxAge.Duration,

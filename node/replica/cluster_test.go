@@ -25,12 +25,19 @@ type testCluster struct {
 	reps   []*Replica // nil while closed
 	layout []raft.Server
 	wrap   func(raft.Transport) raft.Transport // optional, around each replica's transport
+	tweak  func(*Config)                       // optional, applied to every replica's Config
 
 	retries atomic.Int64 // client retries after a retryable error
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t}
+	return newTestClusterWith(t, n, nil)
+}
+
+// newTestClusterWith is newTestCluster with tweak applied to every
+// replica's Config.
+func newTestClusterWith(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	c := &testCluster{t: t, tweak: tweak}
 	for i := 0; i < n; i++ {
 		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("r%d", i)))
 		c.dirs = append(c.dirs, t.TempDir())
@@ -71,6 +78,9 @@ func (c *testCluster) config(i int, bootstrap bool) Config {
 	}
 	if bootstrap {
 		cfg.Bootstrap = c.layout
+	}
+	if c.tweak != nil {
+		c.tweak(&cfg)
 	}
 	return cfg
 }

@@ -77,6 +77,9 @@ type Config struct {
 	// PK, when set, makes this the replica of a primary-key table bucket
 	// (Write, Lookup, PrefixLookup, LimitScan; Append is refused).
 	PK *PKConfig
+	// Pump, when set, sends the heartbeats of this group while it leads
+	// (pump.go). nil: raft's own timers do.
+	Pump *HeartbeatPump
 
 	openLog func(dir string) (dataLog, error) // tests: replaces the logstore
 }
@@ -188,6 +191,13 @@ func (r *Replica) monitor() {
 		select {
 		case isLeader := <-leaderCh:
 			r.stopTerm()
+			if p := r.cfg.Pump; p != nil {
+				if isLeader {
+					p.lead(r)
+				} else {
+					p.follow(r)
+				}
+			}
 			if isLeader {
 				t := newTerm(r)
 				r.mu.Lock()
@@ -197,6 +207,9 @@ func (r *Replica) monitor() {
 			}
 		case <-r.quit:
 			r.stopTerm()
+			if p := r.cfg.Pump; p != nil {
+				p.remove(r)
+			}
 			return
 		}
 	}
