@@ -153,6 +153,12 @@ func (n *Node) Write(ctx context.Context, b raftmeta.BucketID, w *rpc.PKWrite, w
 	return res, err
 }
 
+// LeadsLocally reports whether this node's replica of b leads its group.
+func (n *Node) LeadsLocally(b raftmeta.BucketID) bool {
+	r := n.replica(b)
+	return r != nil && r.IsLeader()
+}
+
 // Lookup reads rows by key on the bucket leader: here, or forwarded once.
 func (n *Node) Lookup(ctx context.Context, b raftmeta.BucketID, keys [][]byte) ([][]byte, error) {
 	var out [][]byte

@@ -66,6 +66,10 @@ type Backend interface {
 	// with prefix (kvstore.Codec.AppendBucketKey; empty: all), in key order,
 	// at most limit (0: no limit).
 	PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byte, limit int) ([][]byte, error)
+	// LeadsLocally reports whether this node leads b right now, so that a
+	// read of b is served here without a network hop. A hint for how to
+	// schedule calls: the calls route themselves whatever it says.
+	LeadsLocally(b raftmeta.BucketID) bool
 
 	// Ready returns nil when the node serves client requests (it has joined
 	// the cluster and knows a metadata leader), else why not. /readyz

@@ -311,7 +311,7 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 		byBucket[b] = append(byBucket[b], i)
 	}
 	vals := make([][]byte, len(rows))
-	err = s.perBucket(byBucket, func(b int32, idx []int) error {
+	err = s.perBucket(t.ID, byBucket, func(b int32, idx []int) error {
 		keys := make([][]byte, len(idx))
 		for j, i := range idx {
 			keys[j] = encoded[i]
@@ -335,18 +335,24 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 	return connect.NewResponse(&flussv1.LookupResponse{Rows: append(out, ']')}), nil
 }
 
-// perBucket runs fn for every bucket of parts concurrently and returns the
-// first error.
-func (s *service) perBucket(parts map[int32][]int, fn func(b int32, idx []int) error) error {
-	if len(parts) == 1 { // the common 1-key lookup: no goroutine
-		for b, idx := range parts {
-			return fn(b, idx)
-		}
-	}
-	errs := make(chan error, len(parts))
+// perBucket runs fn for every bucket of parts of table and returns the
+// first error. Buckets led elsewhere run concurrently (each waits on a
+// forwarded call); buckets led here run one after the other on this
+// goroutine: they are short CPU work, cheaper done in turn than each on a
+// fresh goroutine whose stack must grow to the KV store's depth.
+func (s *service) perBucket(table int64, parts map[int32][]int, fn func(b int32, idx []int) error) error {
 	var wg sync.WaitGroup
+	errs := make(chan error, len(parts))
+	var here []int32
 	for b, idx := range parts {
+		if len(parts) == 1 || s.b.LeadsLocally(raftmeta.BucketID{TableID: table, Bucket: b}) {
+			here = append(here, b)
+			continue
+		}
 		wg.Go(func() { errs <- fn(b, idx) })
+	}
+	for _, b := range here {
+		errs <- fn(b, parts[b])
 	}
 	wg.Wait()
 	close(errs)

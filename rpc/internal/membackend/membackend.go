@@ -390,3 +390,6 @@ func (m *Backend) Lookup(context.Context, raftmeta.BucketID, [][]byte) ([][]byte
 func (m *Backend) PrefixScan(context.Context, raftmeta.BucketID, []byte, int) ([][]byte, error) {
 	return nil, errNoPK
 }
+
+// LeadsLocally: every bucket of the in-memory backend is local.
+func (m *Backend) LeadsLocally(raftmeta.BucketID) bool { return true }
