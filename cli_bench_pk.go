@@ -74,7 +74,8 @@ func benchLookupCmd() *cobra.Command {
 		Use:   "lookup",
 		Short: "Load keys into a primary-key table, then do 1-key lookups of random keys from concurrent clients",
 		Example: `  fluss-node bench lookup --keys 100000 --clients 1,16,64
-  fluss-node bench lookup --clients 16 --redis 127.0.0.1:6379   # the same GETs against redis-server`,
+  fluss-node bench lookup --clients 16 --redis 127.0.0.1:6379   # the same GETs against redis-server
+  fluss-node bench lookup --clients 16 --batched                # also through one batching client`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -93,5 +94,7 @@ func benchLookupCmd() *cobra.Command {
 	}
 	pkBenchFlags(cmd, &cfg, &clients, "bench.lookup", "1,16,64")
 	cmd.Flags().StringVar(&cfg.Redis, "redis", "", "host:port of a redis-server: load the same rows (SET id row) and run the same clients doing GET")
+	cmd.Flags().BoolVar(&cfg.Batched, "batched", false, "also run each client count as goroutines sharing one client that batches the lookups meeting in flight (client.Lookuper)")
+	cmd.Flags().IntVar(&cfg.BatchedInflight, "batched-inflight", 0, "with --batched: requests the shared client keeps out at once (0: the Lookuper's default, 2)")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -139,5 +140,36 @@ func TestPKCLI(t *testing.T) {
 	// Bad input never reaches the server.
 	if r := runCLI(t, addr, "", "lookup", "app.users", "--key", `{"id": `); r.code == 0 || !strings.Contains(r.stderr, "not valid JSON") {
 		t.Errorf("lookup with a malformed key: exit %d stderr %q, want a JSON error", r.code, r.stderr)
+	}
+}
+
+// TestCLIBenchLookupBatched runs `bench lookup --batched`: both rows (one
+// connection per client, and the clients sharing one batching client)
+// report lookups, no errors and no misses (every key looked up was loaded).
+func TestCLIBenchLookupBatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	out := mustCLI(t, addr, "", "bench", "lookup", "--keys", "500", "--buckets", "2",
+		"--clients", "4", "--duration", "1s", "--batched").stdout
+	// | system | op | clients | rows/request | keys | requests/s | rows/s | p50 | p99 | p999 | errors | misses |
+	seen := map[string]bool{}
+	for line := range strings.Lines(out) {
+		row := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(row) != 12 || !strings.HasPrefix(strings.TrimSpace(row[0]), "fluss-node") {
+			continue
+		}
+		system := strings.TrimSpace(row[0])
+		seen[system] = true
+		if rate, err := strconv.ParseFloat(strings.TrimSpace(row[6]), 64); err != nil || rate <= 0 {
+			t.Errorf("%s: rows/s %q in:\n%s", system, row[6], out)
+		}
+		if errs, misses := strings.TrimSpace(row[10]), strings.TrimSpace(row[11]); errs != "0" || misses != "0" {
+			t.Errorf("%s: %s errors, %s misses in:\n%s", system, errs, misses, out)
+		}
+	}
+	if !seen["fluss-node"] || !seen["fluss-node, batched"] {
+		t.Fatalf("want a fluss-node and a batched row in:\n%s", out)
 	}
 }

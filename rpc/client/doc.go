@@ -26,4 +26,10 @@
 //     sequence and retry rules as Append; all reads retry `unavailable`,
 //     a Scan stream only until its first message reached the caller (a
 //     retry after that would hand over rows twice).
+//   - A Lookuper (NewLookuper) batches single-key lookups of many
+//     goroutines: those that arrive while its request slots are taken go
+//     out together in the next request, as Fluss's client batches lookups.
+//     It never waits for a timer, never changes an answer, and a key the
+//     server refuses fails only its own lookup (the batch is re-sent key by
+//     key).
 package client

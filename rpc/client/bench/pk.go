@@ -31,6 +31,11 @@ type PKConfig struct {
 	Duration  time.Duration // per run
 	Protocol  string        // as ProduceConfig.Protocol
 	Redis     string        // lookup: host:port of a redis-server to compare with ("" none)
+	// Batched (lookup): also run each client count as goroutines sharing
+	// one client whose Lookuper batches the lookups that meet in flight.
+	Batched bool
+	// BatchedInflight is the Lookuper's MaxInflight (0: its default).
+	BatchedInflight int
 }
 
 // PKRun is the result of one run: one system at one client count.
@@ -329,7 +334,9 @@ func Upsert(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 
 // Lookup runs the lookup benchmark: it loads Keys keys, then for each
 // client count runs that many clients doing 1-key lookups of random keys
-// for Duration; with Redis set, the same against redis GET.
+// for Duration, each client with its own connection; with Batched, the
+// same number of goroutines sharing one client.Lookuper; with Redis set,
+// the same against redis GET.
 func Lookup(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 	copts, err := protocolOptions(cfg.Protocol)
 	if err != nil {
@@ -366,6 +373,24 @@ func Lookup(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 		out = append(out, run)
 		if err != nil {
 			return out, err
+		}
+		if cfg.Batched {
+			l := client.New(cfg.Server, copts...).NewLookuper(cfg.Table, client.LookuperOptions{MaxInflight: cfg.BatchedInflight})
+			run, err = runWorkers(ctx, n, cfg.Duration, func(int) (worker, func(), error) {
+				var key []byte
+				return func(ctx context.Context, rnd *rand.Rand) (int64, bool, error) {
+					key = append(key[:0], `{"id":`...)
+					key = strconv.AppendInt(key, rnd.Int63n(int64(cfg.Keys)), 10)
+					key = append(key, '}')
+					row, err := l.Lookup(ctx, key)
+					return 1, err == nil && row == nil, err
+				}, nil, nil
+			})
+			run.System = "fluss-node, batched"
+			out = append(out, run)
+			if err != nil {
+				return out, err
+			}
 		}
 		if cfg.Redis == "" {
 			continue
