@@ -41,7 +41,12 @@ import (
 // The price: pumped heartbeats pass through the group's leader loop, which
 // blocks while it stores entries. A leader stuck there for about a
 // HeartbeatTimeout (a disk stall) loses its followers, where raft's
-// separate heartbeat goroutines would have kept them.
+// separate heartbeat goroutines would have kept them. And raft caps the
+// retry backoff of heartbeats to an unreachable follower at half the
+// leader's (raised) timeout, so a follower that comes back may wait up to
+// 5 HeartbeatTimeouts for its first heartbeat; meanwhile it asks for
+// pre-votes, which the others refuse while they know a leader, and the
+// replication loop (its own backoff, unchanged) reaches it as before.
 type HeartbeatPump struct {
 	interval time.Duration
 
