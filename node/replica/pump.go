@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // HeartbeatPump drives the heartbeats of every bucket group a node leads
@@ -60,7 +58,7 @@ type HeartbeatPump struct {
 // pumpGroup is a led group on the pump; busy is set while its last check is
 // unanswered (a group whose leader loop is stuck gets no second one).
 type pumpGroup struct {
-	raft *raft.Raft
+	r    *Replica
 	busy atomic.Bool
 }
 
@@ -106,13 +104,16 @@ func (p *HeartbeatPump) run() {
 		}
 		p.mu.Unlock()
 		for _, g := range groups {
+			if g.r.soleVoter() {
+				continue // no follower to heartbeat
+			}
 			if !g.busy.CompareAndSwap(false, true) {
 				continue
 			}
 			// VerifyLeader waits only for room in raft's verify queue, but
 			// its answer waits for the followers: wait for it apart.
 			go func() {
-				_ = g.raft.VerifyLeader().Error()
+				_ = g.r.raft.VerifyLeader().Error()
 				g.busy.Store(false)
 			}()
 		}
@@ -125,7 +126,7 @@ func (p *HeartbeatPump) run() {
 func (p *HeartbeatPump) lead(r *Replica) {
 	p.mu.Lock()
 	if _, ok := p.groups[r]; !ok {
-		p.groups[r] = &pumpGroup{raft: r.raft}
+		p.groups[r] = &pumpGroup{r: r}
 	}
 	p.mu.Unlock()
 	r.setHeartbeatTimeout(leaderHeartbeatScale*r.tuning.HeartbeatTimeout, leaderHeartbeatScale*r.tuning.ElectionTimeout)
