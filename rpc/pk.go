@@ -341,11 +341,16 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 // goroutine: they are short CPU work, cheaper done in turn than each on a
 // fresh goroutine whose stack must grow to the KV store's depth.
 func (s *service) perBucket(table int64, parts map[int32][]int, fn func(b int32, idx []int) error) error {
+	if len(parts) == 1 { // the common 1-key lookup
+		for b, idx := range parts {
+			return fn(b, idx)
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(parts))
 	var here []int32
 	for b, idx := range parts {
-		if len(parts) == 1 || s.b.LeadsLocally(raftmeta.BucketID{TableID: table, Bucket: b}) {
+		if s.b.LeadsLocally(raftmeta.BucketID{TableID: table, Bucket: b}) {
 			here = append(here, b)
 			continue
 		}
