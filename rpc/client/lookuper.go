@@ -75,7 +75,9 @@ func (l *Lookuper) Lookup(ctx context.Context, key []byte) ([]byte, error) {
 	if len(key) == 0 || key[0] != '{' || !json.Valid(key) {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("lookup key %q: want one JSON object of primary-key columns", key))
 	}
-	call := &lookupCall{ctx: ctx, key: key, done: make(chan struct{})}
+	// Copied: a caller whose context ends returns while its key may still
+	// wait in the queue, and may reuse its buffer.
+	call := &lookupCall{ctx: ctx, key: bytes.Clone(key), done: make(chan struct{})}
 	l.mu.Lock()
 	l.queue = append(l.queue, call)
 	send := l.inflight < l.maxInflight
