@@ -7,17 +7,27 @@ import (
 	"time"
 )
 
+// pumpTuning is testTuning with timeouts long enough for a loaded test
+// machine (the pump's margin is the heartbeat timeout) and raft's idle
+// AppendEntries made rare (CommitTimeout 1 h), so that between writes only
+// heartbeats reach the followers.
+func pumpTuning() RaftTuning {
+	t := testTuning()
+	t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLeaseTimeout = 250*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
+	t.CommitTimeout = time.Hour
+	return t
+}
+
 // pumpInterval is the interval the node uses: two fifths of the heartbeat
 // timeout.
-func pumpInterval() time.Duration { return testTuning().HeartbeatTimeout * 2 / 5 }
+func pumpInterval() time.Duration { return pumpTuning().HeartbeatTimeout * 2 / 5 }
 
-// pumped returns a cluster tweak that puts every replica on pump and makes
-// raft's idle AppendEntries rare (CommitTimeout 1 h), so that between
-// writes only heartbeats reach the followers.
+// pumped returns a cluster tweak that puts every replica on pump with
+// pumpTuning.
 func pumped(pump *HeartbeatPump) func(*Config) {
 	return func(cfg *Config) {
 		cfg.Pump = pump
-		cfg.Raft.CommitTimeout = time.Hour
+		cfg.Raft = pumpTuning()
 	}
 }
 
@@ -33,7 +43,7 @@ func timeoutsAre(r *Replica, heartbeat, election time.Duration) error {
 // pumpedOnly checks that the leader i runs on the pump (raised timeouts)
 // and every other open replica on its own.
 func (c *testCluster) pumpedOnly(i int) error {
-	base := testTuning()
+	base := pumpTuning()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for j, r := range c.reps {
@@ -76,12 +86,12 @@ func TestHeartbeatPumpHoldsLeadership(t *testing.T) {
 	})
 	term := c.reps[first].Raft().CurrentTerm()
 
-	// 30 follower timeouts with a write every 10: no election.
+	// 18 follower timeouts with a write every 6: no election.
 	for s := int32(0); s < 3; s++ {
 		if _, err := c.append([][]byte{makeBatch(1, fmt.Sprintf("s%d", s))}, 1, s); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * testTuning().HeartbeatTimeout)
+		time.Sleep(6 * pumpTuning().HeartbeatTimeout)
 	}
 	if i := c.leader(); i != first {
 		t.Fatalf("leader %d, was %d", i, first)
