@@ -221,7 +221,7 @@ func TestLookuperConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 40 {
 				id := (g*7 + i*3) % (n + 5) // some misses
-				want := "" // a miss
+				want := ""                  // a miss
 				if id < n {
 					want = fmt.Sprintf(`{"id":%d,"name":"n%d"}`, id, id)
 				}
