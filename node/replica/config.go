@@ -27,7 +27,10 @@ type RaftTuning struct {
 	// Default 1.5 s.
 	ElectionTimeout time.Duration
 	// LeaderLeaseTimeout: a leader without quorum contact for this long
-	// steps down. Default 1 s (must be <= HeartbeatTimeout).
+	// steps down. Default HeartbeatTimeout, the most raft allows: the
+	// heartbeat pump refreshes the contact every 2/5 of HeartbeatTimeout, so
+	// a lease shorter than that interval (as a fixed 1 s was with a 3 s
+	// HeartbeatTimeout) makes every leader step down between two pumps.
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout: idle interval of the replication loop (the
 	// AppendEntries that carries the commit index when no new entry does).
@@ -67,7 +70,7 @@ func (t RaftTuning) withDefaults() RaftTuning {
 	}
 	def(&t.HeartbeatTimeout, 1500*time.Millisecond)
 	def(&t.ElectionTimeout, 1500*time.Millisecond)
-	def(&t.LeaderLeaseTimeout, min(time.Second, t.HeartbeatTimeout))
+	def(&t.LeaderLeaseTimeout, t.HeartbeatTimeout)
 	def(&t.CommitTimeout, 2*time.Second)
 	def(&t.SnapshotInterval, 2*time.Minute)
 	if t.MaxAppendEntries <= 0 {

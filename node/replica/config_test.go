@@ -38,6 +38,23 @@ func TestTuningDefaults(t *testing.T) {
 	}
 }
 
+// TestLeaseOutlastsPump: whatever heartbeat timeout a node is configured
+// with, the default lease spans at least two heartbeat-pump intervals (the
+// node pumps every 2/5 of the heartbeat timeout), so one late pump does not
+// make a healthy leader step down. A fixed 1 s lease broke this for heartbeat
+// timeouts above 2.5 s: every leader stepped down between two pumps.
+func TestLeaseOutlastsPump(t *testing.T) {
+	for _, hb := range []time.Duration{250 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second} {
+		tu := RaftTuning{HeartbeatTimeout: hb, ElectionTimeout: hb}.withDefaults()
+		if _, err := tu.raftConfig("n1", newHCLogger(nil, "raft")); err != nil {
+			t.Fatalf("heartbeat %v: default tuning does not validate: %v", hb, err)
+		}
+		if pump := hb * 2 / 5; tu.LeaderLeaseTimeout < 2*pump {
+			t.Errorf("heartbeat %v: lease %v is shorter than two pump intervals (%v)", hb, tu.LeaderLeaseTimeout, 2*pump)
+		}
+	}
+}
+
 func TestHCLogForwardsWarnings(t *testing.T) {
 	var buf bytes.Buffer
 	l := newHCLogger(slog.New(slog.NewTextHandler(&buf, nil)), "raft")
