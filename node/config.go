@@ -129,7 +129,7 @@ type RaftConfig struct {
 	HeartbeatTimeout Duration `toml:"heartbeat_timeout"`
 	// ElectionTimeout of bucket groups. Default 1s.
 	ElectionTimeout Duration `toml:"election_timeout"`
-	// CommitTimeout of bucket groups. Default 1s (idle cost, not latency).
+	// CommitTimeout of bucket groups. Default 5s (idle cost, not latency).
 	CommitTimeout Duration `toml:"commit_timeout"`
 }
 
@@ -177,7 +177,7 @@ func Default() Config {
 		Raft: RaftConfig{
 			HeartbeatTimeout: Duration{time.Second},
 			ElectionTimeout:  Duration{time.Second},
-			CommitTimeout:    Duration{time.Second},
+			CommitTimeout:    Duration{5 * time.Second},
 		},
 		KV:      KVConfig{MemtableBytes: 16 << 20, BlockCacheBytes: 32 << 20},
 		Cluster: ClusterConfig{DeadNodeGrace: Duration{5 * time.Minute}},

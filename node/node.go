@@ -45,7 +45,8 @@ type Node struct {
 	peers    *peer.Mux // the peer listener: every Raft group of this node
 	meta     *raftmeta.Meta
 	syncer   *logstore.Syncer
-	pump     *replica.HeartbeatPump // heartbeats of the bucket groups this node leads
+	pump     *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
+	live     *liveness              // which peer nodes answer (for the pump)
 	registry *prometheus.Registry
 
 	listener net.Listener
@@ -249,8 +250,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.registerHandlers()
 	n.syncer = logstore.NewSyncer(n.logger)
 	n.registerSyncMetrics(n.syncer)
-	// Past the heartbeat cache's age (1/3): every pumped heartbeat is sent.
-	n.pump = replica.NewHeartbeatPump(n.cfg.Raft.HeartbeatTimeout.Duration * 2 / 5)
+	hb := n.cfg.Raft.HeartbeatTimeout.Duration
+	n.live = newLiveness(peers.Ping, hb)
+	n.pump = replica.NewHeartbeatPump(replica.PumpConfig{HeartbeatTimeout: hb, Liveness: n.live})
 	metaTransport, err := peers.Transport(metaGroup)
 	if err != nil {
 		n.closeStores()
@@ -418,6 +420,9 @@ func (n *Node) closeStores() error {
 		errs = append(errs, n.shutdownGossip())
 		if n.peers != nil {
 			errs = append(errs, n.peers.Close())
+		}
+		if n.live != nil {
+			n.live.close() // after the peers: a ping out ends with its session
 		}
 		n.closeStoresErr = errors.Join(errs...)
 	})

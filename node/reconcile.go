@@ -265,7 +265,9 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 	}
 	// Idle groups answer most heartbeats from the last acknowledgement
 	// (rpc/peer hbcache.go); replica confirms leadership past the cache.
-	transport.CacheHeartbeats(n.cfg.Raft.HeartbeatTimeout.Duration / 3)
+	// The heartbeat pump's heartbeats go past the cache; raft's own, in
+	// between, are answered from their acknowledgements (pump.go).
+	transport.CacheHeartbeats(replica.HeartbeatCacheAge(n.cfg.Raft.HeartbeatTimeout.Duration))
 	sync := logstore.SyncAlways
 	if n.cfg.Storage.Fsync == "interval" {
 		sync = logstore.SyncInterval

@@ -94,6 +94,16 @@ func (t RaftTuning) withDefaults() RaftTuning {
 	return t
 }
 
+// onPump returns t with raft's heartbeat, election and lease timeouts
+// raised BackstopScale times, as a replica on a HeartbeatPump runs: the pump
+// heartbeats and detects failures, raft's timers are the backstop.
+func (t RaftTuning) onPump() RaftTuning {
+	t.HeartbeatTimeout *= BackstopScale
+	t.ElectionTimeout *= BackstopScale
+	t.LeaderLeaseTimeout *= BackstopScale
+	return t
+}
+
 // raftConfig builds the raft.Config of a group.
 func (t RaftTuning) raftConfig(id raft.ServerID, logger hclog.Logger) (*raft.Config, error) {
 	c := raft.DefaultConfig()

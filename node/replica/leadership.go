@@ -15,6 +15,13 @@ type freshHeartbeater interface {
 	FreshHeartbeat(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error
 }
 
+// pumpedHeartbeater is a caching transport that can send a heartbeat past
+// its cache but batched with other groups' (rpc/peer.Transport): how the
+// heartbeat pump heartbeats (pump.go).
+type pumpedHeartbeater interface {
+	PumpedHeartbeat(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error
+}
+
 // confirmLeadership checks, after it is called, that a quorum of voters
 // still takes this replica for the leader of its current term: the read
 // index check of a linearizable read (raft §6.4). With a plain transport it
@@ -32,35 +39,12 @@ func (r *Replica) confirmLeadership() error {
 	if err != nil {
 		return err
 	}
-	f := r.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	others, voters, err := r.otherVoters()
+	if err != nil {
 		return err
 	}
-	var voters, others []raft.Server
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		voters = append(voters, s)
-		if s.ID != r.cfg.LocalID {
-			others = append(others, s)
-		}
-	}
-	need := len(voters)/2 + 1 - (len(voters) - len(others)) // we vote for ourselves
-	addr := r.cfg.Transport.EncodePeer(r.cfg.LocalID, r.cfg.LocalAddr)
-	acks := make(chan bool, len(others))
-	for _, s := range others {
-		go func() {
-			req := raft.AppendEntriesRequest{
-				RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(r.cfg.LocalID), Addr: addr},
-				Term:      term,
-				Leader:    addr, //nolint:staticcheck // raft still sends the deprecated field too
-			}
-			var resp raft.AppendEntriesResponse
-			err := fh.FreshHeartbeat(s.ID, s.Address, &req, &resp)
-			acks <- err == nil && resp.Success && resp.Term == term
-		}()
-	}
+	need := voters/2 + 1 - (voters - len(others)) // we vote for ourselves
+	acks := r.heartbeatAll(others, term, fh.FreshHeartbeat)
 	got := 0
 	for range others {
 		if got >= need {
@@ -77,6 +61,55 @@ func (r *Replica) confirmLeadership() error {
 		return raft.ErrNotLeader
 	}
 	return nil
+}
+
+// otherVoters returns the voters of the group's latest configuration other
+// than this replica, and how many voters there are.
+func (r *Replica) otherVoters() (others []raft.Server, voters int, err error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, 0, err
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if s.ID != r.cfg.LocalID {
+			others = append(others, s)
+		}
+	}
+	return others, voters, nil
+}
+
+// rpcHeader is the header of a raft RPC this replica sends.
+func (r *Replica) rpcHeader() raft.RPCHeader {
+	return raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax,
+		ID:              []byte(r.cfg.LocalID),
+		Addr:            r.cfg.Transport.EncodePeer(r.cfg.LocalID, r.cfg.LocalAddr),
+	}
+}
+
+// heartbeatAll sends each of servers a heartbeat of the leader's term with
+// send, concurrently, and returns a channel (buffered for all) that gets
+// whether each accepted it.
+func (r *Replica) heartbeatAll(servers []raft.Server, term uint64, send func(raft.ServerID, raft.ServerAddress, *raft.AppendEntriesRequest, *raft.AppendEntriesResponse) error) <-chan bool {
+	acks := make(chan bool, len(servers))
+	for _, s := range servers {
+		go func() {
+			h := r.rpcHeader()
+			req := raft.AppendEntriesRequest{
+				RPCHeader: h,
+				Term:      term,
+				Leader:    h.Addr, //nolint:staticcheck // raft still sends the deprecated field too
+			}
+			var resp raft.AppendEntriesResponse
+			err := send(s.ID, s.Address, &req, &resp)
+			acks <- err == nil && resp.Success && resp.Term == term
+		}()
+	}
+	return acks
 }
 
 // leaderTerm returns the term this replica leads. raft sets the state

@@ -1,52 +1,68 @@
 package replica
 
 import (
+	"fmt"
+	"hash/fnv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
-// HeartbeatPump drives the heartbeats of every bucket group a node leads
-// from one ticker.
+// HeartbeatPump keeps the bucket groups of a node quiet when idle: one
+// ticker sends the heartbeats of every group the node leads and watches the
+// leaders of every group it follows, where hashicorp/raft alone runs timers
+// per group and per follower.
 //
-// hashicorp/raft's leader runs one heartbeat goroutine per follower, each on
-// its own timer of HeartbeatTimeout/10 to /5 at a random phase. A node
-// leading hundreds of groups then wakes thousands of times a second at
-// scattered instants, and each wake costs the Go scheduler a sleep/wake-up
-// cycle (futex, epoll): most of a busy node's idle CPU (docs/BENCHMARKS.md).
-// The same work done in one burst per tick costs a tenth of that.
+// Why: raft's leader runs one heartbeat goroutine per follower, each on its
+// own timer of HeartbeatTimeout/10 to /5 at a random phase, a lease timer,
+// and each follower an election timer. A node holding hundreds of groups
+// then wakes thousands of times a second at scattered instants, and each
+// wake costs the Go scheduler a sleep/wake-up cycle (futex, epoll): most of
+// an idle node's CPU (docs/BENCHMARKS.md).
 //
-// So a group that gains leadership raises its own HeartbeatTimeout
-// (ReloadConfig, leader side only: followers keep theirs, which is what
-// decides when they stand for election) so that raft's timers fire rarely,
-// and the pump asks every led group for a leadership check
-// (raft.VerifyLeader) each interval: raft answers it by waking every
-// heartbeat goroutine of the group at once, so the heartbeats of all groups
-// go out together, the transport batches them per peer (rpc/peer), and their
-// acknowledgements refresh the leader's contact times (its lease) as a timed
-// heartbeat does. The result of the check is not used: reads confirm
-// leadership themselves (leadership.go).
+// How:
 //
-// raft's own timer stays as a fallback at the raised timeout's tenth, so a
-// leader whose pump stalls still heartbeats, only slower. The pump's
-// interval must leave followers contact well within their HeartbeatTimeout
-// and the leader within its LeaderLeaseTimeout. The node uses 2/5 of the
-// HeartbeatTimeout: longer than the age up to which rpc/peer answers a
-// heartbeat from its cache (1/3), so every pumped heartbeat reaches its
-// follower, which hears from its leader every 0.4 HeartbeatTimeout (0.8
-// when one is lost, still under the 1-2 it waits).
+//   - Every replica on a pump runs raft with BackstopScale times the
+//     configured heartbeat, election and lease timeouts (RaftTuning.onPump).
+//     raft's own timers become a slow backstop.
+//   - Heartbeats: every 2/5 of the raised heartbeat timeout the pump sends
+//     each other voter of every group it leads one heartbeat of the leader's
+//     term (pumpHeartbeats). Through rpc/peer they go past the group's
+//     heartbeat cache and share frames with all other groups' heartbeats to
+//     the same node; raft's own heartbeats in between are answered from the
+//     cache of their acknowledgements (HeartbeatCacheAge), which keeps the
+//     leader's lease, while the pumped ones keep the followers' contact.
+//   - Failure detection: liveness is a property of nodes, not of groups.
+//     Every quarter of the configured HeartbeatTimeout the pump looks at the
+//     groups it follows: when the node of a group's leader has not answered
+//     the node's pings for a HeartbeatTimeout (Liveness), the group's first
+//     surviving voter in a per-group order stands for election at once
+//     (campaign: raft's TimeoutNow, as a leadership transfer starts one, so
+//     the other voters vote though they still know the dead leader), the
+//     next one a tick later if there is still no leader (the first one's log
+//     was behind), and so on. A replica that knows no leader (its group was
+//     just created, or it restarted) stands the same way, but only after a
+//     pre-vote round finds a quorum of voters that know no leader either
+//     (preVote), so a healthy leader it has not heard from yet stays. So
+//     failover takes about one configured HeartbeatTimeout, as before, at a
+//     fraction of the idle work.
 //
-// The price: pumped heartbeats pass through the group's leader loop, which
-// blocks while it stores entries. A leader stuck there for about a
-// HeartbeatTimeout (a disk stall) loses its followers, where raft's
-// separate heartbeat goroutines would have kept them. And raft caps the
-// retry backoff of heartbeats to an unreachable follower at half the
-// leader's (raised) timeout, so a follower that comes back may wait up to
-// 5 HeartbeatTimeouts for its first heartbeat; meanwhile it asks for
-// pre-votes, which the others refuse while they know a leader, and the
-// replication loop (its own backoff, unchanged) reaches it as before.
+// Terms and the log check still decide every election, so a wrong liveness
+// view can only move leadership, never lose or duplicate a write.
+//
+// What is slower: a leader whose node answers but whose group is stuck
+// (its leader loop blocked, say by a disk stall) is replaced only by raft's
+// backstop, after 10-20 HeartbeatTimeouts; a leader cut off from its
+// followers keeps its lease up to HeartbeatCacheAge plus the raised lease
+// (it cannot commit meanwhile, and reads confirm leadership with a quorum
+// first); a follower that restarts learns its leader from the next pumped
+// heartbeat or replication, seconds later, and until then stands only if
+// a quorum knows no leader.
 type HeartbeatPump struct {
-	interval time.Duration
+	cfg PumpConfig
 
 	mu     sync.Mutex
 	groups map[*Replica]*pumpGroup
@@ -55,43 +71,96 @@ type HeartbeatPump struct {
 	done chan struct{}
 }
 
-// pumpGroup is a led group on the pump; busy is set while its last check is
-// unanswered (a group whose leader loop is stuck gets no second one).
-type pumpGroup struct {
-	r    *Replica
-	busy atomic.Bool
+// BackstopScale is how much longer than configured the raft timeouts of a
+// replica on a pump are.
+const BackstopScale = 10
+
+// PumpConfig configures a HeartbeatPump.
+type PumpConfig struct {
+	// HeartbeatTimeout is the configured one: how long a leader's node may
+	// be silent before its groups elect another leader.
+	HeartbeatTimeout time.Duration
+	// Liveness tells whether a peer node answers. nil: no failure
+	// detection (raft's backstop timers elect, BackstopScale times slower).
+	Liveness Liveness
 }
 
-// leaderHeartbeatScale is how much a leader raises its HeartbeatTimeout
-// while it is on a pump: raft's own heartbeats then come every 1–2
-// HeartbeatTimeouts (a fallback) instead of every 0.1–0.2.
-const leaderHeartbeatScale = 10
+// Liveness is the node's view of its peers.
+type Liveness interface {
+	// Alive reports whether the node at this peer address answered within
+	// the last HeartbeatTimeout.
+	Alive(addr raft.ServerAddress) bool
+}
 
-// NewHeartbeatPump starts a pump that checks every led group each interval.
-func NewHeartbeatPump(interval time.Duration) *HeartbeatPump {
+// pumpGroup is a replica on the pump. busy is set while its last heartbeat
+// round or campaign is unanswered (a group whose raft loop is stuck gets no
+// second one); the rest is owned by the pump's loop.
+type pumpGroup struct {
+	r     *Replica
+	busy  atomic.Bool
+	added time.Time
+
+	leader  raft.ServerAddress // the dead leader suspected, "" if none
+	suspect time.Time          // since when
+	term    uint64             // the term then
+	tried   time.Time          // last campaign asked for
+}
+
+// NewHeartbeatPump starts a pump.
+func NewHeartbeatPump(cfg PumpConfig) *HeartbeatPump {
 	p := &HeartbeatPump{
-		interval: interval,
-		groups:   make(map[*Replica]*pumpGroup),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
+		cfg:    cfg,
+		groups: make(map[*Replica]*pumpGroup),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	go p.run()
 	return p
 }
 
-// Close stops the pump. Groups still on it keep their raised timeout until
-// they lose leadership or close.
+// Close stops the pump. Replicas still on it are left to raft's backstop.
 func (p *HeartbeatPump) Close() {
 	close(p.quit)
 	<-p.done
 }
 
+// add puts r on the pump; remove takes it off (r is closing).
+func (p *HeartbeatPump) add(r *Replica) {
+	p.mu.Lock()
+	if _, ok := p.groups[r]; !ok {
+		p.groups[r] = &pumpGroup{r: r, added: time.Now()}
+	}
+	p.mu.Unlock()
+}
+
+func (p *HeartbeatPump) remove(r *Replica) {
+	p.mu.Lock()
+	delete(p.groups, r)
+	p.mu.Unlock()
+}
+
+// The pump ticks every quarter of the configured heartbeat timeout. Each
+// tick it looks at the groups added lately (new or reopened groups elect
+// soon); every fullTicks, and every tick while the node of a leader it
+// follows does not answer or a group is about to stand for election, at
+// every group; every beatTicks it heartbeats the groups it leads. Looking at a thousand groups costs more than the tick does
+// otherwise, so the full look is rarer than the tick.
+const (
+	beatTicks = BackstopScale * 2 / 5 * 4 // 2/5 of the raised heartbeat timeout
+	fullTicks = 8                         // two configured heartbeat timeouts
+	youngFor  = 5                         // heartbeat timeouts a group counts as added lately
+)
+
 func (p *HeartbeatPump) run() {
 	defer close(p.done)
-	t := time.NewTicker(p.interval)
+	t := time.NewTicker(p.cfg.HeartbeatTimeout / 4)
 	defer t.Stop()
 	var groups []*pumpGroup
-	for {
+	// The leaders of the groups followed here, as of the last full look,
+	// and whether a group looked at then was about to stand for election.
+	leaders := map[raft.ServerAddress]bool{}
+	standing := false
+	for tick := 0; ; tick++ {
 		select {
 		case <-t.C:
 		case <-p.quit:
@@ -103,60 +172,247 @@ func (p *HeartbeatPump) run() {
 			groups = append(groups, g)
 		}
 		p.mu.Unlock()
+		now := time.Now()
+		beat := tick%beatTicks == 0
+		full := tick%fullTicks == 0 || standing || p.anyDead(leaders)
+		if full {
+			clear(leaders)
+			standing = false
+		}
 		for _, g := range groups {
-			if g.r.soleVoter() {
-				continue // no follower to heartbeat
-			}
-			if !g.busy.CompareAndSwap(false, true) {
+			young := now.Sub(g.added) < youngFor*p.cfg.HeartbeatTimeout
+			if !beat && !full && !young {
 				continue
 			}
-			// VerifyLeader waits only for room in raft's verify queue, but
-			// its answer waits for the followers: wait for it apart.
-			go func() {
-				_ = g.r.raft.VerifyLeader().Error()
-				g.busy.Store(false)
-			}()
+			if g.r.raft.State() == raft.Leader {
+				g.leader = ""
+				if beat {
+					p.heartbeat(g)
+				}
+				continue
+			}
+			if full || young {
+				if addr := p.watch(g, now); addr != "" && full {
+					leaders[addr] = true
+				}
+				standing = standing || !g.suspect.IsZero()
+			}
 		}
 	}
 }
 
-// lead puts r on the pump and raises its heartbeat timeout; follow does the
-// reverse. The order keeps heartbeats flowing: pumped before raft's own slow
-// down, raft's own back before the pump stops.
-func (p *HeartbeatPump) lead(r *Replica) {
-	p.mu.Lock()
-	if _, ok := p.groups[r]; !ok {
-		p.groups[r] = &pumpGroup{r: r}
+// anyDead reports whether the node at any of addrs stopped answering.
+func (p *HeartbeatPump) anyDead(addrs map[raft.ServerAddress]bool) bool {
+	if p.cfg.Liveness == nil {
+		return false
 	}
-	p.mu.Unlock()
-	r.setHeartbeatTimeout(leaderHeartbeatScale*r.tuning.HeartbeatTimeout, leaderHeartbeatScale*r.tuning.ElectionTimeout)
+	for a := range addrs {
+		if !p.cfg.Liveness.Alive(a) {
+			return true
+		}
+	}
+	return false
 }
 
-func (p *HeartbeatPump) follow(r *Replica) {
-	r.setHeartbeatTimeout(r.tuning.HeartbeatTimeout, r.tuning.ElectionTimeout)
-	p.remove(r)
+// heartbeat sends the heartbeats of a group this node leads.
+func (p *HeartbeatPump) heartbeat(g *pumpGroup) {
+	if g.r.soleVoter() || !g.busy.CompareAndSwap(false, true) {
+		return // no follower to heartbeat, or the last round is unanswered
+	}
+	go func() {
+		defer g.busy.Store(false)
+		g.r.pumpHeartbeats()
+	}()
 }
 
-// remove takes r off the pump (r is closing).
-func (p *HeartbeatPump) remove(r *Replica) {
-	p.mu.Lock()
-	delete(p.groups, r)
-	p.mu.Unlock()
+// HeartbeatCacheAge is how old an acknowledgement may be for the transport
+// of a group on a pump to answer raft's own heartbeats from it (rpc/peer
+// hbcache.go): two pump rounds, so that raft's heartbeats, every 1–2
+// configured heartbeat timeouts on a pump, are answered from the last
+// round's acknowledgements and only the pump's rounds reach the network.
+// A leader cut off from its followers keeps its lease up to this much
+// longer.
+func HeartbeatCacheAge(heartbeatTimeout time.Duration) time.Duration {
+	return 2 * beatTicks * heartbeatTimeout / 4
 }
 
-// setHeartbeatTimeout reloads raft's HeartbeatTimeout and ElectionTimeout
-// (raft wants the second no shorter than the first; a leader uses neither
-// for anything but its heartbeat timers). Lowering the heartbeat timeout
-// resets a follower's election timer at once (raft.ReloadConfig), so a
-// replica that lost leadership under the raised timeout is back on its own
-// at once.
-func (r *Replica) setHeartbeatTimeout(heartbeat, election time.Duration) {
-	rc := r.raft.ReloadableConfig()
-	if rc.HeartbeatTimeout == heartbeat && rc.ElectionTimeout == election {
+// pumpHeartbeats heartbeats every other voter of the group once and waits
+// for the answers. Through a caching transport they go past its cache,
+// batched with the other groups' heartbeats to the same node; otherwise
+// through raft.VerifyLeader, which wakes all heartbeat goroutines of the
+// group at once.
+func (r *Replica) pumpHeartbeats() {
+	ph, ok := r.cfg.Transport.(pumpedHeartbeater)
+	if !ok {
+		_ = r.raft.VerifyLeader().Error()
 		return
 	}
-	rc.HeartbeatTimeout, rc.ElectionTimeout = heartbeat, election
-	if err := r.raft.ReloadConfig(rc); err != nil {
-		r.logger.Warn("reload raft timeouts", "heartbeat", heartbeat, "election", election, "err", err)
+	term, err := r.leaderTerm()
+	if err != nil {
+		return
 	}
+	others, _, err := r.otherVoters()
+	if err != nil {
+		return
+	}
+	acks := r.heartbeatAll(others, term, ph.PumpedHeartbeat)
+	for range others {
+		<-acks
+	}
+}
+
+// watch decides whether this replica of a group it does not lead stands
+// for election: its leader's node is dead, or it knows no leader. It
+// returns the leader it knows ("" if none).
+func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
+	if p.cfg.Liveness == nil {
+		return ""
+	}
+	hb := p.cfg.HeartbeatTimeout
+	addr, _ := g.r.raft.LeaderWithID()
+	probe := false
+	switch {
+	case addr != "" && addr != g.r.cfg.LocalAddr && !p.cfg.Liveness.Alive(addr):
+		// The leader's node is dead: the others still know it as their
+		// leader, so they would refuse a pre-vote. Stand in rank order.
+	case addr == "" && g.r.raft.State() == raft.Follower && now.Sub(g.added) >= hb/2:
+		// No leader known: a new group, or this replica restarted. Stand
+		// only if a pre-vote finds a quorum that knows no leader either
+		// (and whose logs are not ahead), so a healthy leader this replica
+		// has not heard from yet is left alone.
+		probe = true
+	default:
+		g.leader, g.suspect = "", time.Time{}
+		return addr
+	}
+	term := g.r.raft.CurrentTerm()
+	if g.leader != addr || g.suspect.IsZero() {
+		g.leader, g.suspect, g.term = addr, now, term
+	}
+	if now.Sub(g.tried) < 2*hb || g.busy.Load() {
+		return addr
+	}
+	// A later rank waits a tick per earlier one (an election takes a round
+	// trip: long enough for an earlier one to win, short enough not to
+	// matter when its log was behind and it lost), and not at all when one
+	// already stood (the term moved) and still no leader is known.
+	rank := p.rank(g.r, addr)
+	if rank < 0 || (now.Sub(g.suspect) < time.Duration(rank)*hb/4 && term == g.term) {
+		return addr
+	}
+	g.tried = now
+	g.busy.Store(true)
+	go func() {
+		defer g.busy.Store(false)
+		if probe && !g.r.preVote() {
+			return
+		}
+		if err := g.r.campaign(); err != nil {
+			g.r.logger.Warn("standing for election", "err", err)
+			return
+		}
+		g.r.logger.Info("stood for election: leader node unreachable or no leader yet", "leader", string(addr), "rank", rank)
+	}()
+	return addr
+}
+
+// rank is this replica's place among the voters of its group that may
+// replace leader (not leader itself, alive), in an order every replica
+// computes alike and that differs between groups, so leadership spreads;
+// -1 when this replica is no voter.
+func (p *HeartbeatPump) rank(r *Replica, leader raft.ServerAddress) int {
+	f := r.raft.GetConfiguration() // reads raft's copy; no trip through its loop
+	if f.Error() != nil {
+		return -1
+	}
+	type cand struct {
+		id  raft.ServerID
+		key uint64
+	}
+	var cands []cand
+	self := false
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter || s.Address == leader {
+			continue
+		}
+		if s.ID == r.cfg.LocalID {
+			self = true
+		} else if !p.cfg.Liveness.Alive(s.Address) {
+			continue
+		}
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d/%d/%d/%s", r.cfg.ID.TableID, r.cfg.ID.PartitionID, r.cfg.ID.Bucket, s.ID)
+		cands = append(cands, cand{s.ID, h.Sum64()})
+	}
+	if !self {
+		return -1
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		if a.key != b.key {
+			if a.key < b.key {
+				return -1
+			}
+			return 1
+		}
+		if a.id < b.id {
+			return -1
+		}
+		return 1
+	})
+	return slices.IndexFunc(cands, func(c cand) bool { return c.id == r.cfg.LocalID })
+}
+
+// preVote asks the other voters of the group for raft's pre-vote for the
+// next term and reports whether a quorum (this replica included) grants it.
+// A voter grants only while it knows no leader and its log is not ahead of
+// this replica's.
+func (r *Replica) preVote() bool {
+	pv, ok := r.cfg.Transport.(raft.WithPreVote)
+	if !ok {
+		return false
+	}
+	others, voters, err := r.otherVoters()
+	if err != nil || voters == len(others) {
+		return false // or not a voter
+	}
+	req := raft.RequestPreVoteRequest{
+		RPCHeader:    r.rpcHeader(),
+		Term:         r.raft.CurrentTerm() + 1,
+		LastLogIndex: r.raft.LastIndex(),
+	}
+	if req.LastLogIndex > 0 {
+		var l raft.Log
+		if err := r.log.GetLog(req.LastLogIndex, &l); err != nil {
+			return false
+		}
+		req.LastLogTerm = l.Term
+	}
+	granted := make(chan bool, len(others))
+	for _, s := range others {
+		go func() {
+			var resp raft.RequestPreVoteResponse
+			err := pv.RequestPreVote(s.ID, s.Address, &req, &resp)
+			granted <- err == nil && resp.Granted
+		}()
+	}
+	votes := 1
+	for range others {
+		if <-granted {
+			votes++
+		}
+	}
+	return votes > voters/2
+}
+
+// campaign makes this replica stand for election now: it sends itself
+// raft's TimeoutNow, the RPC a leader sends to hand over leadership. raft
+// skips the pre-vote and asks for votes marked as a transfer, which voters
+// grant even while they still know a leader (they know the dead one until
+// their own, raised, timeout). Terms and the log check still decide who
+// wins, so this is safe whatever the liveness view; a wrong view only moves
+// leadership.
+func (r *Replica) campaign() error {
+	req := raft.TimeoutNowRequest{RPCHeader: r.rpcHeader()}
+	var resp raft.TimeoutNowResponse
+	return r.cfg.Transport.TimeoutNow(r.cfg.LocalID, r.cfg.LocalAddr, &req, &resp)
 }

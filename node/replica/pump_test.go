@@ -3,151 +3,202 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
-// pumpTuning is testTuning with timeouts long enough for a loaded test
-// machine (the pump's margin is the heartbeat timeout) and raft's idle
-// AppendEntries made rare (CommitTimeout 1 h), so that between writes only
-// heartbeats reach the followers.
+// pumpTuning is testTuning with a heartbeat timeout long enough for a
+// loaded test machine and raft's idle AppendEntries made rare (CommitTimeout
+// 1 h). On a pump raft runs BackstopScale times these timeouts: 2–4 s before
+// a follower stands for election by itself, which the tests below must beat.
 func pumpTuning() RaftTuning {
 	t := testTuning()
-	t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLeaseTimeout = 250*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
+	t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 	t.CommitTimeout = time.Hour
 	return t
 }
 
-// pumpInterval is the interval the node uses: two fifths of the heartbeat
-// timeout.
-func pumpInterval() time.Duration { return pumpTuning().HeartbeatTimeout * 2 / 5 }
+// backstop is the shortest time after which raft itself would elect a
+// leader on a pump.
+func backstop() time.Duration { return BackstopScale * pumpTuning().HeartbeatTimeout }
 
-// pumped returns a cluster tweak that puts every replica on pump with
-// pumpTuning.
-func pumped(pump *HeartbeatPump) func(*Config) {
-	return func(cfg *Config) {
+// fakeLiveness is a Liveness the test sets: every address is alive unless
+// marked dead.
+type fakeLiveness struct {
+	mu   sync.Mutex
+	dead map[raft.ServerAddress]bool
+}
+
+func (f *fakeLiveness) Alive(addr raft.ServerAddress) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.dead[addr]
+}
+
+func (f *fakeLiveness) kill(addr raft.ServerAddress) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dead == nil {
+		f.dead = map[raft.ServerAddress]bool{}
+	}
+	f.dead[addr] = true
+}
+
+// pumpedCluster starts n replicas of one group on one pump with live as
+// its liveness (nil: none).
+func pumpedCluster(t *testing.T, n int, live Liveness) (*testCluster, *HeartbeatPump) {
+	pump := NewHeartbeatPump(PumpConfig{HeartbeatTimeout: pumpTuning().HeartbeatTimeout, Liveness: live})
+	c := newTestClusterWith(t, n, func(cfg *Config) {
 		cfg.Pump = pump
 		cfg.Raft = pumpTuning()
-	}
-}
-
-// timeoutsAre checks r's raft heartbeat and election timeouts.
-func timeoutsAre(r *Replica, heartbeat, election time.Duration) error {
-	rc := r.Raft().ReloadableConfig()
-	if rc.HeartbeatTimeout != heartbeat || rc.ElectionTimeout != election {
-		return fmt.Errorf("timeouts %v/%v, want %v/%v", rc.HeartbeatTimeout, rc.ElectionTimeout, heartbeat, election)
-	}
-	return nil
-}
-
-// pumpedOnly checks that the leader i runs on the pump (raised timeouts)
-// and every other open replica on its own.
-func (c *testCluster) pumpedOnly(i int) error {
-	base := pumpTuning()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for j, r := range c.reps {
-		if r == nil {
-			continue
-		}
-		hb, el := base.HeartbeatTimeout, base.ElectionTimeout
-		if j == i {
-			hb, el = leaderHeartbeatScale*hb, leaderHeartbeatScale*el
-		}
-		if err := timeoutsAre(r, hb, el); err != nil {
-			return fmt.Errorf("replica %d (leader %d): %w", j, i, err)
-		}
-	}
-	return nil
-}
-
-// TestHeartbeatPumpHoldsLeadership: with the pump, only the leader's raft
-// timeouts are raised (its own heartbeats then come every 1-2 follower
-// timeouts, too rarely to hold the followers), yet the leadership holds for
-// many follower timeouts because the pump's heartbeats reach them; writes
-// go through; and the raised timeouts follow leadership through a transfer
-// and a crash.
-func TestHeartbeatPumpHoldsLeadership(t *testing.T) {
-	pump := NewHeartbeatPump(pumpInterval())
-	defer pump.Close()
-	c := newTestClusterWith(t, 3, pumped(pump))
-	defer c.closeAll()
-	leader := func() (int, error) {
-		i := c.leader()
-		if i < 0 {
-			return -1, errors.New("no leader")
-		}
-		return i, c.pumpedOnly(i)
-	}
-	var first int
-	waitFor(t, 10*time.Second, func() (err error) {
-		first, err = leader()
-		return err
 	})
-	term := c.reps[first].Raft().CurrentTerm()
+	return c, pump
+}
 
-	// 18 follower timeouts with a write every 6: no election.
+// waitLeader waits for a ready leader other than not (-1: any) and returns
+// how long it took.
+func (c *testCluster) waitLeader(t *testing.T, not int) (int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var i int
+	waitFor(t, 20*time.Second, func() error {
+		if i = c.leader(); i < 0 || i == not {
+			return errors.New("no new leader")
+		}
+		return nil
+	})
+	return i, time.Since(start)
+}
+
+// TestPumpRaisesRaftTimeouts: replicas on a pump run raft's timeouts
+// BackstopScale times longer than configured, leader and followers alike.
+func TestPumpRaisesRaftTimeouts(t *testing.T) {
+	c, pump := pumpedCluster(t, 3, &fakeLiveness{})
+	defer pump.Close()
+	defer c.closeAll()
+	c.waitLeader(t, -1)
+	base := pumpTuning()
+	for i, r := range c.reps {
+		rc := r.Raft().ReloadableConfig()
+		if rc.HeartbeatTimeout != BackstopScale*base.HeartbeatTimeout || rc.ElectionTimeout != BackstopScale*base.ElectionTimeout {
+			t.Errorf("replica %d: raft timeouts %v/%v, want %d x %v/%v", i, rc.HeartbeatTimeout, rc.ElectionTimeout, BackstopScale, base.HeartbeatTimeout, base.ElectionTimeout)
+		}
+	}
+}
+
+// TestPumpElectsNewGroupsAtOnce: a group that never had a leader does not
+// wait for raft's raised election timer: its first voter stands at once.
+func TestPumpElectsNewGroupsAtOnce(t *testing.T) {
+	c, pump := pumpedCluster(t, 3, &fakeLiveness{})
+	defer pump.Close()
+	defer c.closeAll()
+	if _, took := c.waitLeader(t, -1); took >= backstop() {
+		t.Fatalf("first leader after %v: raft's own timer (%v or later), not the pump, elected it", took, backstop())
+	}
+}
+
+// TestPumpFailsOverWhenLeaderNodeDies: when the leader's node stops
+// answering, the followers elect one of them within about one configured
+// heartbeat timeout, not raft's raised one, and writes go on; every
+// acknowledged write is on the new leader.
+func TestPumpFailsOverWhenLeaderNodeDies(t *testing.T) {
+	live := &fakeLiveness{}
+	c, pump := pumpedCluster(t, 3, live)
+	defer pump.Close()
+	defer c.closeAll()
+	first, _ := c.waitLeader(t, -1)
 	for s := int32(0); s < 3; s++ {
 		if _, err := c.append([][]byte{makeBatch(1, fmt.Sprintf("s%d", s))}, 1, s); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(6 * pumpTuning().HeartbeatTimeout)
 	}
-	if i := c.leader(); i != first {
-		t.Fatalf("leader %d, was %d", i, first)
-	}
-	for i, r := range c.reps {
-		if got := r.Raft().CurrentTerm(); got != term {
-			t.Fatalf("replica %d in term %d, the leader was elected in %d: a follower stood for election", i, got, term)
+	// Let the followers hear from the leader (they know whom to watch).
+	waitFor(t, 10*time.Second, func() error {
+		for i, r := range c.reps {
+			if addr, _ := r.Raft().LeaderWithID(); i != first && addr != c.addrs[first] {
+				return fmt.Errorf("replica %d follows %q", i, addr)
+			}
 		}
-	}
-
-	// A transfer moves the raised timeouts to the new leader and gives
-	// the old one its own back.
-	if err := c.reps[first].Raft().LeadershipTransfer().Error(); err != nil {
-		t.Fatalf("leadership transfer: %v", err)
-	}
-	var second int
-	waitFor(t, 10*time.Second, func() (err error) {
-		second, err = leader()
-		if err == nil && second == first {
-			err = errors.New("leadership still on the first leader")
-		}
-		return err
+		return nil
 	})
-
-	// The leader crashes: the others elect one of them, which is pumped.
-	c.closeReplica(second)
-	waitFor(t, 10*time.Second, func() (err error) {
-		i, err := leader()
-		if err == nil && i == second {
-			err = errors.New("closed replica leads")
-		}
-		return err
-	})
-	if _, err := c.append([][]byte{makeBatch(1, "after")}, 1, 3); err != nil {
+	live.kill(c.addrs[first])
+	c.closeReplica(first)
+	second, took := c.waitLeader(t, first)
+	if took >= backstop() {
+		t.Fatalf("new leader after %v: raft's own timer (%v or later), not the pump, elected it", took, backstop())
+	}
+	base, err := c.append([][]byte{makeBatch(1, "after")}, 1, 3)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if base != 3 {
+		t.Fatalf("write after failover at offset %d, want 3 (every acknowledged write kept once)", base)
+	}
+	t.Logf("leader %d -> %d in %v", first, second, took)
+}
+
+// TestPumpRanksVotersAlike: the replicas that may replace a leader agree on
+// their order (distinct ranks 0..n-2), the dead leader and dead nodes have
+// none, and the order differs between groups so leadership spreads.
+func TestPumpRanksVotersAlike(t *testing.T) {
+	live := &fakeLiveness{}
+	c, pump := pumpedCluster(t, 3, live)
+	defer pump.Close()
+	defer c.closeAll()
+	c.waitLeader(t, -1)
+	p := &HeartbeatPump{cfg: PumpConfig{HeartbeatTimeout: time.Second, Liveness: live}}
+	for dead := range c.reps {
+		seen := map[int]bool{}
+		for i, r := range c.reps {
+			rank := p.rank(r, c.addrs[dead])
+			switch {
+			case i == dead && rank != -1:
+				t.Errorf("leader %d: replica %d ranks %d, want none", dead, i, rank)
+			case i != dead && (rank < 0 || rank > 1 || seen[rank]):
+				t.Errorf("leader %d: replica %d ranks %d, want a rank 0 or 1 of its own", dead, i, rank)
+			}
+			seen[rank] = true
+		}
+	}
+	// A dead follower drops out: the one left is first.
+	live.kill(c.addrs[2])
+	if got := p.rank(c.reps[1], c.addrs[0]); got != 0 {
+		t.Errorf("with replica 2 dead, replica 1 ranks %d after leader 0, want 0", got)
+	}
+
+	// Across many groups, each of the three is first for some.
+	first := map[raft.ServerID]int{}
+	for b := int32(0); b < 60; b++ {
+		r := &Replica{cfg: Config{LocalID: c.layout[1].ID}}
+		r.cfg.ID.Bucket = b
+		r.raft = c.reps[1].raft
+		for _, s := range c.layout[:2] { // replica 2 is dead
+			r.cfg.LocalID = s.ID
+			if p.rank(r, "nobody") == 0 {
+				first[s.ID]++
+			}
+		}
+	}
+	if len(first) != 2 || first["n0"]+first["n1"] != 60 {
+		t.Errorf("first voters over 60 groups: %v, want one of the two live replicas for each, each for some", first)
+	}
+}
+
+// TestHeartbeatPumpForgetsClosedReplicas: a replica that closes is taken
+// off the pump.
+func TestHeartbeatPumpForgetsClosedReplicas(t *testing.T) {
+	c, pump := pumpedCluster(t, 1, &fakeLiveness{})
+	defer pump.Close()
+	c.waitLeader(t, -1)
 	pump.mu.Lock()
 	n := len(pump.groups)
 	pump.mu.Unlock()
 	if n != 1 {
-		t.Fatalf("%d groups on the pump, want the one leader", n)
+		t.Fatalf("%d groups on the pump, want 1", n)
 	}
-}
-
-// TestHeartbeatPumpForgetsClosedReplicas: a leader that closes is taken
-// off the pump.
-func TestHeartbeatPumpForgetsClosedReplicas(t *testing.T) {
-	pump := NewHeartbeatPump(pumpInterval())
-	defer pump.Close()
-	c := newTestClusterWith(t, 1, pumped(pump))
-	waitFor(t, 10*time.Second, func() error {
-		if c.leader() != 0 {
-			return errors.New("no leader")
-		}
-		return c.pumpedOnly(0)
-	})
 	c.closeAll()
 	pump.mu.Lock()
 	defer pump.mu.Unlock()

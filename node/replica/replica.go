@@ -78,7 +78,9 @@ type Config struct {
 	// (Write, Lookup, PrefixLookup, LimitScan; Append is refused).
 	PK *PKConfig
 	// Pump, when set, sends the heartbeats of this group while it leads
-	// (pump.go). nil: raft's own timers do.
+	// and stands it for election when its leader's node dies; raft's own
+	// timers then run BackstopScale times slower (pump.go). nil: raft's own
+	// timers do it all.
 	Pump *HeartbeatPump
 
 	openLog func(dir string) (dataLog, error) // tests: replaces the logstore
@@ -134,7 +136,11 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	r.logger = r.logger.With("bucket", fmt.Sprint(cfg.ID), "server", string(cfg.LocalID))
 	hcl := newHCLogger(r.logger, "raft")
-	conf, err := r.tuning.raftConfig(cfg.LocalID, hcl)
+	rt := r.tuning
+	if cfg.Pump != nil {
+		rt = rt.onPump()
+	}
+	conf, err := rt.raftConfig(cfg.LocalID, hcl)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +185,9 @@ func Open(cfg Config) (*Replica, error) {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
 	r.verify.confirm = r.confirmLeadership
+	if p := cfg.Pump; p != nil {
+		p.add(r)
+	}
 	r.wg.Go(r.monitor)
 	return r, nil
 }
@@ -191,13 +200,6 @@ func (r *Replica) monitor() {
 		select {
 		case isLeader := <-leaderCh:
 			r.stopTerm()
-			if p := r.cfg.Pump; p != nil {
-				if isLeader {
-					p.lead(r)
-				} else {
-					p.follow(r)
-				}
-			}
 			if isLeader {
 				t := newTerm(r)
 				r.mu.Lock()

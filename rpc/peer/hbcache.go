@@ -14,11 +14,11 @@ import (
 // to stay a follower, so a group that enables the cache answers a heartbeat
 // itself when the same follower acknowledged the same leader term less than
 // maxAge ago: the answer is a copy of that acknowledgement. Only timer-driven
-// traffic is saved: real heartbeats still reach each follower at least every
-// maxAge plus one heartbeat interval, which the caller keeps well under the
-// HeartbeatTimeout (node: maxAge = HeartbeatTimeout/3, so a follower hears
-// from its leader at least every ~0.53 HeartbeatTimeout, ~0.73 when one
-// batch is lost; raft waits a random 1-2 HeartbeatTimeouts).
+// traffic is saved: real heartbeats must still reach each follower well
+// within its HeartbeatTimeout. The node sends them itself: its heartbeat
+// pump sends every group's heartbeats past the cache (PumpedHeartbeat) every
+// 2/5 of the groups' raft HeartbeatTimeout, and maxAge is two such rounds
+// (node/replica pump.go), so raft's own heartbeats are all answered here.
 //
 // What a cached answer changes in raft: the leader's contact time with that
 // follower (its lease check, so a cut-off leader steps down up to maxAge
@@ -65,6 +65,19 @@ func (t *Transport) CacheHeartbeats(maxAge time.Duration) {
 func (t *Transport) FreshHeartbeat(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	start := time.Now()
 	err := t.sendHeartbeat(target, args, resp, true)
+	t.hbc.note(target, args, resp, start, err)
+	return err
+}
+
+// PumpedHeartbeat sends a heartbeat to target whatever the cache holds, in
+// the next batch bound for target's node: a node's heartbeat pump
+// (node/replica pump.go) sends those of all its groups at once this way,
+// and their acknowledgements refresh the cache from which raft's own
+// heartbeats are answered in between. A successful answer refreshes the
+// cache.
+func (t *Transport) PumpedHeartbeat(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	start := time.Now()
+	err := t.sendHeartbeat(target, args, resp, false)
 	t.hbc.note(target, args, resp, start, err)
 	return err
 }

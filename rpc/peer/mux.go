@@ -343,6 +343,17 @@ func (m *Mux) session(addr string) (*yamux.Session, error) {
 	return nil, fmt.Errorf("peer: dial %s: %w", addr, err)
 }
 
+// Ping round-trips a yamux ping on the session to addr, dialling it if
+// needed: whether the node there answers (its accept and receive loops
+// run). It waits at most the session's write timeout.
+func (m *Mux) Ping(addr string) (time.Duration, error) {
+	sess, err := m.session(addr)
+	if err != nil {
+		return 0, err
+	}
+	return sess.Ping()
+}
+
 // openStream opens a stream to addr. The caller writes the stream header with its first frame.
 func (m *Mux) openStream(addr string) (*yamux.Stream, error) {
 	sess, err := m.session(addr)

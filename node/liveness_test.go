@@ -1,0 +1,84 @@
+package node
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/rpc/peer"
+)
+
+// TestLivenessFollowsPings: a peer is alive while its pings are answered,
+// from the first question on (the benefit of the doubt), and dead a timeout
+// after its pings start failing; it is alive again once they are answered.
+func TestLivenessFollowsPings(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	var mu sync.Mutex
+	down := map[string]bool{}
+	pinged := map[string]int{}
+	ping := func(addr string) (time.Duration, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		pinged[addr]++
+		if down[addr] {
+			return 0, errors.New("connection refused")
+		}
+		return time.Millisecond, nil
+	}
+	setDown := func(addr string, d bool) {
+		mu.Lock()
+		down[addr] = d
+		mu.Unlock()
+	}
+	l := newLiveness(ping, timeout)
+	defer l.close()
+
+	a, b := raft.ServerAddress("a:1"), raft.ServerAddress("b:1")
+	setDown("b:1", true)
+	if !l.Alive(a) || !l.Alive(b) {
+		t.Fatal("a peer asked about for the first time is not given the benefit of the doubt")
+	}
+	waitFor(t, 5*time.Second, func() bool { return !l.Alive(b) }) // b's pings fail
+	if !l.Alive(a) {
+		t.Fatal("a, whose pings are answered, is dead")
+	}
+	mu.Lock()
+	na := pinged["a:1"]
+	mu.Unlock()
+	if na < 2 {
+		t.Fatalf("a pinged %d times, want it pinged every quarter timeout", na)
+	}
+
+	setDown("b:1", false)
+	waitFor(t, 5*time.Second, func() bool { return l.Alive(b) }) // answered again
+	setDown("a:1", true)
+	waitFor(t, 5*time.Second, func() bool { return !l.Alive(a) }) // a's pings fail now
+}
+
+// TestLivenessOverPeerMux: pinging through the peer transport tells a
+// running node from a closed one.
+func TestLivenessOverPeerMux(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	local, err := peer.Listen("127.0.0.1:0", peer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	remote, err := peer.Listen("127.0.0.1:0", peer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := raft.ServerAddress(remote.Addr())
+	l := newLiveness(local.Ping, timeout)
+	defer l.close()
+	l.Alive(addr)
+	time.Sleep(2 * timeout)
+	if !l.Alive(addr) {
+		t.Fatal("a running peer is dead")
+	}
+	remote.Close()
+	waitFor(t, 10*time.Second, func() bool { return !l.Alive(addr) }) // closed peer
+}
