@@ -206,3 +206,33 @@ func TestHeartbeatPumpForgetsClosedReplicas(t *testing.T) {
 		t.Fatalf("%d groups still on the pump after close", len(pump.groups))
 	}
 }
+
+// TestPumpRestartedFollowerLeavesHealthyLeader: a follower that restarts
+// and does not hear from its leader (here the leader cannot reach it) knows
+// no leader; its pre-vote finds the others following the leader, so it does
+// not stand, and the leader keeps its term.
+func TestPumpRestartedFollowerLeavesHealthyLeader(t *testing.T) {
+	c, pump := pumpedCluster(t, 3, &fakeLiveness{})
+	defer pump.Close()
+	defer c.closeAll()
+	leader, _ := c.waitLeader(t, -1)
+	if _, err := c.append([][]byte{makeBatch(1, "before")}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	term := c.reps[leader].Raft().CurrentTerm()
+	f := (leader + 1) % 3
+	c.closeReplica(f)
+	c.restart(f)
+	c.trans[leader].Disconnect(c.addrs[f])
+	// Many of the restarted replica's looks (every tick, from half a
+	// heartbeat timeout on) and pre-votes (every two heartbeat timeouts).
+	time.Sleep(8 * pumpTuning().HeartbeatTimeout)
+	if i := c.leader(); i != leader {
+		t.Fatalf("leader %d, was %d: the restarted follower took over", i, leader)
+	}
+	for i, r := range c.reps {
+		if got := r.Raft().CurrentTerm(); got != term {
+			t.Fatalf("replica %d in term %d, the leader's is %d: someone stood for election", i, got, term)
+		}
+	}
+}
