@@ -15,9 +15,14 @@ import (
 // younger than the heartbeat timeout. One ping per peer node, however many
 // bucket groups the two nodes share.
 //
-// A peer is given the benefit of the doubt for one timeout after it is
-// first asked about (no ping has had time to answer), and it is forgotten
-// when nobody asked about it for a minute.
+// A peer whose pings fail (connection refused or reset: its process is
+// gone) is dead once its last answer is a timeout old. A peer whose pings
+// merely go unanswered is dead only after three timeouts: an overloaded
+// node answers late, and a wrong verdict makes its groups elect new leaders
+// (safe, but a disruption); a peer cut off without a reset is found a little
+// later instead. A peer is given the benefit of the doubt for the first
+// timeout after it is first asked about (no ping has had time to answer),
+// and it is forgotten when nobody asked about it for a minute.
 type liveness struct {
 	ping    func(addr string) (time.Duration, error)
 	timeout time.Duration
@@ -33,6 +38,7 @@ type peerLiveness struct {
 	since    time.Time    // first asked about
 	asked    time.Time    // last asked about
 	answered atomic.Int64 // unix nanos of the last answered ping
+	failed   atomic.Bool  // the last ping ended in an error
 	busy     atomic.Bool  // a ping is out
 }
 
@@ -67,8 +73,16 @@ func (l *liveness) Alive(addr raft.ServerAddress) bool {
 	if since.After(last) {
 		last = since
 	}
-	return now.Sub(last) < l.timeout
+	silent := now.Sub(last)
+	if p.failed.Load() {
+		return silent < l.timeout
+	}
+	return silent < unansweredFactor*l.timeout
 }
+
+// unansweredFactor is how many timeouts a peer whose pings neither answer
+// nor fail stays alive.
+const unansweredFactor = 3
 
 func (l *liveness) close() {
 	close(l.quit)
@@ -99,9 +113,11 @@ func (l *liveness) run() {
 			}
 			wg.Go(func() {
 				defer p.busy.Store(false)
-				if _, err := l.ping(string(addr)); err == nil {
+				_, err := l.ping(string(addr))
+				if err == nil {
 					p.answered.Store(time.Now().UnixNano())
 				}
+				p.failed.Store(err != nil)
 			})
 		}
 		l.mu.Unlock()

@@ -58,6 +58,40 @@ func TestLivenessFollowsPings(t *testing.T) {
 	waitFor(t, 5*time.Second, func() bool { return !l.Alive(a) }) // a's pings fail now
 }
 
+// TestLivenessWaitsLongerForSilence: a peer whose pings neither answer nor
+// fail (overloaded, or cut off without a reset) stays alive for three
+// timeouts, not one.
+func TestLivenessWaitsLongerForSilence(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	release := make(chan struct{})
+	var mu sync.Mutex
+	hang := false
+	ping := func(addr string) (time.Duration, error) {
+		mu.Lock()
+		h := hang
+		mu.Unlock()
+		if h {
+			<-release
+			return 0, errors.New("session closed")
+		}
+		return time.Millisecond, nil
+	}
+	l := newLiveness(ping, timeout)
+	defer l.close()
+	defer close(release)
+	addr := raft.ServerAddress("slow:1")
+	l.Alive(addr)
+	time.Sleep(timeout)
+	mu.Lock()
+	hang = true
+	mu.Unlock()
+	start := time.Now()
+	waitFor(t, 10*time.Second, func() bool { return !l.Alive(addr) })
+	if took := time.Since(start); took < 2*timeout {
+		t.Fatalf("a silent peer was declared dead after %v, want about %d timeouts (%v)", took, unansweredFactor, unansweredFactor*timeout)
+	}
+}
+
 // TestLivenessOverPeerMux: pinging through the peer transport tells a
 // running node from a closed one.
 func TestLivenessOverPeerMux(t *testing.T) {

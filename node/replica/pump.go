@@ -37,8 +37,8 @@ import (
 //     leader's lease, while the pumped ones keep the followers' contact.
 //   - Failure detection: liveness is a property of nodes, not of groups.
 //     Every quarter of the configured HeartbeatTimeout the pump looks at the
-//     groups it follows: when the node of a group's leader has not answered
-//     the node's pings for a HeartbeatTimeout (Liveness), the group's first
+//     groups it follows: when the node of a group's leader does not answer
+//     the node's pings (Liveness: about a HeartbeatTimeout), the group's first
 //     surviving voter in a per-group order stands for election at once
 //     (campaign: raft's TimeoutNow, as a leadership transfer starts one, so
 //     the other voters vote though they still know the dead leader), the
