@@ -38,6 +38,14 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 // replica's Config.
 func newTestClusterWith(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	c := &testCluster{t: t, tweak: tweak}
+	c.init(n)
+	return c
+}
+
+// init creates n replicas' transports and opens them (c.tweak and c.wrap
+// set before apply).
+func (c *testCluster) init(n int) {
+	t := c.t
 	for i := 0; i < n; i++ {
 		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("r%d", i)))
 		c.dirs = append(c.dirs, t.TempDir())
@@ -50,7 +58,6 @@ func newTestClusterWith(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	for i := range c.reps {
 		c.open(i, true)
 	}
-	return c
 }
 
 func (c *testCluster) connect() {

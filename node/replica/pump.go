@@ -30,7 +30,7 @@ import (
 //     raft's own timers become a slow backstop.
 //   - Heartbeats: every 2/5 of the raised heartbeat timeout the pump sends
 //     each other voter of every group it leads one heartbeat of the leader's
-//     term (pumpHeartbeats). Through rpc/peer they go past the group's
+//     term (heartbeat). Through rpc/peer they go past the group's
 //     heartbeat cache and share frames with all other groups' heartbeats to
 //     the same node; raft's own heartbeats in between are answered from the
 //     cache of their acknowledgements (HeartbeatCacheAge), which keeps the
@@ -92,8 +92,8 @@ type Liveness interface {
 	Alive(addr raft.ServerAddress) bool
 }
 
-// pumpGroup is a replica on the pump. busy is set while its last heartbeat
-// round or campaign is unanswered (a group whose raft loop is stuck gets no
+// pumpGroup is a replica on the pump. busy is set while its last leadership
+// check or campaign is unanswered (a group whose raft loop is stuck gets no
 // second one); the rest is owned by the pump's loop.
 type pumpGroup struct {
 	r     *Replica
@@ -104,6 +104,8 @@ type pumpGroup struct {
 	suspect time.Time          // since when
 	term    uint64             // the term then
 	tried   time.Time          // last campaign asked for
+
+	out map[raft.ServerID]*atomic.Bool // per other voter: a pumped heartbeat is unanswered
 }
 
 // NewHeartbeatPump starts a pump.
@@ -214,15 +216,54 @@ func (p *HeartbeatPump) anyDead(addrs map[raft.ServerAddress]bool) bool {
 	return false
 }
 
-// heartbeat sends the heartbeats of a group this node leads.
+// heartbeat sends the heartbeats of a group this node leads: to every
+// other voter one heartbeat of the leader's term. Through a caching
+// transport they go past its cache, batched with the other groups'
+// heartbeats to the same node; a voter whose last one is still unanswered
+// (its node hangs) is skipped, so it neither holds back the others nor
+// piles up goroutines. Through another transport the group is asked for
+// raft.VerifyLeader, which wakes all its heartbeat goroutines at once.
 func (p *HeartbeatPump) heartbeat(g *pumpGroup) {
-	if g.r.soleVoter() || !g.busy.CompareAndSwap(false, true) {
-		return // no follower to heartbeat, or the last round is unanswered
+	r := g.r
+	ph, ok := r.cfg.Transport.(pumpedHeartbeater)
+	if !ok {
+		if r.soleVoter() || !g.busy.CompareAndSwap(false, true) {
+			return // no follower to heartbeat, or the last check is unanswered
+		}
+		go func() {
+			defer g.busy.Store(false)
+			_ = r.raft.VerifyLeader().Error()
+		}()
+		return
 	}
-	go func() {
-		defer g.busy.Store(false)
-		g.r.pumpHeartbeats()
-	}()
+	term, err := r.leaderTerm()
+	if err != nil {
+		return
+	}
+	others, _, err := r.otherVoters()
+	if err != nil {
+		return
+	}
+	if g.out == nil {
+		g.out = make(map[raft.ServerID]*atomic.Bool)
+	}
+	send := others[:0]
+	out := make(map[raft.ServerID]*atomic.Bool, len(others)) // read-only from here on
+	for _, s := range others {
+		f := g.out[s.ID]
+		if f == nil {
+			f = new(atomic.Bool)
+			g.out[s.ID] = f
+		}
+		if f.CompareAndSwap(false, true) {
+			send = append(send, s)
+			out[s.ID] = f
+		}
+	}
+	r.heartbeatAll(send, term, func(id raft.ServerID, addr raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+		defer out[id].Store(false)
+		return ph.PumpedHeartbeat(id, addr, req, resp)
+	})
 }
 
 // HeartbeatCacheAge is how old an acknowledgement may be for the transport
@@ -234,31 +275,6 @@ func (p *HeartbeatPump) heartbeat(g *pumpGroup) {
 // longer.
 func HeartbeatCacheAge(heartbeatTimeout time.Duration) time.Duration {
 	return 2 * beatTicks * heartbeatTimeout / 4
-}
-
-// pumpHeartbeats heartbeats every other voter of the group once and waits
-// for the answers. Through a caching transport they go past its cache,
-// batched with the other groups' heartbeats to the same node; otherwise
-// through raft.VerifyLeader, which wakes all heartbeat goroutines of the
-// group at once.
-func (r *Replica) pumpHeartbeats() {
-	ph, ok := r.cfg.Transport.(pumpedHeartbeater)
-	if !ok {
-		_ = r.raft.VerifyLeader().Error()
-		return
-	}
-	term, err := r.leaderTerm()
-	if err != nil {
-		return
-	}
-	others, _, err := r.otherVoters()
-	if err != nil {
-		return
-	}
-	acks := r.heartbeatAll(others, term, ph.PumpedHeartbeat)
-	for range others {
-		<-acks
-	}
 }
 
 // watch decides whether this replica of a group it does not lead stands

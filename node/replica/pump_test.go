@@ -236,3 +236,71 @@ func TestPumpRestartedFollowerLeavesHealthyLeader(t *testing.T) {
 		}
 	}
 }
+
+// pumpedInmem is an in-memory transport with the caching transport's
+// PumpedHeartbeat (a plain heartbeat here); heartbeats to hung targets
+// block until released.
+type pumpedInmem struct {
+	*raft.InmemTransport
+	mu    sync.Mutex
+	calls map[raft.ServerAddress]int
+	hung  map[raft.ServerAddress]chan struct{}
+}
+
+func (p *pumpedInmem) PumpedHeartbeat(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	p.mu.Lock()
+	p.calls[target]++
+	hung := p.hung[target]
+	p.mu.Unlock()
+	if hung != nil {
+		<-hung
+		return errors.New("peer hung")
+	}
+	return p.AppendEntries(id, target, args, resp)
+}
+
+// TestPumpHeartbeatsPastAHungFollower: a follower whose pumped heartbeat
+// never returns gets no second one while it hangs, and the group's other
+// follower keeps getting one every round.
+func TestPumpHeartbeatsPastAHungFollower(t *testing.T) {
+	trans := map[raft.ServerAddress]*pumpedInmem{}
+	var mu sync.Mutex
+	pump := NewHeartbeatPump(PumpConfig{HeartbeatTimeout: pumpTuning().HeartbeatTimeout, Liveness: &fakeLiveness{}})
+	defer pump.Close()
+	c := &testCluster{t: t}
+	c.tweak = func(cfg *Config) {
+		cfg.Pump = pump
+		cfg.Raft = pumpTuning()
+	}
+	c.wrap = func(tr raft.Transport) raft.Transport {
+		in := tr.(*raft.InmemTransport)
+		p := &pumpedInmem{InmemTransport: in, calls: map[raft.ServerAddress]int{}, hung: map[raft.ServerAddress]chan struct{}{}}
+		mu.Lock()
+		trans[in.LocalAddr()] = p
+		mu.Unlock()
+		return p
+	}
+	c.init(3)
+	defer c.closeAll()
+	leader, _ := c.waitLeader(t, -1)
+	lt := trans[c.addrs[leader]]
+	hungF, liveF := c.addrs[(leader+1)%3], c.addrs[(leader+2)%3]
+	release := make(chan struct{})
+	lt.mu.Lock()
+	lt.hung[hungF] = release
+	lt.calls[hungF], lt.calls[liveF] = 0, 0
+	lt.mu.Unlock()
+	defer close(release)
+
+	round := beatTicks * pumpTuning().HeartbeatTimeout / 4
+	time.Sleep(4*round + round/2)
+	lt.mu.Lock()
+	hung, live := lt.calls[hungF], lt.calls[liveF]
+	lt.mu.Unlock()
+	if hung != 1 {
+		t.Errorf("hung follower got %d pumped heartbeats in 4 rounds, want the one still out", hung)
+	}
+	if live < 3 {
+		t.Errorf("live follower got %d pumped heartbeats in 4 rounds, want one a round", live)
+	}
+}
