@@ -125,9 +125,11 @@ type LimitsConfig struct {
 
 // RaftConfig tunes the per-bucket Raft groups (DESIGN.md §5).
 type RaftConfig struct {
-	// HeartbeatTimeout of bucket groups. Default 1s.
+	// HeartbeatTimeout of bucket groups: how long a leader's node may not
+	// answer before its groups elect new leaders (raft itself runs with 10x
+	// as a backstop; docs/ARCHITECTURE.md). Default 1s.
 	HeartbeatTimeout Duration `toml:"heartbeat_timeout"`
-	// ElectionTimeout of bucket groups. Default 1s.
+	// ElectionTimeout of bucket groups (raft runs with 10x). Default 1s.
 	ElectionTimeout Duration `toml:"election_timeout"`
 	// CommitTimeout of bucket groups. Default 5s (idle cost, not latency).
 	CommitTimeout Duration `toml:"commit_timeout"`
