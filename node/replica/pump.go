@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -337,43 +338,27 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 // computes alike and that differs between groups, so leadership spreads;
 // -1 when this replica is no voter.
 func (p *HeartbeatPump) rank(r *Replica, leader raft.ServerAddress) int {
-	f := r.raft.GetConfiguration() // reads raft's copy; no trip through its loop
-	if f.Error() != nil {
+	others, voters, err := r.otherVoters()
+	if err != nil || voters == len(others) || r.cfg.LocalAddr == leader {
 		return -1
 	}
 	type cand struct {
 		id  raft.ServerID
 		key uint64
 	}
-	var cands []cand
-	self := false
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter || s.Address == leader {
-			continue
-		}
-		if s.ID == r.cfg.LocalID {
-			self = true
-		} else if !p.cfg.Liveness.Alive(s.Address) {
-			continue
-		}
+	key := func(id raft.ServerID) cand {
 		h := fnv.New64a()
-		fmt.Fprintf(h, "%d/%d/%d/%s", r.cfg.ID.TableID, r.cfg.ID.PartitionID, r.cfg.ID.Bucket, s.ID)
-		cands = append(cands, cand{s.ID, h.Sum64()})
+		fmt.Fprintf(h, "%d/%d/%d/%s", r.cfg.ID.TableID, r.cfg.ID.PartitionID, r.cfg.ID.Bucket, id)
+		return cand{id, h.Sum64()}
 	}
-	if !self {
-		return -1
+	cands := []cand{key(r.cfg.LocalID)}
+	for _, s := range others {
+		if s.Address != leader && p.cfg.Liveness.Alive(s.Address) {
+			cands = append(cands, key(s.ID))
+		}
 	}
 	slices.SortFunc(cands, func(a, b cand) int {
-		if a.key != b.key {
-			if a.key < b.key {
-				return -1
-			}
-			return 1
-		}
-		if a.id < b.id {
-			return -1
-		}
-		return 1
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.id, b.id))
 	})
 	return slices.IndexFunc(cands, func(c cand) bool { return c.id == r.cfg.LocalID })
 }
