@@ -180,27 +180,43 @@ func (r *Replica) Get(key []byte) (row Row, ok bool, err error) {
 // AppendValue appends the encoded row value stored under key to dst (the
 // allocation-free lookup path); ok=false when absent.
 func (r *Replica) AppendValue(dst, key []byte) (out []byte, ok bool, err error) {
+	var val [1][]byte
+	out, err = r.AppendValues(dst, [][]byte{key}, val[:])
+	return out, val[0] != nil, err
+}
+
+// AppendValues looks up keys in one read view: it appends the encoded row
+// value of each found key to dst and sets vals[i] (len(keys) of them) to
+// it, or to nil when keys[i] has no row. Slices set earlier keep pointing
+// into dst's earlier arrays when dst grows; append never overwrites those.
+func (r *Replica) AppendValues(dst []byte, keys, vals [][]byte) ([]byte, error) {
 	var buf [128]byte
-	k := r.rowKey(buf[:0], key)
-	out = dst
-	err = r.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(k)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
+	out := dst
+	err := r.db.View(func(txn *badger.Txn) error {
+		for i, key := range keys {
+			vals[i] = nil
+			item, err := txn.Get(r.rowKey(buf[:0], key))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			start := len(out)
+			if err := item.Value(func(v []byte) error {
+				out = append(out, v...)
+				return nil
+			}); err != nil {
+				return err
+			}
+			vals[i] = out[start:len(out):len(out)]
 		}
-		if err != nil {
-			return err
-		}
-		ok = true
-		return item.Value(func(v []byte) error {
-			out = append(out, v...)
-			return nil
-		})
+		return nil
 	})
 	if err != nil {
-		return dst, false, fmt.Errorf("kvstore: get: %w", err)
+		return dst, fmt.Errorf("kvstore: get: %w", err)
 	}
-	return out, ok, nil
+	return out, nil
 }
 
 // PrefixScan calls fn, in key order, for every row whose encoded key starts

@@ -123,6 +123,50 @@ func TestApplyAtomicWithIndex(t *testing.T) {
 	}
 }
 
+// AppendValues answers many keys from one read view: found keys get their
+// stored value, missing ones nil, and values stay intact as dst grows.
+func TestAppendValues(t *testing.T) {
+	st := openTestStore(t)
+	c := kvSchemaCodec(t)
+	r := st.Replica(1, c)
+	var batch []Change
+	for id := int64(0); id < 100; id += 2 {
+		batch = append(batch, Change{Insert, Row{Int(id), Str(strings.Repeat("v", int(id))), Int(id * 10)}})
+	}
+	if err := r.Apply(batch, 1); err != nil {
+		t.Fatal(err)
+	}
+	var keys [][]byte
+	for id := int64(99); id >= 0; id-- {
+		keys = append(keys, key(t, c, id))
+	}
+	vals := make([][]byte, len(keys))
+	// A small dst forces several grows while the values are appended.
+	if _, err := r.AppendValues(make([]byte, 0, 8), keys, vals); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		id := int64(99 - i)
+		if id%2 == 1 {
+			if v != nil {
+				t.Fatalf("key %d has no row but got %q", id, v)
+			}
+			continue
+		}
+		row, err := c.DecodeRow(nil, v)
+		if err != nil {
+			t.Fatalf("key %d: %v", id, err)
+		}
+		want := fmt.Sprintf("(%d,%q,%d)", id, strings.Repeat("v", int(id)), id*10)
+		if got := fmtRow(c.Schema(), row); got != want {
+			t.Fatalf("key %d = %s, want %s", id, got, want)
+		}
+	}
+	if _, ok, err := r.AppendValue(nil, key(t, c, 3)); ok || err != nil {
+		t.Fatalf("AppendValue of a missing key: ok=%v err=%v", ok, err)
+	}
+}
+
 func TestApplySurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	c := kvSchemaCodec(t)

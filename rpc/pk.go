@@ -23,19 +23,34 @@ import (
 // with nothing written. Rows are bucketed by the table's bucket key with
 // the same hash as log tables (record.BucketOf).
 
-// pkCodecs caches the KV codec per catalog table (tables are immutable).
-var pkCodecs sync.Map // *raftmeta.Table → *kvstore.Codec
+// pkCodecs caches per catalog table (tables are immutable) its KV codec and
+// the writer of whole rows, which every Lookup without a projection uses.
+var pkCodecs sync.Map // *raftmeta.Table → *pkCached
 
-func pkCodecOf(t *raftmeta.Table) (*kvstore.Codec, error) {
+type pkCached struct {
+	codec *kvstore.Codec
+	all   *rowWriter
+}
+
+func pkCachedOf(t *raftmeta.Table) (*pkCached, error) {
 	if v, ok := pkCodecs.Load(t); ok {
-		return v.(*kvstore.Codec), nil
+		return v.(*pkCached), nil
 	}
-	c, err := kvstore.NewCodec(t.Schema(), t.BucketKeys)
+	codec, err := kvstore.NewCodec(t.Schema(), t.BucketKeys)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.FullName(), err)
 	}
+	c := &pkCached{codec: codec, all: projectRows(t, codec, nil)}
 	v, _ := pkCodecs.LoadOrStore(t, c)
-	return v.(*kvstore.Codec), nil
+	return v.(*pkCached), nil
+}
+
+func pkCodecOf(t *raftmeta.Table) (*kvstore.Codec, error) {
+	c, err := pkCachedOf(t)
+	if err != nil {
+		return nil, err
+	}
+	return c.codec, nil
 }
 
 // columnIndexes resolves column names of t (what names them: "targetColumns",
@@ -218,25 +233,37 @@ type rowWriter struct {
 	keys  [][]byte // `"name":` per output column
 }
 
+// newRowWriter returns the writer of columns of t (all when none are named;
+// that one is cached).
 func newRowWriter(t *raftmeta.Table, columns []string) (*rowWriter, error) {
-	codec, err := pkCodecOf(t)
+	c, err := pkCachedOf(t)
 	if err != nil {
 		return nil, err
 	}
-	w := &rowWriter{t: t, codec: codec}
-	sch := t.Schema()
 	if len(columns) == 0 {
+		return c.all, nil
+	}
+	cols, err := columnIndexes(t, columns, "columns")
+	if err != nil {
+		return nil, err
+	}
+	return projectRows(t, c.codec, cols), nil
+}
+
+// projectRows makes the writer of the columns cols of t (nil: all).
+func projectRows(t *raftmeta.Table, codec *kvstore.Codec, cols []int) *rowWriter {
+	w := &rowWriter{t: t, codec: codec, cols: cols}
+	sch := t.Schema()
+	if cols == nil {
 		for i := range sch.Columns {
 			w.cols = append(w.cols, i)
 		}
-	} else if w.cols, err = columnIndexes(t, columns, "columns"); err != nil {
-		return nil, err
 	}
 	for _, c := range w.cols {
 		k, _ := json.Marshal(sch.Columns[c].Name)
 		w.keys = append(w.keys, append(k, ':'))
 	}
-	return w, nil
+	return w
 }
 
 // appendObjects appends one JSON value per value of vals to dst as members

@@ -363,19 +363,9 @@ func (r *Replica) Lookup(ctx context.Context, keys [][]byte) ([][]byte, error) {
 		return nil, err
 	}
 	out := make([][]byte, len(keys))
-	var arena []byte
-	for i, k := range keys {
-		start := len(arena)
-		var ok bool
-		if arena, ok, err = pk.KV.AppendValue(arena, k); err != nil {
-			return nil, fmt.Errorf("bucket %v lookup: %w", r.cfg.ID, err)
-		}
-		if ok {
-			out[i] = arena[start:len(arena):len(arena)]
-		}
+	if _, err := pk.KV.AppendValues(nil, keys, out); err != nil {
+		return nil, fmt.Errorf("bucket %v lookup: %w", r.cfg.ID, err)
 	}
-	// Values taken before arena grew still point into its earlier array,
-	// which append never overwrites.
 	return out, nil
 }
 
