@@ -8,10 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -29,8 +30,8 @@ type Client struct {
 	write flussv1connect.WriteServiceClient
 	read  flussv1connect.ReadServiceClient
 
-	writerID int64
-	seq      atomic.Int32
+	writerID int64      // the first writer's id (WriterID)
+	writers  writerPool // idle writers; see takeWriter
 	retry    Retry
 	route    *router // nil unless WithRouting
 }
@@ -121,6 +122,7 @@ func New(baseURL string, opts ...Option) *Client {
 		writerID: o.writerID,
 		retry:    o.retry,
 	}
+	c.writers.idle = []*writer{{id: o.writerID}}
 	c.initRouting(&o, baseURL, func(base string) *endpoint {
 		return &endpoint{
 			write: flussv1connect.NewWriteServiceClient(o.httpClient, base, copts...),
@@ -197,8 +199,50 @@ func randomWriterID() int64 {
 	}
 }
 
-// WriterID is the idempotent writer id this client stamps on writes.
+// WriterID is the idempotent writer id this client stamps on its writes
+// while it makes one at a time (WithWriterID sets it). Writes made
+// concurrently take further writer ids of their own; see takeWriter.
 func (c *Client) WriterID() int64 { return c.writerID }
+
+// A writer is an idempotent writer id and the last batch sequence it used.
+type writer struct {
+	id  int64
+	seq int32
+}
+
+// writerPool holds the writers no write is using.
+type writerPool struct {
+	mu   sync.Mutex
+	idle []*writer // a stack: a client used by one goroutine keeps one id
+}
+
+// withWriter runs one write (every attempt of it) as the next batch sequence of
+// a writer no other write is using meanwhile. The server stores a writer's
+// batches in each bucket in sequence order and refuses a sequence older
+// than the newest it holds (Kafka's idempotent producer rule), and
+// requests sent from several goroutines race on their connections; so one
+// writer never has two writes out. A writer whose sequence would wrap is
+// replaced by a new id.
+func (c *Client) withWriter(f func(writerID int64, seq int32) error) error {
+	p := &c.writers
+	p.mu.Lock()
+	var w *writer
+	if n := len(p.idle); n > 0 {
+		w, p.idle = p.idle[n-1], p.idle[:n-1]
+	} else {
+		w = &writer{id: randomWriterID()}
+	}
+	p.mu.Unlock()
+	if w.seq == math.MaxInt32 {
+		w = &writer{id: randomWriterID()}
+	}
+	w.seq++
+	err := f(w.id, w.seq)
+	p.mu.Lock()
+	p.idle = append(p.idle, w)
+	p.mu.Unlock()
+	return err
+}
 
 // Admin, Write and Read expose the generated clients for calls the helpers
 // do not cover.
@@ -402,14 +446,28 @@ func EncodeArrowStream(dst []byte, rec arrow.Record, zstd bool) ([]byte, error) 
 	return buf.Bytes(), nil
 }
 
-// AppendRequest sends req with this client's writer id and the next batch
-// sequence (unless req already carries a writer id), retrying on
+// AppendRequest sends req with a writer id of this client and its next
+// batch sequence (unless req already carries a writer id), retrying on
 // `unavailable` with the same pair.
 func (c *Client) AppendRequest(ctx context.Context, req *flussv1.AppendRequest) ([]*flussv1.AppendResult, error) {
 	if req.WriterId == 0 {
-		req.WriterId = c.writerID
-		req.BatchSequence = c.seq.Add(1)
+		return c.appendAs(ctx, req)
 	}
+	return c.appendOnce(ctx, req)
+}
+
+// appendAs sends req as the next batch of a writer of its own (withWriter).
+func (c *Client) appendAs(ctx context.Context, req *flussv1.AppendRequest) (out []*flussv1.AppendResult, err error) {
+	err = c.withWriter(func(id int64, seq int32) error {
+		req.WriterId, req.BatchSequence = id, seq
+		out, err = c.appendOnce(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// appendOnce sends req with the writer id and sequence it carries.
+func (c *Client) appendOnce(ctx context.Context, req *flussv1.AppendRequest) ([]*flussv1.AppendResult, error) {
 	var out []*flussv1.AppendResult
 	err := c.do(ctx, func() error {
 		wc, done := c.writeFor(ctx, req.Table, req.Partition, req.Bucket)

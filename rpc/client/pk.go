@@ -13,36 +13,37 @@ import (
 // Upsert inserts or updates rows, a JSON array of objects
 // (`[{"id":1,"name":"a"}]`), in a primary-key table. With targetColumns
 // (which must include the primary key) only those columns are written: a
-// partial update. The write carries this client's writer id and the next
-// batch sequence and is retried on `unavailable` with the same pair, so the
-// server merges it once however often it is sent.
-func (c *Client) Upsert(ctx context.Context, table string, rowsJSON []byte, targetColumns []string) ([]*flussv1.WriteResult, error) {
-	req := &flussv1.UpsertRequest{Table: table, Rows: rowsJSON, TargetColumns: targetColumns,
-		WriterId: c.writerID, BatchSequence: c.seq.Add(1)}
-	var out []*flussv1.WriteResult
-	err := c.do(ctx, func() error {
-		res, err := c.write.Upsert(ctx, connect.NewRequest(req))
-		if err == nil {
-			out = res.Msg.GetResults()
-		}
-		return err
+// partial update. The write carries a writer id of this client and its
+// next batch sequence (withWriter) and is retried on `unavailable` with the
+// same pair, so the server merges it once however often it is sent.
+func (c *Client) Upsert(ctx context.Context, table string, rowsJSON []byte, targetColumns []string) (out []*flussv1.WriteResult, err error) {
+	err = c.withWriter(func(id int64, seq int32) error {
+		req := &flussv1.UpsertRequest{Table: table, Rows: rowsJSON, TargetColumns: targetColumns, WriterId: id, BatchSequence: seq}
+		return c.do(ctx, func() error {
+			res, err := c.write.Upsert(ctx, connect.NewRequest(req))
+			if err == nil {
+				out = res.Msg.GetResults()
+			}
+			return err
+		})
 	})
 	return out, err
 }
 
 // Delete deletes the rows of keys, a JSON array of objects holding the
 // primary-key columns (`[{"id":1}]`), from a primary-key table. Like Upsert
-// it carries the writer id and the next batch sequence and is retried on
+// it carries a writer id and its next batch sequence and is retried on
 // `unavailable` with the same pair.
-func (c *Client) Delete(ctx context.Context, table string, keysJSON []byte) ([]*flussv1.WriteResult, error) {
-	req := &flussv1.DeleteRequest{Table: table, Keys: keysJSON, WriterId: c.writerID, BatchSequence: c.seq.Add(1)}
-	var out []*flussv1.WriteResult
-	err := c.do(ctx, func() error {
-		res, err := c.write.Delete(ctx, connect.NewRequest(req))
-		if err == nil {
-			out = res.Msg.GetResults()
-		}
-		return err
+func (c *Client) Delete(ctx context.Context, table string, keysJSON []byte) (out []*flussv1.WriteResult, err error) {
+	err = c.withWriter(func(id int64, seq int32) error {
+		req := &flussv1.DeleteRequest{Table: table, Keys: keysJSON, WriterId: id, BatchSequence: seq}
+		return c.do(ctx, func() error {
+			res, err := c.write.Delete(ctx, connect.NewRequest(req))
+			if err == nil {
+				out = res.Msg.GetResults()
+			}
+			return err
+		})
 	})
 	return out, err
 }
