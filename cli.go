@@ -275,7 +275,7 @@ func appendCmd() *cobra.Command {
 				if len(rows) == 0 {
 					return nil
 				}
-				res, err := c.Append(ctx, args[0], jsonArray(rows))
+				res, err := c.Append(ctx, args[0], client.JSONArray(rows))
 				for _, r := range res {
 					total += int64(r.Count)
 				}
@@ -327,23 +327,6 @@ func readNDJSON(r io.Reader, batch int, send func([][]byte) error) error {
 		return err
 	}
 	return send(rows)
-}
-
-// jsonArray joins JSON values into a JSON array.
-func jsonArray(rows [][]byte) []byte {
-	n := 2
-	for _, r := range rows {
-		n += len(r) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, r...)
-	}
-	return append(b, ']')
 }
 
 func scanCmd() *cobra.Command {

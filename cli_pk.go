@@ -76,7 +76,7 @@ func upsertCmd() *cobra.Command {
 				if len(rows) == 0 {
 					return nil
 				}
-				res, err := c.Upsert(ctx, args[0], jsonArray(rows), target)
+				res, err := c.Upsert(ctx, args[0], client.JSONArray(rows), target)
 				for _, r := range res {
 					total += int64(r.Count)
 				}
@@ -110,7 +110,7 @@ func deleteCmd() *cobra.Command {
 				if len(keys) == 0 {
 					return nil
 				}
-				res, err := c.Delete(ctx, args[0], jsonArray(keys))
+				res, err := c.Delete(ctx, args[0], client.JSONArray(keys))
 				for _, r := range res {
 					total += int64(r.Count)
 				}
@@ -133,7 +133,7 @@ func lookupCmd() *cobra.Command {
   seq 1 100 | sed 's/.*/{"id": &}/' | fluss-node lookup shop.users --columns id,name`,
 	}, `a primary key as a JSON object, e.g. '{"id":1}' (repeatable); stdin is not read then`, "keys per request", 1000,
 		func(ctx context.Context, c *client.Client, table string, keys [][]byte, cols []string, out *bufio.Writer) error {
-			rows, err := c.Lookup(ctx, table, jsonArray(keys), cols)
+			rows, err := c.Lookup(ctx, table, client.JSONArray(keys), cols)
 			if err != nil {
 				return err
 			}
@@ -152,7 +152,7 @@ func prefixLookupCmd() *cobra.Command {
 		Example: `  fluss-node prefix-lookup shop.orders --key '{"user_id": 1}'`,
 	}, `a bucket-key prefix as a JSON object, e.g. '{"user_id":1}' (repeatable); stdin is not read then`, "prefixes per request", 100,
 		func(ctx context.Context, c *client.Client, table string, prefixes [][]byte, cols []string, out *bufio.Writer) error {
-			res, err := c.PrefixLookup(ctx, table, jsonArray(prefixes), cols)
+			res, err := c.PrefixLookup(ctx, table, client.JSONArray(prefixes), cols)
 			if err != nil {
 				return err
 			}

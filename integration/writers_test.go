@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
@@ -98,6 +103,74 @@ func TestSharedClientConcurrentWrites(t *testing.T) {
 	}
 }
 
+// TestAppenderAgainstServer: 64 goroutines append single rows through one
+// batching Appender (so rows share requests) to a 4-bucket table; every
+// acknowledged row is stored exactly once, and a row the server refuses
+// fails alone while the others carry on.
+func TestAppenderAgainstServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := client.New("http://" + addr)
+	createLogTable(t, ctx, c, "ap.batched", 4)
+	a := c.NewAppender("ap.batched", client.AppenderOptions{})
+	const goroutines, each = 64, 30
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				if g == 7 && i == 10 {
+					err := a.Append(ctx, []byte(`{"g":"seven","i":10}`))
+					if connect.CodeOf(err) != connect.CodeInvalidArgument {
+						t.Errorf("row of the wrong type: %v, want invalid_argument", err)
+					}
+				}
+				if err := a.Append(ctx, fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i)); err != nil {
+					t.Errorf("append g%d i%d: %v", g, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checkEachOnce(t, fetchAllRaw(t, addr, "ap.batched", 4), goroutines, each)
+	n := requestsOf(t, addr, "Append")
+	if n == 0 || n >= goroutines*each {
+		t.Errorf("%d Append requests for %d rows: want fewer requests than rows, batched", n, goroutines*each)
+	}
+	t.Logf("%d rows in %d Append requests", goroutines*each, n)
+}
+
+// requestsOf reads from the node's /metrics how many requests of the
+// WriteService procedure it served.
+func requestsOf(t *testing.T, addr, procedure string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	want := fmt.Sprintf(`procedure="/fluss.v1.WriteService/%s"}`, procedure)
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, "fluss_rpc_request_duration_seconds_count{") && strings.Contains(line, want) {
+			n, err := strconv.Atoi(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]))
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			total += n
+		}
+	}
+	return total
+}
+
 func createLogTable(t *testing.T, ctx context.Context, c *client.Client, table string, buckets int32) {
 	t.Helper()
 	waitFor(t, 20*time.Second, func() error { return c.CreateDatabase(ctx, "ap", true) })
@@ -113,14 +186,14 @@ func createLogTable(t *testing.T, ctx context.Context, c *client.Client, table s
 	}
 }
 
-// checkEachOnce checks that the rows of every bucket hold each (g, i) for
-// g < goroutines, i < each exactly once, and each goroutine's rows in the
-// order it appended them.
+// checkEachOnce checks that the buckets' rows hold each (g, i) for
+// g < goroutines, i < each exactly once, and each bucket a goroutine's rows
+// in the order it appended them.
 func checkEachOnce(t *testing.T, buckets [][]json.RawMessage, goroutines, each int) {
 	t.Helper()
 	seen := map[[2]int]bool{}
-	last := map[int]int{}
 	for b, rows := range buckets {
+		last := map[int]int{}
 		for _, r := range rows {
 			var row struct{ G, I int }
 			if err := json.Unmarshal(r, &row); err != nil {

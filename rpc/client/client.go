@@ -199,6 +199,24 @@ func randomWriterID() int64 {
 	}
 }
 
+// JSONArray joins JSON values into one JSON array, the form of the rows
+// and keys of Append, Upsert, Delete and Lookup.
+func JSONArray(vals [][]byte) []byte {
+	size := 2
+	for _, v := range vals {
+		size += len(v) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '[')
+	for i, v := range vals {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, v...)
+	}
+	return append(out, ']')
+}
+
 // WriterID is the idempotent writer id this client stamps on its writes
 // while it makes one at a time (WithWriterID sets it). Writes made
 // concurrently take further writer ids of their own; see takeWriter.

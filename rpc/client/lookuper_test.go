@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -26,17 +25,10 @@ type lookuperFixture struct {
 
 func newLookuperFixture(t *testing.T, n int) *lookuperFixture {
 	fc := newFakeCluster(t, 1)
-	f := &lookuperFixture{t: t, node: fc.node(1), holding: make(chan struct{}), release: make(chan struct{})}
+	f := &lookuperFixture{t: t, node: fc.node(1)}
 	c := New(f.node.srv.URL, fastRetry)
 	upsertNamed(t, c, n)
-	var once sync.Once
-	f.node.mu.Lock()
-	f.node.hook = func(procedure string) {
-		if procedure == "Lookup" {
-			once.Do(func() { close(f.holding); <-f.release })
-		}
-	}
-	f.node.mu.Unlock()
+	f.holding, f.release = holdFirstCall(f.node, "Lookup")
 	f.l = c.NewLookuper("db.t", LookuperOptions{MaxInflight: 1})
 	return f
 }
@@ -78,21 +70,7 @@ func (f *lookuperFixture) holdFirst() <-chan lookupResult {
 }
 
 // waitQueued waits until n lookups wait in the queue.
-func (f *lookuperFixture) waitQueued(n int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f.l.mu.Lock()
-		q := len(f.l.queue)
-		f.l.mu.Unlock()
-		if q == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%d lookups queued, want %d", q, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+func (f *lookuperFixture) waitQueued(n int) { waitQueued(f.t, f.l.b, n) }
 
 // keysSent returns the number of keys of each Lookup the server got.
 func (f *lookuperFixture) keysSent() []int {
@@ -233,9 +211,9 @@ func TestLookuperConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inflight != 0 || len(l.queue) != 0 {
-		t.Fatalf("after all lookups: %d slots held, %d queued", l.inflight, len(l.queue))
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	if l.b.inflight != 0 || len(l.b.queue) != 0 {
+		t.Fatalf("after all lookups: %d slots held, %d queued", l.b.inflight, len(l.b.queue))
 	}
 }

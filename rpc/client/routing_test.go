@@ -142,9 +142,22 @@ func (f *fakeNode) DescribeCluster(_ context.Context, req *connect.Request[fluss
 	return connect.NewResponse(res), nil
 }
 
+// Append answers one result. Like a server refusing a bad row, it refuses
+// JSON rows of which one has a "refuse" member, and then stores nothing.
 func (f *fakeNode) Append(_ context.Context, req *connect.Request[flussv1.AppendRequest]) (*connect.Response[flussv1.AppendResponse], error) {
 	if err := f.record("Append", req.Msg); err != nil {
 		return nil, err
+	}
+	if rows := req.Msg.GetRows(); len(rows) > 0 {
+		var objs []map[string]json.RawMessage
+		if err := json.Unmarshal(rows, &objs); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		for i, o := range objs {
+			if _, ok := o["refuse"]; ok {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("row %d refused", i))
+			}
+		}
 	}
 	return connect.NewResponse(&flussv1.AppendResponse{Results: []*flussv1.AppendResult{{Bucket: req.Msg.GetBucket(), Count: 1}}}), nil
 }
