@@ -27,7 +27,8 @@ func benchCmd() *cobra.Command {
 		Use:   "produce",
 		Short: "Append sample rows from concurrent clients for a while",
 		Example: `  fluss-node bench produce --format arrow --batch 2000 --clients 8 --buckets 16
-  fluss-node bench produce --format json --batch 1 --clients 64 --buckets 16`,
+  fluss-node bench produce --format json --batch 1 --clients 64 --buckets 16
+  fluss-node bench produce --format json --batch 1 --clients 64 --buckets 16 --appender`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p.Server = baseURL()
@@ -52,6 +53,7 @@ func benchCmd() *cobra.Command {
 	f.BoolVar(&p.Wide, "wide", false, "20 columns instead of 10")
 	f.BoolVar(&p.Direct, "direct", true, "send each request straight to its bucket's leader (the Go client's routing); --direct=false sends all to --server, which forwards")
 	f.StringVar(&p.Protocol, "protocol", "proto", "proto (Connect over HTTP/1.1), grpc (gRPC over shared h2c connections), h2c (Connect proto over shared h2c connections) or json (Connect JSON)")
+	f.BoolVar(&p.Appender, "appender", false, "with --format json --batch 1: the clients are goroutines appending single rows through one shared batching client (client.Appender), as an application using Fluss's append writer does")
 
 	var fc bench.FetchConfig
 	var columns string

@@ -12,9 +12,17 @@
 # Workloads (each runs on both systems):
 #   1. "1 msg/request": fluss `bench produce --format json --batch 1`, NATS
 #      synchronous js.Publish per message, $CLIENTS publishers each.
+#   1b. "1 msg per call, shared Appender": fluss `bench produce --appender`:
+#      $CLIENTS goroutines each appending one row at a time (and waiting for
+#      its ack) through one batching client, as an application using
+#      Fluss's append writer does; NATS has no counterpart but row 1.
 #   2. "batched" (BATCHED=1, default): fluss Arrow requests of $BATCH_ROWS rows
 #      from $BATCH_CLIENTS clients; NATS PublishAsync with a window of
 #      $NATS_WINDOW per publisher from $BATCH_CLIENTS publishers.
+#   3. "batched, equal size" (with BATCHED=1): fluss JSON requests of
+#      $NATS_WINDOW rows (~200 bytes each, like the NATS messages) from
+#      $BATCH_CLIENTS clients: as many messages of the same size in flight
+#      per client as NATS's window.
 # A fluss row and a NATS message both count once acknowledged (committed on
 # a quorum with fsync). NATS messages are $SIZE random bytes, about the size
 # of one fluss sample row as JSON.
@@ -153,11 +161,19 @@ run_fluss() {
 		--clients "$CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
 	echo "$out" >&2
 	ROWS+=("$(fluss_row "$sys" "1 msg/request, json, $BUCKETS buckets" <<<"$out")")
+	out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format json --batch 1 --appender \
+		--clients "$CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
+	echo "$out" >&2
+	ROWS+=("$(fluss_row "$sys" "1 msg per call, json, one shared Appender, $BUCKETS buckets" <<<"$out")")
 	if [[ $BATCHED == 1 ]]; then
 		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format arrow --batch "$BATCH_ROWS" \
 			--clients "$BATCH_CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
 		echo "$out" >&2
 		ROWS+=("$(fluss_row "$sys" "batched, arrow $BATCH_ROWS rows/request, $BUCKETS buckets" <<<"$out")")
+		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format json --batch "$NATS_WINDOW" \
+			--clients "$BATCH_CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
+		echo "$out" >&2
+		ROWS+=("$(fluss_row "$sys" "batched, json $NATS_WINDOW rows/request, $BUCKETS buckets" <<<"$out")")
 	fi
 }
 

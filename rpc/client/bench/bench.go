@@ -48,6 +48,11 @@ type ProduceConfig struct {
 	// client's WithRouting); false sends all to Server, which forwards
 	// what it does not lead.
 	Direct bool
+	// Appender makes the clients goroutines sharing one client.Appender,
+	// each appending one JSON row at a time (Format "json", BatchRows 1):
+	// rows that meet in flight share requests, as Fluss's append writer
+	// batches them. Requests then counts acknowledged rows.
+	Appender bool
 }
 
 // Result is the outcome of a run.
@@ -174,6 +179,10 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	send, err := produceSender(cfg, copts, data)
+	if err != nil {
+		return nil, err
+	}
 	before := logBytes(ctx, cfg.Server)
 
 	var (
@@ -189,29 +198,14 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Each worker has its own writer id; the HTTP client (and so
-			// the connections) is shared only over h2c ("grpc", "h2c"),
-			// whose HTTP/2 connections multiplex the workers' requests.
-			opts := copts
-			if cfg.Direct {
-				opts = append(slices.Clip(copts), client.WithRouting())
-			}
-			c := client.New(cfg.Server, opts...)
+			send := send(w)
 			var lat []time.Duration
 			var reqs, rows, sent, errs int64
 			for i := 0; runCtx.Err() == nil; i++ {
-				p := data[(w+i)%len(data)]
-				bucket := int32((w + i*cfg.Clients) % cfg.Buckets)
-				req := &flussv1.AppendRequest{Table: cfg.Table, Bucket: &bucket}
-				if cfg.Format == "json" {
-					req.Rows = p
-				} else {
-					req.Arrow = p
-				}
 				t0 := time.Now()
 				// The request itself is not bound to the run's deadline:
 				// requests in flight when the time is up complete.
-				_, err := c.AppendRequest(ctx, req)
+				n, err := send(ctx, i)
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs++
@@ -222,7 +216,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 				lat = append(lat, time.Since(t0))
 				reqs++
 				rows += int64(cfg.BatchRows)
-				sent += int64(len(p))
+				sent += int64(n)
 			}
 			mu.Lock()
 			res.Latencies = append(res.Latencies, lat...)
@@ -247,6 +241,51 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 		}
 	}
 	return &res, nil
+}
+
+// produceSender returns, per worker w, the function that sends the
+// worker's i-th request and returns its payload bytes.
+func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (func(w int) func(ctx context.Context, i int) (int, error), error) {
+	if cfg.Appender {
+		if cfg.Format != "json" || cfg.BatchRows != 1 {
+			return nil, fmt.Errorf("--appender sends single JSON rows: want --format json --batch 1")
+		}
+		opts := copts
+		if cfg.Direct {
+			opts = append(slices.Clip(copts), client.WithRouting())
+		}
+		a := client.New(cfg.Server, opts...).NewAppender(cfg.Table, client.AppenderOptions{})
+		return func(w int) func(context.Context, int) (int, error) {
+			return func(ctx context.Context, i int) (int, error) {
+				row := data[(w+i)%len(data)]
+				row = row[1 : len(row)-1] // the one object of "[{...}]"
+				return len(row), a.Append(ctx, row)
+			}
+		}, nil
+	}
+	return func(w int) func(context.Context, int) (int, error) {
+		// Each worker has its own client and so its own writer id; the
+		// HTTP client (and so the connections) is shared only over h2c
+		// ("grpc", "h2c"), whose HTTP/2 connections multiplex the
+		// workers' requests.
+		opts := copts
+		if cfg.Direct {
+			opts = append(slices.Clip(copts), client.WithRouting())
+		}
+		c := client.New(cfg.Server, opts...)
+		return func(ctx context.Context, i int) (int, error) {
+			p := data[(w+i)%len(data)]
+			bucket := int32((w + i*cfg.Clients) % cfg.Buckets)
+			req := &flussv1.AppendRequest{Table: cfg.Table, Bucket: &bucket}
+			if cfg.Format == "json" {
+				req.Rows = p
+			} else {
+				req.Arrow = p
+			}
+			_, err := c.AppendRequest(ctx, req)
+			return len(p), err
+		}
+	}, nil
 }
 
 // protocolOptions maps ProduceConfig.Protocol to client options.
@@ -304,13 +343,19 @@ func PrintProduce(w io.Writer, cfg ProduceConfig, r *Result) {
 	comp := cfg.Compression
 	if cfg.Format == "json" {
 		comp = "server zstd"
-		if cfg.BatchRows < 32 {
+		switch {
+		case cfg.Appender:
+			comp = "server zstd from 32 rows/request"
+		case cfg.BatchRows < 32:
 			comp = "none (< 32 rows)" // the server stores tiny batches uncompressed
 		}
 	}
 	format := cfg.Format
 	if cfg.Protocol != "" && cfg.Protocol != "proto" {
 		format += " over " + cfg.Protocol
+	}
+	if cfg.Appender {
+		format += ", one shared Appender (requests/s: acknowledged appends)"
 	}
 	fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.0f | %.0f | %.1f | %s | %s | %d | %s |\n",
 		format, comp, cfg.Clients, cfg.BatchRows, cfg.Buckets,
