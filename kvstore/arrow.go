@@ -2,7 +2,6 @@ package kvstore
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -19,21 +18,19 @@ const ChangeTypeColumn = "_change_type"
 
 // changelogSchemas caches ChangelogArrowSchema per *record.Schema (catalog
 // schemas are immutable).
-var changelogSchemas sync.Map
+var changelogSchemas record.Memo[*record.Schema, *arrow.Schema]
 
 // ChangelogArrowSchema is the Arrow schema of the stored changelog batches
 // of a primary-key table with schema s: s's columns, then _change_type int8
 // NOT NULL. Shared; callers must not modify it.
 func ChangelogArrowSchema(s *record.Schema) *arrow.Schema {
-	if v, ok := changelogSchemas.Load(s); ok {
-		return v.(*arrow.Schema)
-	}
-	base := s.ArrowSchema()
-	fields := make([]arrow.Field, 0, base.NumFields()+1)
-	fields = append(fields, base.Fields()...)
-	fields = append(fields, arrow.Field{Name: ChangeTypeColumn, Type: arrow.PrimitiveTypes.Int8})
-	v, _ := changelogSchemas.LoadOrStore(s, arrow.NewSchema(fields, nil))
-	return v.(*arrow.Schema)
+	return changelogSchemas.Get(s, func() *arrow.Schema {
+		base := s.ArrowSchema()
+		fields := make([]arrow.Field, 0, base.NumFields()+1)
+		fields = append(fields, base.Fields()...)
+		fields = append(fields, arrow.Field{Name: ChangeTypeColumn, Type: arrow.PrimitiveTypes.Int8})
+		return arrow.NewSchema(fields, nil)
+	})
 }
 
 // RowsFromRecord converts the first len(s.Columns) columns of rec (in

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -55,23 +54,21 @@ func (s *service) readTable(ctx context.Context, name string) (*raftmeta.Table, 
 }
 
 // changelogSchemas caches changelogSchema per table schema.
-var changelogSchemas sync.Map // *record.Schema → *record.Schema
+var changelogSchemas record.Memo[*record.Schema, *record.Schema]
 
 // changelogSchema is the schema of the $changelog view of a PK table with
 // schema s: the three metadata columns, then s's columns.
 func changelogSchema(s *record.Schema) *record.Schema {
-	if v, ok := changelogSchemas.Load(s); ok {
-		return v.(*record.Schema)
-	}
-	cols := make([]record.Column, 0, 3+len(s.Columns))
-	cols = append(cols,
-		record.Column{Name: colChangeType, Type: record.Type{Kind: record.KindString}},
-		record.Column{Name: colLogOffset, Type: record.Type{Kind: record.KindBigInt}},
-		record.Column{Name: colCommitTs, Type: record.Type{Kind: record.KindTimestampLTZ, Precision: 3}},
-	)
-	cols = append(cols, s.Columns...)
-	v, _ := changelogSchemas.LoadOrStore(s, &record.Schema{ID: s.ID, Columns: cols})
-	return v.(*record.Schema)
+	return changelogSchemas.Get(s, func() *record.Schema {
+		cols := make([]record.Column, 0, 3+len(s.Columns))
+		cols = append(cols,
+			record.Column{Name: colChangeType, Type: record.Type{Kind: record.KindString}},
+			record.Column{Name: colLogOffset, Type: record.Type{Kind: record.KindBigInt}},
+			record.Column{Name: colCommitTs, Type: record.Type{Kind: record.KindTimestampLTZ, Precision: 3}},
+		)
+		cols = append(cols, s.Columns...)
+		return &record.Schema{ID: s.ID, Columns: cols}
+	})
 }
 
 // decode returns the record of a stored batch with the plan's p.need
@@ -253,26 +250,23 @@ func (p *readPlan) appendBinlog(dst []byte, rec arrow.Record, outCols []int, sel
 // after, nullable structs of those columns. Schemas are cached (the
 // encoded schema message is cached per *arrow.Schema).
 func binlogArrowSchema(sch *record.Schema, cols []int) *arrow.Schema {
-	k := newProjKey(sch, cols, true)
-	if v, ok := projSchemas.Load(k); ok {
-		return v.(*arrow.Schema)
-	}
-	full := sch.ArrowSchema()
-	var fields []arrow.Field
-	for _, c := range cols {
-		if c >= 3 {
-			fields = append(fields, full.Field(c))
+	return projSchemas.Get(newProjKey(sch, cols, true), func() *arrow.Schema {
+		full := sch.ArrowSchema()
+		var fields []arrow.Field
+		for _, c := range cols {
+			if c >= 3 {
+				fields = append(fields, full.Field(c))
+			}
 		}
-	}
-	image := arrow.StructOf(fields...)
-	v, _ := projSchemas.LoadOrStore(k, arrow.NewSchema([]arrow.Field{
-		{Name: colChangeType, Type: arrow.BinaryTypes.String},
-		full.Field(1),
-		full.Field(2),
-		{Name: "before", Type: image, Nullable: true},
-		{Name: "after", Type: image, Nullable: true},
-	}, nil))
-	return v.(*arrow.Schema)
+		image := arrow.StructOf(fields...)
+		return arrow.NewSchema([]arrow.Field{
+			{Name: colChangeType, Type: arrow.BinaryTypes.String},
+			full.Field(1),
+			full.Field(2),
+			{Name: "before", Type: image, Nullable: true},
+			{Name: "after", Type: image, Nullable: true},
+		}, nil)
+	})
 }
 
 // binlogRecord builds the $binlog rows of the selected changelog rows of

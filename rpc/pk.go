@@ -25,7 +25,7 @@ import (
 
 // pkCodecs caches per catalog table (tables are immutable) its KV codec and
 // the writer of whole rows, which every Lookup without a projection uses.
-var pkCodecs sync.Map // *raftmeta.Table → *pkCached
+var pkCodecs record.Memo[*raftmeta.Table, *pkCached]
 
 type pkCached struct {
 	codec *kvstore.Codec
@@ -33,16 +33,13 @@ type pkCached struct {
 }
 
 func pkCachedOf(t *raftmeta.Table) (*pkCached, error) {
-	if v, ok := pkCodecs.Load(t); ok {
-		return v.(*pkCached), nil
-	}
-	codec, err := kvstore.NewCodec(t.Schema(), t.BucketKeys)
-	if err != nil {
-		return nil, fmt.Errorf("table %s: %w", t.FullName(), err)
-	}
-	c := &pkCached{codec: codec, all: projectRows(t, codec, nil)}
-	v, _ := pkCodecs.LoadOrStore(t, c)
-	return v.(*pkCached), nil
+	return pkCodecs.GetErr(t, func() (*pkCached, error) {
+		codec, err := kvstore.NewCodec(t.Schema(), t.BucketKeys)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.FullName(), err)
+		}
+		return &pkCached{codec: codec, all: projectRows(t, codec, nil)}, nil
+	})
 }
 
 func pkCodecOf(t *raftmeta.Table) (*kvstore.Codec, error) {

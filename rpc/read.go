@@ -40,8 +40,8 @@ type readPlan struct {
 // caches of immutable per-schema data, keyed by *record.Schema (catalog
 // schemas are immutable) and the column list.
 var (
-	layouts     sync.Map // *record.Schema → *arrowipc.Layout
-	projSchemas sync.Map // projKey → *arrow.Schema
+	layouts     record.Memo[*record.Schema, *arrowipc.Layout]
+	projSchemas record.Memo[projKey, *arrow.Schema]
 )
 
 type projKey struct {
@@ -60,29 +60,24 @@ func newProjKey(s *record.Schema, cols []int, binlog bool) projKey {
 }
 
 func projectedSchema(s *record.Schema, cols []int) *arrow.Schema {
-	k := newProjKey(s, cols, false)
-	if v, ok := projSchemas.Load(k); ok {
-		return v.(*arrow.Schema)
-	}
-	full := s.ArrowSchema()
-	fields := make([]arrow.Field, len(cols))
-	for i, c := range cols {
-		fields[i] = full.Field(c)
-	}
-	v, _ := projSchemas.LoadOrStore(k, arrow.NewSchema(fields, nil))
-	return v.(*arrow.Schema)
+	return projSchemas.Get(newProjKey(s, cols, false), func() *arrow.Schema {
+		full := s.ArrowSchema()
+		fields := make([]arrow.Field, len(cols))
+		for i, c := range cols {
+			fields[i] = full.Field(c)
+		}
+		return arrow.NewSchema(fields, nil)
+	})
 }
 
 func layoutOf(s *record.Schema) (*arrowipc.Layout, error) {
-	if v, ok := layouts.Load(s); ok {
-		return v.(*arrowipc.Layout), nil
-	}
-	l, err := arrowipc.LayoutOf(record.SchemaMessage(s.ArrowSchema()))
-	if err != nil {
-		return nil, fmt.Errorf("layout of schema %d: %w", s.ID, err)
-	}
-	v, _ := layouts.LoadOrStore(s, l)
-	return v.(*arrowipc.Layout), nil
+	return layouts.GetErr(s, func() (*arrowipc.Layout, error) {
+		l, err := arrowipc.LayoutOf(record.SchemaMessage(s.ArrowSchema()))
+		if err != nil {
+			return nil, fmt.Errorf("layout of schema %d: %w", s.ID, err)
+		}
+		return l, nil
+	})
 }
 
 // newReadPlan resolves columns (empty: all) and the filter of a read.

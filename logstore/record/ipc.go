@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -39,25 +38,11 @@ type bodyEncoder struct {
 	w    *ipc.Writer
 }
 
-// encoderPools caches uncompressed stream writers per *arrow.Schema; it is
-// cleared when it grows past maxEncoderPools (schemas are long-lived per
-// table version, so this only bounds a pathological caller).
-var (
-	encoderPools    sync.Map // *arrow.Schema -> *sync.Pool
-	encoderPoolN    atomic.Int64
-	maxEncoderPools int64 = 4096
-)
+// encoderPools caches uncompressed stream writers per *arrow.Schema.
+var encoderPools Memo[*arrow.Schema, *sync.Pool]
 
 func encoderPool(s *arrow.Schema) *sync.Pool {
-	if p, ok := encoderPools.Load(s); ok {
-		return p.(*sync.Pool)
-	}
-	if encoderPoolN.Add(1) > maxEncoderPools {
-		encoderPools.Clear()
-		encoderPoolN.Store(1)
-	}
-	p, _ := encoderPools.LoadOrStore(s, &sync.Pool{})
-	return p.(*sync.Pool)
+	return encoderPools.Get(s, func() *sync.Pool { return &sync.Pool{} })
 }
 
 func checkCompression(c Compression, zstdLevel int) error {
@@ -165,21 +150,19 @@ func appendArrowGoBody(dst []byte, rec arrow.Record, c Compression, zstdLevel in
 // SchemaMessage returns the encapsulated Arrow IPC schema message of
 // schema (cached per *arrow.Schema; callers must not modify it).
 func SchemaMessage(schema *arrow.Schema) []byte {
-	if v, ok := schemaMsgs.Load(schema); ok {
-		return v.([]byte)
-	}
-	var sink sliceSink
-	w := ipc.NewWriter(&sink, ipc.WithSchema(schema))
-	_ = w.Close() // writes the schema message, then the 8-byte end-of-stream marker
-	msg := sink.b
-	if len(msg) >= 8 {
-		msg = msg[:len(msg)-8]
-	}
-	schemaMsgs.Store(schema, msg)
-	return msg
+	return schemaMsgs.Get(schema, func() []byte {
+		var sink sliceSink
+		w := ipc.NewWriter(&sink, ipc.WithSchema(schema))
+		_ = w.Close() // writes the schema message, then the 8-byte end-of-stream marker
+		msg := sink.b
+		if len(msg) >= 8 {
+			msg = msg[:len(msg)-8]
+		}
+		return msg
+	})
 }
 
-var schemaMsgs sync.Map // *arrow.Schema -> []byte
+var schemaMsgs Memo[*arrow.Schema, []byte]
 
 // StreamPrefix is the schema message; StreamSuffix ends an IPC stream.
 // [StreamPrefix][body]…[StreamSuffix] is a complete Arrow IPC stream.

@@ -31,7 +31,7 @@ type Client struct {
 	read  flussv1connect.ReadServiceClient
 
 	writerID int64      // the first writer's id (WriterID)
-	writers  writerPool // idle writers; see takeWriter
+	writers  writerPool // idle writers; see withWriter
 	retry    Retry
 	route    *router // nil unless WithRouting
 }
@@ -219,7 +219,7 @@ func JSONArray(vals [][]byte) []byte {
 
 // WriterID is the idempotent writer id this client stamps on its writes
 // while it makes one at a time (WithWriterID sets it). Writes made
-// concurrently take further writer ids of their own; see takeWriter.
+// concurrently take further writer ids of their own; see withWriter.
 func (c *Client) WriterID() int64 { return c.writerID }
 
 // A writer is an idempotent writer id and the last batch sequence it used.
