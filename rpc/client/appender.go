@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -24,7 +26,10 @@ import (
 // so a retry never stores a row twice. Rows of one goroutine are stored in
 // the order it appended them (it waits for each); rows of different
 // goroutines are not ordered, and one request's rows go to one bucket
-// unless the table has a bucket key. A row the server refuses
+// unless the table has a bucket key. With routing (WithRouting) and a table
+// without a bucket key, the Appender picks each request's bucket itself,
+// in turn, so that requests go straight to the buckets' leaders instead of
+// all through the base URL's node. A row the server refuses
 // (invalid_argument; the server stores nothing of a request it refuses)
 // fails only its own Append: the request is split and its rows sent alone.
 // Every other error of a request is every row's in it. An Appender is safe
@@ -33,7 +38,20 @@ type Appender struct {
 	c     *Client
 	table string
 	b     *batcher[[]byte, struct{}]
+
+	spread atomic.Pointer[spread] // with routing: how to pick buckets; nil until learned
+	next   atomic.Uint32          // the bucket turn
 }
+
+// spread is what an Appender knows of its table's buckets.
+type spread struct {
+	buckets int32     // buckets to pick from; 0: leave the bucket to the server
+	expires time.Time // learn again at or after this time
+}
+
+// spreadFor is how long an Appender trusts what it learned of its table
+// (a dropped and recreated table may have other buckets).
+const spreadFor = 30 * time.Second
 
 // AppenderOptions tune an Appender. Zero fields take the defaults.
 type AppenderOptions struct {
@@ -66,8 +84,42 @@ func (a *Appender) Append(ctx context.Context, row []byte) error {
 
 // append sends rows in one Append request.
 func (a *Appender) append(ctx context.Context, rows [][]byte) ([]struct{}, error) {
-	if _, err := a.c.AppendRequest(ctx, &flussv1.AppendRequest{Table: a.table, Rows: JSONArray(rows)}); err != nil {
+	req := &flussv1.AppendRequest{Table: a.table, Rows: JSONArray(rows)}
+	if n := a.buckets(ctx); n > 0 {
+		b := int32(a.next.Add(1) % uint32(n))
+		req.Bucket = &b
+	}
+	if _, err := a.c.AppendRequest(ctx, req); err != nil {
+		switch connect.CodeOf(err) {
+		case connect.CodeNotFound, connect.CodeInvalidArgument:
+			if req.Bucket != nil {
+				a.spread.Store(nil) // the table may have changed: learn it again
+			}
+		}
 		return nil, err
 	}
 	return make([]struct{}, len(rows)), nil
+}
+
+// buckets returns how many buckets the Appender picks from, or 0 when the
+// server picks: without routing, for a table with a bucket or partition
+// key, or while the table cannot be read.
+func (a *Appender) buckets(ctx context.Context) int32 {
+	if a.c.route == nil {
+		return 0
+	}
+	now := a.c.route.now()
+	if sp := a.spread.Load(); sp != nil && now.Before(sp.expires) {
+		return sp.buckets
+	}
+	sp := &spread{expires: now.Add(spreadFor)}
+	t, err := a.c.GetTable(ctx, a.table)
+	switch {
+	case err != nil:
+		sp.expires = now.Add(time.Second) // try again soon
+	case len(t.GetBucketKeys()) == 0 && len(t.GetPartitionKeys()) == 0:
+		sp.buckets = t.GetBucketCount()
+	}
+	a.spread.Store(sp)
+	return sp.buckets
 }

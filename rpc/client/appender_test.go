@@ -157,3 +157,43 @@ func TestAppenderRejectsMalformedRow(t *testing.T) {
 		t.Fatalf("%d requests sent for malformed rows", len(got))
 	}
 }
+
+// TestAppenderSpreadsOverLeaders: with routing, an Appender of a table
+// without a bucket key picks each request's bucket in turn and sends it to
+// that bucket's leader; for a table with a bucket key it leaves the bucket
+// to the server.
+func TestAppenderSpreadsOverLeaders(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	for b := int32(0); b < 4; b++ {
+		fc.setLeader(b, 1+b%2)
+	}
+	c := New(fc.node(1).srv.URL, WithRouting(), fastRetry)
+	a := c.NewAppender("db.t", AppenderOptions{})
+	for i := range 8 {
+		if err := a.Append(testCtx(t), fmt.Appendf(nil, `{"n":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[int32][]int32{} // node → buckets it was sent
+	for _, id := range []int32{1, 2} {
+		for _, r := range fc.node(id).got("Append") {
+			req := r.(*flussv1.AppendRequest)
+			if req.Bucket == nil {
+				t.Fatalf("node %d got an Append without a bucket", id)
+			}
+			got[id] = append(got[id], req.GetBucket())
+		}
+	}
+	if fmt.Sprint(got[1]) != "[2 0 2 0]" || fmt.Sprint(got[2]) != "[1 3 1 3]" {
+		t.Fatalf("buckets sent to node 1 %v and node 2 %v, want [2 0 2 0] and [1 3 1 3] (each to its leader, in turn)", got[1], got[2])
+	}
+
+	k := c.NewAppender("db.keyed", AppenderOptions{})
+	if err := k.Append(testCtx(t), []byte(`{"id":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	reqs := fc.node(1).got("Append")
+	if last := reqs[len(reqs)-1].(*flussv1.AppendRequest); last.Table != "db.keyed" || last.Bucket != nil {
+		t.Fatalf("append to a table with a bucket key: table %s bucket %v, want db.keyed and no bucket", last.Table, last.Bucket)
+	}
+}

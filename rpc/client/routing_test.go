@@ -131,6 +131,19 @@ func (f *fakeNode) GetTableLayout(_ context.Context, req *connect.Request[flussv
 	return connect.NewResponse(res), nil
 }
 
+// GetTable describes every table as having 4 buckets; "db.keyed" has a
+// bucket key.
+func (f *fakeNode) GetTable(_ context.Context, req *connect.Request[flussv1.GetTableRequest]) (*connect.Response[flussv1.GetTableResponse], error) {
+	if err := f.record("GetTable", req.Msg); err != nil {
+		return nil, err
+	}
+	res := &flussv1.GetTableResponse{BucketCount: 4}
+	if req.Msg.Table == "db.keyed" {
+		res.BucketKeys = []string{"id"}
+	}
+	return connect.NewResponse(res), nil
+}
+
 func (f *fakeNode) DescribeCluster(_ context.Context, req *connect.Request[flussv1.DescribeClusterRequest]) (*connect.Response[flussv1.DescribeClusterResponse], error) {
 	if err := f.record("DescribeCluster", req.Msg); err != nil {
 		return nil, err
