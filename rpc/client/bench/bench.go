@@ -171,10 +171,6 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin := client.New(cfg.Server, copts...)
-	if err := CreateTable(ctx, admin, cfg.Table, cfg.Buckets, cfg.Wide, nil); err != nil {
-		return nil, fmt.Errorf("create bench table: %w", err)
-	}
 	data, err := payloads(cfg)
 	if err != nil {
 		return nil, err
@@ -182,6 +178,10 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 	send, err := produceSender(cfg, copts, data)
 	if err != nil {
 		return nil, err
+	}
+	admin := client.New(cfg.Server, copts...)
+	if err := CreateTable(ctx, admin, cfg.Table, cfg.Buckets, cfg.Wide, nil); err != nil {
+		return nil, fmt.Errorf("create bench table: %w", err)
 	}
 	before := logBytes(ctx, cfg.Server)
 
@@ -246,13 +246,13 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 // produceSender returns, per worker w, the function that sends the
 // worker's i-th request and returns its payload bytes.
 func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (func(w int) func(ctx context.Context, i int) (int, error), error) {
+	opts := copts
+	if cfg.Direct {
+		opts = append(slices.Clip(copts), client.WithRouting())
+	}
 	if cfg.Appender {
 		if cfg.Format != "json" || cfg.BatchRows != 1 {
 			return nil, fmt.Errorf("--appender sends single JSON rows: want --format json --batch 1")
-		}
-		opts := copts
-		if cfg.Direct {
-			opts = append(slices.Clip(copts), client.WithRouting())
 		}
 		a := client.New(cfg.Server, opts...).NewAppender(cfg.Table, client.AppenderOptions{})
 		return func(w int) func(context.Context, int) (int, error) {
@@ -268,10 +268,6 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 		// HTTP client (and so the connections) is shared only over h2c
 		// ("grpc", "h2c"), whose HTTP/2 connections multiplex the
 		// workers' requests.
-		opts := copts
-		if cfg.Direct {
-			opts = append(slices.Clip(copts), client.WithRouting())
-		}
 		c := client.New(cfg.Server, opts...)
 		return func(ctx context.Context, i int) (int, error) {
 			p := data[(w+i)%len(data)]
