@@ -20,10 +20,13 @@ import (
 // (drain.go).
 const (
 	balanceInterval = 2 * time.Second
-	// balanceBackoff is the least time between two transfers of one bucket,
-	// so that a preferred leader that keeps failing does not cause churn.
-	balanceBackoff = 30 * time.Second
-	// drainBackoff replaces balanceBackoff on a draining node: moving
+	// balanceBackoffBeats is the least time between two transfers of one
+	// bucket, in heartbeat timeouts (30 s by default), so that a preferred
+	// leader that keeps failing does not cause churn. In heartbeat
+	// timeouts because what it waits out (a target that could not catch
+	// up or win its election) scales with them.
+	balanceBackoffBeats = 30
+	// drainBackoff replaces the balance backoff on a draining node: moving
 	// leaders off it is the point, so a failed transfer is retried soon.
 	drainBackoff = balanceInterval
 )
@@ -112,7 +115,7 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 	for _, m := range nodes {
 		state[m.ID] = m.State
 	}
-	backoff := balanceBackoff
+	backoff := balanceBackoffBeats * n.cfg.Raft.HeartbeatTimeout.Duration
 	if state[n.id] == raftmeta.NodeDraining {
 		backoff = drainBackoff
 	}

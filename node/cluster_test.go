@@ -382,9 +382,11 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 		}
 	}
 	// Leaders move to their preferred replicas: placement rotates those,
-	// so every node ends up leading 2 of the 6 buckets.
+	// so every node ends up leading 2 of the 6 buckets. Under -race on two
+	// cores a transfer can fail and wait out the backoff (30 heartbeat
+	// timeouts, 9 s here) before the next try.
 	var info *flussv1.DescribeClusterResponse
-	waitFor(t, 30*time.Second, func() bool {
+	waitFor(t, 60*time.Second, func() bool {
 		info, err = clients[0].DescribeCluster(ctx)
 		if err != nil || len(info.Nodes) != 3 {
 			return false
