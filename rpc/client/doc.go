@@ -3,10 +3,14 @@
 // Connect JSON (WithJSON) or gRPC over h2c (WithGRPC).
 //
 // Invariants:
-//   - Every write carries this client's writer id (random per Client unless
-//     WithWriterID) and a fresh, increasing batch sequence. A write is
-//     retried only on `unavailable`, with the same writer id and sequence,
-//     so the server stores it once however many times it is sent.
+//   - Every write carries a writer id of this client and that writer's next
+//     batch sequence. A write is retried only on `unavailable`, with the
+//     same writer id and sequence, so the server stores it once however
+//     many times it is sent. No writer id has two writes out at once (a
+//     bucket refuses a writer's sequence older than the newest it holds,
+//     and concurrent requests race): a write takes an idle writer id of the
+//     client, or a new random one. A client used by one goroutine has one
+//     writer id (random unless WithWriterID).
 //   - Retries back off (Retry: Base doubling up to Max, at most Attempts
 //     tries) and stop as soon as the context ends.
 //   - Admin writes (create/drop) are not retried: a lost reply would turn
@@ -32,4 +36,9 @@
 //     It never waits for a timer, never changes an answer, and a key the
 //     server refuses fails only its own lookup (the batch is re-sent key by
 //     key).
+//   - An Appender (NewAppender) batches single-row appends of many
+//     goroutines the same way; each request is one write of its own writer
+//     id and sequence, and a row the server refuses fails only its own
+//     Append. With routing it names each request's bucket in turn (tables
+//     without a bucket key), so requests go straight to the leaders.
 package client
