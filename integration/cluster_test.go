@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
 // freePort returns a loopback address whose port was free a moment ago. It
@@ -132,8 +135,21 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		return nil
 	})
 
+	// The Go client's batching Appender too, one per node (with routing),
+	// into a second table: it must not store a row twice either.
+	mustCall(t, nodes[2].client, "AdminService/CreateTable", map[string]any{
+		"table": "ct.batched",
+		"schema": map[string]any{"columns": []map[string]any{
+			{"name": "g", "type": "INT", "nullable": false},
+			{"name": "i", "type": "INT", "nullable": false},
+		}},
+		"bucketCount": buckets,
+		"properties":  map[string]string{"table.replication.factor": "3"},
+	}, nil)
+
 	var stop atomic.Bool
 	wait := startAppenders(seed, "ct.events", buckets, writers, anyAddr, &stop)
+	waitBatched := startBatchedAppenders("ct.batched", []string{nodes[0].client, nodes[1].client, nodes[2].client}, &stop)
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
 		i := rng.IntN(3)
@@ -145,6 +161,90 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	}
 	acks := stopAndCheckAcks(t, &stop, wait, kills, "ct.events", buckets, func(b int) string { return nodes[b%3].client })
 	t.Logf("%d acknowledged appends across %d buckets, %d kill -9s", len(acks), buckets, kills)
+	acked, failed := waitBatched()
+	stored := checkStoredOnce(t, fetchAllRaw(t, nodes[0].client, "ct.batched", buckets), acked)
+	t.Logf("Appender: %d rows acknowledged, %d failed, %d stored", len(acked), failed, stored)
+}
+
+// startBatchedAppenders runs 6 goroutines per address, each appending rows
+// {g, i} (i = 0, 1, ...) one at a time through one client.Appender per
+// address (with routing), until stop is set. A row whose Append fails is
+// not sent again (its outcome is unknown: it may be stored, once). wait
+// returns the acknowledged rows and the number that failed.
+func startBatchedAppenders(table string, addrs []string, stop *atomic.Bool) (wait func() (acked map[[2]int]bool, failed int)) {
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		acked  = map[[2]int]bool{}
+		failed int
+	)
+	for k, addr := range addrs {
+		a := client.New("http://"+addr, client.WithRouting()).NewAppender(table, client.AppenderOptions{})
+		for j := range 6 {
+			g := k*6 + j
+			wg.Go(func() {
+				for i := 0; !stop.Load(); i++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					err := a.Append(ctx, fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i))
+					cancel()
+					mu.Lock()
+					if err == nil {
+						acked[[2]int{g, i}] = true
+					} else {
+						failed++
+					}
+					mu.Unlock()
+					if err != nil {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+			})
+		}
+	}
+	return func() (map[[2]int]bool, int) {
+		wg.Wait()
+		return acked, failed
+	}
+}
+
+// checkStoredOnce checks that no row {g, i} is stored twice and that every
+// acknowledged one is stored; it returns the rows stored.
+func checkStoredOnce(t *testing.T, buckets [][]json.RawMessage, acked map[[2]int]bool) int {
+	t.Helper()
+	seen := map[[2]int]bool{}
+	for _, rows := range rowsGI(t, buckets) {
+		for _, k := range rows {
+			if seen[k] {
+				t.Errorf("row g%d i%d stored twice", k[0], k[1])
+			}
+			seen[k] = true
+		}
+	}
+	for k := range acked {
+		if !seen[k] {
+			t.Errorf("acknowledged row g%d i%d is not stored", k[0], k[1])
+		}
+	}
+	if len(acked) == 0 {
+		t.Error("no row was acknowledged")
+	}
+	return len(seen)
+}
+
+// rowsGI decodes rows {"g":..,"i":..} per bucket.
+func rowsGI(t *testing.T, buckets [][]json.RawMessage) [][][2]int {
+	t.Helper()
+	out := make([][][2]int, len(buckets))
+	for b, rows := range buckets {
+		for _, r := range rows {
+			var row struct{ G, I int }
+			if err := json.Unmarshal(r, &row); err != nil {
+				t.Fatalf("bucket %d row %s: %v", b, r, err)
+			}
+			out[b] = append(out[b], [2]int{row.G, row.I})
+		}
+	}
+	return out
 }
 
 // stopAndCheckAcks lets the appenders run 2 s more with every node up,

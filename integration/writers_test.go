@@ -191,26 +191,22 @@ func createLogTable(t *testing.T, ctx context.Context, c *client.Client, table s
 // in the order it appended them.
 func checkEachOnce(t *testing.T, buckets [][]json.RawMessage, goroutines, each int) {
 	t.Helper()
-	seen := map[[2]int]bool{}
-	for b, rows := range buckets {
-		last := map[int]int{}
-		for _, r := range rows {
-			var row struct{ G, I int }
-			if err := json.Unmarshal(r, &row); err != nil {
-				t.Fatalf("bucket %d row %s: %v", b, r, err)
-			}
-			k := [2]int{row.G, row.I}
-			if seen[k] {
-				t.Errorf("row g%d i%d stored twice", row.G, row.I)
-			}
-			seen[k] = true
-			if prev, ok := last[row.G]; ok && row.I < prev {
-				t.Errorf("goroutine %d: row %d stored after row %d", row.G, row.I, prev)
-			}
-			last[row.G] = row.I
+	all := map[[2]int]bool{}
+	for g := range goroutines {
+		for i := range each {
+			all[[2]int{g, i}] = true
 		}
 	}
-	if len(seen) != goroutines*each {
-		t.Errorf("%d distinct rows stored, want %d", len(seen), goroutines*each)
+	if n := checkStoredOnce(t, buckets, all); n != len(all) {
+		t.Errorf("%d distinct rows stored, want %d", n, len(all))
+	}
+	for b, rows := range rowsGI(t, buckets) {
+		last := map[int]int{}
+		for _, k := range rows {
+			if prev, ok := last[k[0]]; ok && k[1] < prev {
+				t.Errorf("bucket %d: goroutine %d's row %d stored after its row %d", b, k[0], k[1], prev)
+			}
+			last[k[0]] = k[1]
+		}
 	}
 }
