@@ -34,6 +34,28 @@ func testLogger() *slog.Logger {
 }
 
 // clusterConfig is a test node with fast bucket elections.
+// waitLayout waits up to 10 s until every bucket of table, as c's node
+// lays it out, is ok (what describes ok), and fails the test otherwise.
+// Leaders come and go for a moment after elections and handbacks, so one
+// look at a layout is not enough.
+func waitLayout(t *testing.T, ctx context.Context, c *client.Client, table, what string, ok func(*flussv1.BucketLayout) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		layout, err := c.GetTableLayout(ctx, table)
+		i := slices.IndexFunc(layout, func(b *flussv1.BucketLayout) bool { return !ok(b) })
+		if err == nil && i < 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("layout of %s: %v", table, err)
+			}
+			b := layout[i]
+			t.Fatalf("bucket %d of %s has leader %d (replicas %v), want %s", b.Bucket, table, b.Leader, b.Replicas, what)
+		}
+	}
+}
+
 func clusterConfig(dir string) Config {
 	cfg := testConfig(dir)
 	cfg.Raft.HeartbeatTimeout = Duration{300 * time.Millisecond}
@@ -232,6 +254,9 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 	}
 
 	// Placement: 3 replicas on 3 distinct nodes; leaders known everywhere.
+	// CreateTable waited for leaders on the node that served it; another
+	// node learns them from the first entries, and a leader may be handing
+	// its bucket to the preferred replica (no leader for a moment).
 	layout, err := clients[2].GetTableLayout(ctx, "db.t")
 	if err != nil || len(layout) != 6 {
 		t.Fatalf("layout: %v %v", layout, err)
@@ -242,10 +267,10 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 		if len(slices.Compact(reps)) != 3 {
 			t.Fatalf("bucket %d replicas %v: want 3 distinct nodes", b.Bucket, b.Replicas)
 		}
-		if !slices.Contains(b.Replicas, b.Leader) {
-			t.Fatalf("bucket %d leader %d is not one of its replicas %v", b.Bucket, b.Leader, b.Replicas)
-		}
 	}
+	waitLayout(t, ctx, clients[2], "db.t", "a leader among its replicas", func(b *flussv1.BucketLayout) bool {
+		return slices.Contains(b.Replicas, b.Leader)
+	})
 
 	// Appends through every node, to every bucket.
 	appendRows := func(c *client.Client, from, to int) {
@@ -465,15 +490,9 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 	nodes[victim] = nil
 	alive := (victim + 1) % 3
 	appendRows(clients[alive], 36, 48)
-	layout, err = clients[alive].GetTableLayout(ctx, "db.t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range layout {
-		if b.Leader == 0 || b.Leader == int32(victim+1) {
-			t.Fatalf("bucket %d leader %d after node %d stopped", b.Bucket, b.Leader, victim+1)
-		}
-	}
+	waitLayout(t, ctx, clients[alive], "db.t", fmt.Sprintf("a leader other than the stopped node %d", victim+1), func(b *flussv1.BucketLayout) bool {
+		return b.Leader != 0 && b.Leader != int32(victim+1)
+	})
 	if err := clients[alive].CreateDatabase(ctx, "db2", false); err != nil {
 		t.Fatalf("catalog write after losing the metadata leader: %v", err)
 	}
