@@ -57,6 +57,10 @@ const spreadFor = 30 * time.Second
 type AppenderOptions struct {
 	// MaxBatch is the most rows in one request. Default 256.
 	MaxBatch int
+	// MaxBatchBytes is the most bytes of rows in one request (a larger row
+	// goes alone). Default 2 MiB (Fluss's client.writer.batch-size), well
+	// under the server's max_batch_bytes.
+	MaxBatchBytes int
 	// MaxInflight is the most requests out at once; more rows queue.
 	// Default 2: one request on the wire while the next one fills.
 	MaxInflight int
@@ -66,6 +70,8 @@ type AppenderOptions struct {
 func (c *Client) NewAppender(table string, o AppenderOptions) *Appender {
 	a := &Appender{c: c, table: table}
 	a.b = newBatcher(cmp.Or(max(o.MaxBatch, 0), 256), cmp.Or(max(o.MaxInflight, 0), 2), a.append)
+	a.b.size = func(row []byte) int { return len(row) + 1 } // and its comma
+	a.b.maxBytes = cmp.Or(max(o.MaxBatchBytes, 0), 2<<20)
 	return a
 }
 

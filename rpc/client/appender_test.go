@@ -118,6 +118,31 @@ func TestAppenderBatchesWhileBusy(t *testing.T) {
 	}
 }
 
+// TestAppenderBoundsRequestBytes: queued rows are cut into requests of at
+// most MaxBatchBytes; a row larger than that goes alone.
+func TestAppenderBoundsRequestBytes(t *testing.T) {
+	f := newAppenderFixture(t)
+	f.a = New(f.node.srv.URL, fastRetry).NewAppender("db.log", AppenderOptions{MaxInflight: 1, MaxBatchBytes: 100})
+	first := f.holdFirst()
+	var rest []<-chan error
+	pad := func(n int) string { return fmt.Sprintf(`{"pad":"%0*d"}`, n-10, 0) } // a row of n bytes
+	for _, n := range []int{40, 40, 40, 150, 30} {
+		rest = append(rest, f.append(testCtx(t), pad(n)))
+		f.waitQueued(len(rest))
+	}
+	close(f.release)
+	for i, ch := range append([]<-chan error{first}, rest...) {
+		if err := <-ch; err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	// [first], then 40+40 (41+41 bytes with commas; a third would pass
+	// 100), 40 alone before the 150-byte row, which goes alone, then 30.
+	if got := rowCounts(f.sent()); got != "[1 2 1 1 1]" {
+		t.Fatalf("rows per request %s, want [1 2 1 1 1]", got)
+	}
+}
+
 // TestAppenderIsolatesRefusedRow: a row the server refuses fails only its
 // own Append, not the others batched with it.
 func TestAppenderIsolatesRefusedRow(t *testing.T) {

@@ -29,6 +29,10 @@ type batcher[In, Out any] struct {
 	// send makes one request of the calls' inputs and returns one output
 	// per input, in order.
 	send func(ctx context.Context, in []In) ([]Out, error)
+	// size, when set, is an input's size in bytes: a request then carries
+	// at most maxBytes of them (always at least one input).
+	size     func(In) int
+	maxBytes int
 
 	mu       sync.Mutex
 	queue    []*call[In, Out]
@@ -87,12 +91,29 @@ func (b *batcher[In, Out]) drive(own *call[In, Out]) {
 			go b.drive(nil)
 			return
 		}
-		n := min(len(b.queue), b.maxBatch)
+		n := b.batchLen()
 		batch := b.queue[:n:n]
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
 		b.sendBatch(batch)
 	}
+}
+
+// batchLen is how many queued calls the next request carries: at most
+// maxBatch and, with size, at most maxBytes, but at least one. Caller holds
+// b.mu.
+func (b *batcher[In, Out]) batchLen() int {
+	n := min(len(b.queue), b.maxBatch)
+	if b.size == nil {
+		return n
+	}
+	bytes := 0
+	for i, c := range b.queue[:n] {
+		if bytes += b.size(c.in); bytes > b.maxBytes && i > 0 {
+			return i
+		}
+	}
+	return n
 }
 
 // sendBatch sends batch in one request and answers every call in it.
