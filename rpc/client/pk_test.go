@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -203,5 +205,70 @@ func TestPKContextEndsRetries(t *testing.T) {
 	}
 	if got := len(n.got("Upsert")); got != 1 {
 		t.Fatalf("%d attempts, want 1", got)
+	}
+}
+
+// TestConcurrentWritesKeepEachWriterInSequence: writes made from many
+// goroutines through one Client reach the server, per writer id, in
+// strictly increasing sequence order (what a bucket requires of a writer),
+// and a client used by one goroutine keeps one writer id.
+func TestConcurrentWritesKeepEachWriterInSequence(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	c := New(fc.node(1).srv.URL, fastRetry)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				var err error
+				if i%2 == 0 {
+					_, err = c.Append(testCtx(t), "db.log", fmt.Appendf(nil, `[{"g":%d,"i":%d}]`, g, i))
+				} else {
+					_, err = c.Upsert(testCtx(t), "db.t", fmt.Appendf(nil, `[{"id":%d}]`, g*100+i), nil)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	last := map[int64]int32{}
+	node := fc.node(1)
+	node.mu.Lock()
+	reqs := slices.Clone(node.reqs)
+	node.mu.Unlock()
+	for _, r := range reqs {
+		var w int64
+		var s int32
+		switch r := r.(type) {
+		case *flussv1.AppendRequest:
+			w, s = r.WriterId, r.BatchSequence
+		case *flussv1.UpsertRequest:
+			w, s = r.WriterId, r.BatchSequence
+		default:
+			continue
+		}
+		if s <= last[w] {
+			t.Fatalf("writer %d: sequence %d arrived after %d", w, s, last[w])
+		}
+		last[w] = s
+	}
+	if len(last) < 2 || len(last) > 8 {
+		t.Errorf("%d writer ids for 8 goroutines writing at once, want 2..8", len(last))
+	}
+
+	// One goroutine at a time: the same writer id, the next sequence.
+	before := len(fc.node(1).got("Append"))
+	for i := range 3 {
+		if _, err := c.Append(testCtx(t), "db.log", fmt.Appendf(nil, `[{"seq":%d}]`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := fc.node(1).got("Append")[before:]
+	a, b, d := got[0].(*flussv1.AppendRequest), got[1].(*flussv1.AppendRequest), got[2].(*flussv1.AppendRequest)
+	if a.WriterId != b.WriterId || b.WriterId != d.WriterId || b.BatchSequence != a.BatchSequence+1 || d.BatchSequence != b.BatchSequence+1 {
+		t.Errorf("sequential writes carried (%d,%d) (%d,%d) (%d,%d), want one writer and consecutive sequences",
+			a.WriterId, a.BatchSequence, b.WriterId, b.BatchSequence, d.WriterId, d.BatchSequence)
 	}
 }
