@@ -25,14 +25,7 @@ import (
 // them, the server refused the batches that reached it out of sequence
 // order.)
 func TestSharedClientConcurrentWrites(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
-	addr := startNode(t, t.TempDir()).addr
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + addr)
-	createLogTable(t, ctx, c, "ap.shared", 1)
+	addr, ctx, c := nodeWithLogTable(t, "ap.shared", 1)
 	const goroutines, each = 16, 40
 	var wg sync.WaitGroup
 	for g := range goroutines {
@@ -108,14 +101,7 @@ func TestSharedClientConcurrentWrites(t *testing.T) {
 // acknowledged row is stored exactly once, and a row the server refuses
 // fails alone while the others carry on.
 func TestAppenderAgainstServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
-	addr := startNode(t, t.TempDir()).addr
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + addr)
-	createLogTable(t, ctx, c, "ap.batched", 4)
+	addr, ctx, c := nodeWithLogTable(t, "ap.batched", 4)
 	a := c.NewAppender("ap.batched", client.AppenderOptions{})
 	const goroutines, each = 64, 30
 	var wg sync.WaitGroup
@@ -169,6 +155,22 @@ func requestsOf(t *testing.T, addr, procedure string) int {
 		}
 	}
 	return total
+}
+
+// nodeWithLogTable starts a node (skipped with -short) and creates the log
+// table (columns g, i) with buckets buckets; it returns the node's client
+// address, a context bounding the test to 60 s, and a client.
+func nodeWithLogTable(t *testing.T, table string, buckets int32) (string, context.Context, *client.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	c := client.New("http://" + addr)
+	createLogTable(t, ctx, c, table, buckets)
+	return addr, ctx, c
 }
 
 func createLogTable(t *testing.T, ctx context.Context, c *client.Client, table string, buckets int32) {
