@@ -31,8 +31,9 @@
 // with two or more files is one syncfs(2) per filesystem by default
 // (DefaultSyncfsThreshold, measured in BenchmarkSyncer).
 //
-// Index files: the active segment keeps its .index/.timeindex open and
-// appends new entries with pwrite; they are truncated only when rewritten
-// (recovery, tail truncation, a failed write) and closed when the segment
-// is sealed.
+// Index files: the active segment's index entries live in memory; its
+// .index/.timeindex are written when it is sealed (synced then) or the log
+// is closed, and rewritten after recovery or tail truncation. Recovery
+// scans the last segment in full, so it never trusts them, and appends
+// write nothing but the frames (a sync round flushes only segment data).
 package logstore

@@ -607,10 +607,11 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	} else {
 		l.dirty.Store(true)
 	}
+	// The active segment's index entries stay in memory until it is sealed
+	// or the log closed: recovery scans the last segment in full anyway,
+	// and index files written here would only make every sync round flush
+	// them too.
 	l.publish()
-	if err := act.flushIndexes(l.fs, false); err != nil {
-		l.log.Warn("logstore: cannot write segment indexes", "segment", act.name(), "err", err)
-	}
 	return nil
 }
 

@@ -108,11 +108,10 @@ func (s *segment) sealTimeIndex() {
 }
 
 // flushIndexes appends new in-memory entries to the index files (or
-// rewrites them). Index files are a cache: they are never synced except
-// at roll, and errors are only logged by the caller.
+// rewrites them). Index files are a cache: they are synced only at seal,
+// and errors are only logged by the caller.
 //
-// The index files stay open while the segment takes appends, so the common
-// case (a few new entries) is one pwrite per file at the end; a file is
+// An open index file is appended to with one pwrite per flush; a file is
 // truncated only when it is rewritten from scratch (indexesDirty: after
 // recovery found it inconsistent, after tail truncation, or after a failed
 // write). The file size is therefore always idxWritten (tidxWritten)
