@@ -115,8 +115,13 @@ func TestPumpFailsOverWhenLeaderNodeDies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Let the followers hear from the leader (they know whom to watch).
+	// Let the followers hear from the leader (they know whom to watch). On
+	// a loaded machine leadership may have moved since waitLeader: the
+	// leader killed below is the one all replicas follow.
 	waitFor(t, 10*time.Second, func() error {
+		if first = c.leader(); first < 0 {
+			return errors.New("no leader")
+		}
 		for i, r := range c.reps {
 			if addr, _ := r.Raft().LeaderWithID(); i != first && addr != c.addrs[first] {
 				return fmt.Errorf("replica %d follows %q", i, addr)
@@ -282,25 +287,35 @@ func TestPumpHeartbeatsPastAHungFollower(t *testing.T) {
 	}
 	c.init(3)
 	defer c.closeAll()
-	leader, _ := c.waitLeader(t, -1)
-	lt := trans[c.addrs[leader]]
-	hungF, liveF := c.addrs[(leader+1)%3], c.addrs[(leader+2)%3]
-	release := make(chan struct{})
-	lt.mu.Lock()
-	lt.hung[hungF] = release
-	lt.calls[hungF], lt.calls[liveF] = 0, 0
-	lt.mu.Unlock()
-	defer close(release)
-
 	round := beatTicks * pumpTuning().HeartbeatTimeout / 4
-	time.Sleep(4*round + round/2)
-	lt.mu.Lock()
-	hung, live := lt.calls[hungF], lt.calls[liveF]
-	lt.mu.Unlock()
-	if hung != 1 {
-		t.Errorf("hung follower got %d pumped heartbeats in 4 rounds, want the one still out", hung)
-	}
-	if live < 3 {
-		t.Errorf("live follower got %d pumped heartbeats in 4 rounds, want one a round", live)
+	// A loaded machine may move leadership during the four rounds (the
+	// counts are then the old leader's): such an attempt is repeated.
+	for attempt := 1; ; attempt++ {
+		leader, _ := c.waitLeader(t, -1)
+		lt := trans[c.addrs[leader]]
+		hungF, liveF := c.addrs[(leader+1)%3], c.addrs[(leader+2)%3]
+		release := make(chan struct{})
+		lt.mu.Lock()
+		lt.hung[hungF] = release
+		lt.calls[hungF], lt.calls[liveF] = 0, 0
+		lt.mu.Unlock()
+
+		time.Sleep(4*round + round/2)
+		lt.mu.Lock()
+		hung, live := lt.calls[hungF], lt.calls[liveF]
+		delete(lt.hung, hungF)
+		lt.mu.Unlock()
+		close(release)
+		if c.leader() != leader && attempt < 3 {
+			t.Logf("attempt %d: leadership moved from %d during the rounds; again", attempt, leader)
+			continue
+		}
+		if hung != 1 {
+			t.Errorf("hung follower got %d pumped heartbeats in 4 rounds, want the one still out", hung)
+		}
+		if live < 3 {
+			t.Errorf("live follower got %d pumped heartbeats in 4 rounds, want one a round", live)
+		}
+		return
 	}
 }
