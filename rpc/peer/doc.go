@@ -17,6 +17,8 @@
 //     a call to an unregistered handler returns ErrUnknownHandler.
 //   - Idle streams hold no codec state or buffers (both are pooled per RPC); yamux allocates a
 //     stream's receive buffer only when data arrives and Shrink releases it after each RPC.
+//   - A yamux data frame reaches the kernel as one write of header and body (joinconn.go);
+//     other frames are written at once, never held for later traffic.
 //   - Heartbeats of all groups bound for one node travel in shared batch frames (heartbeat.go).
 //     A group with CacheHeartbeats on answers raft's heartbeat to a follower from that follower's
 //     acknowledgement of the same term while it is younger than the cache age (hbcache.go);

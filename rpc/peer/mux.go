@@ -250,7 +250,7 @@ func (m *Mux) acceptLoop() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		sess, err := yamux.Server(conn, m.ymcfg)
+		sess, err := yamux.Server(&joinConn{Conn: conn}, m.ymcfg)
 		if err != nil {
 			conn.Close()
 			continue
@@ -327,7 +327,7 @@ func (m *Mux) session(addr string) (*yamux.Session, error) {
 	conn, err := d.DialContext(m.ctx, "tcp", addr)
 	if err == nil {
 		var sess *yamux.Session
-		sess, err = yamux.Client(conn, m.ymcfg)
+		sess, err = yamux.Client(&joinConn{Conn: conn}, m.ymcfg)
 		if err == nil {
 			r.sess, r.backoff, r.lastErr = sess, 0, nil
 			return sess, nil
