@@ -17,7 +17,9 @@
 //     crash; recovery truncates an invalid tail of the last segment and
 //     reports any invalid frame elsewhere as *CorruptionError.
 //   - The .log files are the truth; .index/.timeindex are caches rebuilt
-//     when missing or inconsistent.
+//     when missing or inconsistent. GetLog serves the newest few small
+//     entries from the entries StoreLogs was given (raft reads entries
+//     back right after storing them); a DeleteRange forgets them.
 //   - Read never visits an entry at or past the caller's endOffset (the
 //     high watermark), so uncommitted data is never served.
 //   - Only prefixes (compaction, retention) and suffixes (conflict

@@ -140,6 +140,7 @@ type Log struct {
 	nextOffset  int64
 	size        int64
 	recent      []recentPos
+	bodies      [recentBodies]*raft.Log // newest small entries, by index % recentBodies
 	closed      bool
 
 	dirty  atomic.Bool
@@ -153,7 +154,20 @@ type pendingFrame struct {
 	seg *segment
 	m   frameMeta
 	pos int64
+	log *raft.Log
 }
+
+// Raft reads entries back right after storing them: a leader to send them
+// to its followers (and the previous entry's term with them), a follower to
+// apply them once the next AppendEntries says they are committed. GetLog
+// serves the newest recentBodies entries of at most recentBodyMax bytes
+// (data and extensions) from the entries StoreLogs was given instead of a
+// pread, which was most of a small entry's read-back cost. Bounded so an
+// idle log holds at most 8 x 4 KiB of them.
+const (
+	recentBodies  = 8
+	recentBodyMax = 4 << 10
+)
 
 var (
 	_ raft.LogStore          = (*Log)(nil)
@@ -526,7 +540,9 @@ func (l *Log) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log
 // StoreLogs implements raft.LogStore. Indexes must continue the log
 // without a gap (any index when the log is empty); entries with records
 // must continue the data offsets densely. With SyncAlways it returns after
-// the entries are durable. The entries are not retained.
+// the entries are durable. The newest small entries are kept by reference
+// for GetLog (see recentBodies): callers must not modify an entry after
+// storing it (raft does not).
 func (l *Log) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
@@ -593,7 +609,7 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 		l.buf = appendFrame(l.buf, e, base, count, maxTs, records)
 		var m frameMeta
 		_ = decodeFrameHeader(l.buf[start:], &m)
-		l.pend = append(l.pend, pendingFrame{seg: act, m: m, pos: bufPos + int64(start)})
+		l.pend = append(l.pend, pendingFrame{seg: act, m: m, pos: bufPos + int64(start), log: e})
 		lastIndex = e.Index
 		next = m.nextOffset()
 	}
@@ -645,6 +661,12 @@ func (l *Log) publish() {
 		l.lastIndex = p.m.index
 		l.nextOffset = p.m.nextOffset()
 		l.recent[p.m.index%uint64(len(l.recent))] = recentPos{index: p.m.index, base: s.base, pos: p.pos, size: p.m.size()}
+		body := &l.bodies[p.m.index%recentBodies]
+		*body = nil
+		if len(p.log.Data)+len(p.log.Extensions) <= recentBodyMax {
+			*body = p.log
+		}
+		p.log = nil
 	}
 	l.pend = l.pend[:0]
 }
@@ -773,12 +795,22 @@ func (l *Log) GetLog(idx uint64, out *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	var m frameMeta
-	_, _, r, ext, data, err := l.locateLocked(idx, &m)
-	if r != nil {
-		defer readerPool.Put(r)
-	}
-	if err != nil {
-		return err
+	ext, data := []byte(nil), []byte(nil)
+	if b := l.bodies[idx%recentBodies]; b != nil && b.Index == idx {
+		m = frameMeta{index: b.Index, term: b.Term, typ: b.Type}
+		if !b.AppendedAt.IsZero() {
+			m.appendedAt = b.AppendedAt.UnixNano() // as the frame stores it
+		}
+		ext, data = b.Extensions, b.Data
+	} else {
+		_, _, r, e, d, err := l.locateLocked(idx, &m)
+		if r != nil {
+			defer readerPool.Put(r)
+		}
+		if err != nil {
+			return err
+		}
+		ext, data = e, d
 	}
 	cp := make([]byte, len(ext)+len(data))
 	copy(cp, ext)
@@ -818,6 +850,7 @@ func (l *Log) DeleteRange(minIdx, maxIdx uint64) error {
 		return nil
 	}
 	clear(l.recent)
+	clear(l.bodies[:])
 	switch {
 	case minIdx <= l.firstIndex && maxIdx >= l.lastIndex:
 		return l.deleteAllLocked()

@@ -745,3 +745,76 @@ func TestIndexFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestGetLogServesNewestSmallEntriesFromMemory: the newest recentBodies
+// entries of at most recentBodyMax bytes are read back from memory (they
+// survive their frames being overwritten on disk), others from disk; what
+// GetLog returns is the same either way and a copy the caller owns, and a
+// tail truncation never lets a replaced entry be served.
+func TestGetLogServesNewestSmallEntriesFromMemory(t *testing.T) {
+	// fill stores entries 1..20, entry 18 too large to keep in memory.
+	fill := func(t *testing.T) (*Log, []*raft.Log) {
+		e := newEnv(t)
+		e.opts.SegmentBytes = 1 << 20
+		l := e.open()
+		var all []*raft.Log
+		for i := uint64(1); i <= 20; i++ {
+			payload := 100
+			if i == 18 {
+				payload = recentBodyMax + 1
+			}
+			c := cmd(i, 3, int64(i-1), 1, int64(i), payload)
+			c.AppendedAt = time.Unix(1700000000, int64(i))
+			if i%4 == 0 {
+				c.Extensions = []byte("ext")
+			}
+			mustStore(t, l, []*raft.Log{c})
+			all = append(all, c)
+		}
+		checkEntries(t, l, all)
+		return l, all
+	}
+
+	t.Run("served from memory", func(t *testing.T) {
+		l, all := fill(t)
+		defer l.Close()
+		var got raft.Log
+		if err := l.GetLog(20, &got); err != nil {
+			t.Fatal(err)
+		}
+		got.Data[30] ^= 0xff // the caller's copy
+		checkEntries(t, l, all[19:])
+		// Overwrite every frame on disk: memory still has 13–17, 19 and 20.
+		s := l.segs[0]
+		if _, err := s.f.WriteAt(make([]byte, s.size), 0); err != nil {
+			t.Fatal(err)
+		}
+		for i := uint64(1); i <= 20; i++ {
+			err := l.GetLog(i, &got)
+			fromMemory := i > 20-recentBodies && i != 18
+			switch {
+			case fromMemory && err != nil:
+				t.Fatalf("GetLog(%d) = %v, want it served from memory", i, err)
+			case fromMemory:
+				checkEntries(t, l, all[i-1:i])
+			case err == nil:
+				t.Fatalf("GetLog(%d) succeeded over a zeroed frame: not read from disk", i)
+			}
+		}
+	})
+
+	t.Run("tail truncation", func(t *testing.T) {
+		l, all := fill(t)
+		defer l.Close()
+		if err := l.DeleteRange(19, 20); err != nil {
+			t.Fatal(err)
+		}
+		var got raft.Log
+		if err := l.GetLog(19, &got); err != raft.ErrLogNotFound {
+			t.Fatalf("GetLog(19) after truncation = %v, want ErrLogNotFound", err)
+		}
+		all = append(all[:18], cmd(19, 4, 18, 1, 19, 50), cmd(20, 4, 19, 1, 20, 60))
+		mustStore(t, l, all[18:])
+		checkEntries(t, l, all)
+	})
+}
