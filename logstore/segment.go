@@ -44,17 +44,16 @@ type segment struct {
 	created     time.Time
 	reserved    int64 // file blocks reserved (preallocated) up to here; active segment only
 
-	index          []indexEntry
-	tindex         []timeEntry
-	sinceIdx       int64  // bytes written since the last index entry
-	sinceTime      int64  // bytes written since the last time entry
-	idxWritten     int    // entries of index already in the .index file
-	tidxWritten    int    // entries of tindex already in the .timeindex file
-	indexesDirty   bool   // files must be rewritten from scratch
-	syncedThrough  int64  // durable size (SyncAlways bookkeeping)
-	idxF, tidxF    File   // open index files (nil until the first flush, or after close)
-	scratch        []byte // encoding buffer of flushIndexes
-	deletedOnClose bool
+	index         []indexEntry
+	tindex        []timeEntry
+	sinceIdx      int64  // bytes written since the last index entry
+	sinceTime     int64  // bytes written since the last time entry
+	idxWritten    int    // entries of index already in the .index file
+	tidxWritten   int    // entries of tindex already in the .timeindex file
+	indexesDirty  bool   // files must be rewritten from scratch
+	syncedThrough int64  // durable size (SyncAlways bookkeeping)
+	idxF, tidxF   File   // open index files (nil until the first flush, or after close)
+	scratch       []byte // encoding buffer of flushIndexes
 }
 
 func segmentStem(base uint64) string { return fmt.Sprintf("%020d", base) }
@@ -63,7 +62,6 @@ func (s *segment) logPath() string  { return join(s.dir, s.stem+".log") }
 func (s *segment) idxPath() string  { return join(s.dir, s.stem+".index") }
 func (s *segment) tidxPath() string { return join(s.dir, s.stem+".timeindex") }
 func (s *segment) empty() bool      { return s.last < s.base }
-func (s *segment) hasRecords() bool { return s.nextOffset > s.firstOffset }
 func (s *segment) name() string     { return s.stem + ".log" }
 func (s *segment) resetState(o int64) {
 	s.size, s.last = 0, s.base-1

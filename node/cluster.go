@@ -578,14 +578,3 @@ func metaHasState(dir string) (bool, error) {
 	}
 	return raft.HasExistingState(store, store, snaps)
 }
-
-// peerAddrs are the peer addresses of the other nodes in the local catalog.
-func (n *Node) peerAddrs() []string {
-	var out []string
-	for _, m := range n.meta.Nodes() {
-		if m.ID != n.id && m.PeerAddr != "" {
-			out = append(out, m.PeerAddr)
-		}
-	}
-	return out
-}

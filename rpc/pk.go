@@ -42,14 +42,6 @@ func pkCachedOf(t *raftmeta.Table) (*pkCached, error) {
 	})
 }
 
-func pkCodecOf(t *raftmeta.Table) (*kvstore.Codec, error) {
-	c, err := pkCachedOf(t)
-	if err != nil {
-		return nil, err
-	}
-	return c.codec, nil
-}
-
 // columnIndexes resolves column names of t (what names them: "targetColumns",
 // "columns") to schema indexes, in the given order, without duplicates.
 func columnIndexes(t *raftmeta.Table, names []string, what string) ([]int, error) {

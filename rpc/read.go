@@ -152,8 +152,6 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 	return p, nil
 }
 
-func (p *readPlan) allColumns(cols []int) bool { return len(cols) == len(p.sch.Columns) }
-
 // batchSchema returns the schema version a stored batch was written with:
 // the plan's own, or (log tables only) an older version of the table, whose
 // columns are a prefix of the plan's (versions only append nullable
