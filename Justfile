@@ -37,3 +37,4 @@ proto:
 lint:
     gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$' | grep -v '\.connect\.go$')
     go vet ./...
+    .ci/staticcheck
