@@ -795,7 +795,7 @@ func (l *Log) GetLog(idx uint64, out *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	var m frameMeta
-	ext, data := []byte(nil), []byte(nil)
+	var ext, data []byte
 	if b := l.bodies[idx%recentBodies]; b != nil && b.Index == idx {
 		m = frameMeta{index: b.Index, term: b.Term, typ: b.Type}
 		if !b.AppendedAt.IsZero() {
@@ -803,14 +803,15 @@ func (l *Log) GetLog(idx uint64, out *raft.Log) error {
 		}
 		ext, data = b.Extensions, b.Data
 	} else {
-		_, _, r, e, d, err := l.locateLocked(idx, &m)
+		var r *frameReader
+		var err error
+		_, _, r, ext, data, err = l.locateLocked(idx, &m)
 		if r != nil {
 			defer readerPool.Put(r)
 		}
 		if err != nil {
 			return err
 		}
-		ext, data = e, d
 	}
 	cp := make([]byte, len(ext)+len(data))
 	copy(cp, ext)
