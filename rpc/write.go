@@ -410,8 +410,8 @@ func schemaVersionOf(t *raftmeta.Table, got *arrow.Schema) *record.Schema {
 }
 
 // arrowSchemas caches parsed schema messages by their bytes: a writer sends
-// the same schema message with every request, and parsing it took ~12 µs,
-// a quarter of the server's work on a 1-row Arrow append. The messages are
+// the same schema message with every request, and parsing it was ~7 of the
+// ~48 µs prepareArrow spent on a 1-row Arrow append. The messages are
 // a client's bytes, so the cache is bounded in both entries and key size:
 // at most 256 x 16 KiB.
 var arrowSchemas = record.Memo[string, *arrow.Schema]{Max: 256}
