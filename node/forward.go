@@ -275,14 +275,12 @@ func (n *Node) handleBucket(call string) func(context.Context, []byte) ([]byte, 
 	}
 }
 
-// listOffsetLocal answers ListOffset on the leading replica.
+// listOffsetLocal answers ListOffset on the leading replica, once it serves
+// reads: a leader elected after a restart has not applied its log until
+// its barrier commits, and its high watermark would go backwards.
 func listOffsetLocal(r *replica.Replica, spec rpc.OffsetSpec, tsMs int64) (int64, error) {
-	if !r.IsLeader() {
-		id := r.Leader()
-		if id == "" {
-			return 0, fmt.Errorf("%w: election in progress; retry", replica.ErrNoLeader)
-		}
-		return 0, &replica.NotLeaderError{Leader: id}
+	if err := r.ServingReads(); err != nil {
+		return 0, err
 	}
 	switch spec {
 	case rpc.OffsetEarliest:

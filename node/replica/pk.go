@@ -313,7 +313,7 @@ func (r *Replica) pkRead(ctx context.Context) (*PKConfig, error) {
 	if r.cfg.PK == nil {
 		return nil, fmt.Errorf("%w: bucket %v belongs to a log table", ErrNotPK, r.cfg.ID)
 	}
-	if err := r.servingReads(); err != nil {
+	if err := r.ServingReads(); err != nil {
 		return nil, err
 	}
 	if r.soleVoter() {

@@ -244,11 +244,11 @@ func (r *Replica) notReadyErr() error {
 	}
 }
 
-// servingReads returns nil when this replica is the leader and its barrier
+// ServingReads returns nil when this replica is the leader and its barrier
 // has applied every entry of earlier terms. Reads are served by the leader
 // only: a restarted or lagging replica's applied state can be behind what
 // clients were already acknowledged, and a read must never go backwards.
-func (r *Replica) servingReads() error {
+func (r *Replica) ServingReads() error {
 	r.mu.Lock()
 	t := r.term
 	r.mu.Unlock()
@@ -344,10 +344,10 @@ func (r *Replica) submit(ctx context.Context, req *appendReq) (int64, int32, err
 // maxWait for data and returns no batches if none came. Offsets below the
 // log start or beyond the stored log get ErrOffsetOutOfRange.
 //
-// Fetch is served by the leader only (see servingReads); FetchLocal reads
+// Fetch is served by the leader only (see ServingReads); FetchLocal reads
 // this replica's own applied state, wherever it is.
 func (r *Replica) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (batches [][]byte, hw, logStart int64, err error) {
-	if err := r.servingReads(); err != nil {
+	if err := r.ServingReads(); err != nil {
 		return nil, 0, 0, err
 	}
 	return r.FetchLocal(ctx, offset, maxBytes, maxWait)
@@ -488,7 +488,7 @@ func (r *Replica) WaitLeader(ctx context.Context) error {
 		switch id := r.Leader(); id {
 		case "":
 		case r.cfg.LocalID:
-			if r.servingReads() == nil {
+			if r.ServingReads() == nil {
 				return nil
 			}
 		default:

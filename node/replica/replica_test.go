@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fluss-node/fluss-node/logstore"
+	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
 func TestAppendDenseOffsets(t *testing.T) {
@@ -629,5 +630,77 @@ func TestFetchIsLeaderOnly(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestReadsWaitForTheBarrierAfterRestart: a restarted replica is raft
+// leader before it has applied its log (its barrier has to commit first);
+// until then its high watermark is behind what was acknowledged, so it
+// serves no reads (Fetch, and through ServingReads the node's ListOffsets).
+func TestReadsWaitForTheBarrierAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	r := openSingle(t, dir, nil)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, _, err := r.Append(ctx, [][]byte{makeBatch(2, fmt.Sprint(i))}, 1, int32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	g := &gatedLog{entered: make(chan struct{}), release: make(chan struct{})}
+	g.armed.Store(true) // hold the new leader's first entry
+	addr, tr := raft.NewInmemTransport("single")
+	r, err := Open(Config{
+		ID: raftmeta.BucketID{TableID: 1, Bucket: 0}, Dir: dir, LocalID: "n1", LocalAddr: addr,
+		Transport: tr, Raft: testTuning(), Logger: testLogger(t),
+		openLog: func(dir string) (dataLog, error) {
+			l, err := logstore.Open(logstore.Options{Dir: dir, OffsetFunc: EntryOffsets})
+			g.Log = l
+			return g, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	released := false
+	defer func() {
+		if !released {
+			close(g.release)
+		}
+	}()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restarted replica never stored its first entry as leader")
+	}
+	if !r.IsLeader() {
+		t.Fatal("storing an entry, but not leader")
+	}
+	if hw := r.HighWatermark(); hw >= 10 {
+		t.Fatalf("high watermark %d before the barrier: the test shows nothing", hw)
+	}
+	if err := r.ServingReads(); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("ServingReads before the barrier = %v, want ErrNoLeader (retry)", err)
+	}
+	if _, _, _, err := r.Fetch(ctx, 0, 0, 0); err == nil {
+		t.Fatal("Fetch served before the barrier")
+	}
+
+	close(g.release)
+	released = true
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.WaitLeader(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ServingReads(); err != nil {
+		t.Fatalf("ServingReads after the barrier: %v", err)
+	}
+	if hw := r.HighWatermark(); hw != 10 {
+		t.Fatalf("high watermark %d after the barrier, want 10", hw)
 	}
 }
