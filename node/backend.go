@@ -277,8 +277,9 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 	return info, nil
 }
 
-// Ready reports whether the node can serve: a metadata leader is known and
-// every assigned bucket replica is open with a leader.
+// Ready reports whether the node can serve: a metadata leader is known,
+// every assigned bucket replica is open with a leader, and those led here
+// have applied their log (ServingReads).
 func (n *Node) Ready() error {
 	if id, _ := n.meta.Leader(); id == 0 {
 		return raftmeta.ErrNoLeader
@@ -288,6 +289,13 @@ func (n *Node) Ready() error {
 	for id, r := range n.replicas {
 		if r.Leader() == "" {
 			return fmt.Errorf("%w: table %d bucket %d", rpc.ErrNoBucketLeader, id.TableID, id.Bucket)
+		}
+		// A leader elected here serves only once its barrier applied the
+		// log (after a restart, until then its offsets lag).
+		if r.IsLeader() {
+			if err := r.ServingReads(); err != nil {
+				return fmt.Errorf("table %d bucket %d: %w", id.TableID, id.Bucket, err)
+			}
 		}
 	}
 	return nil
