@@ -11,7 +11,8 @@ const DefaultMemoMax = 4096
 
 // Memo caches values derived from immutable keys (catalog schemas and
 // tables, which are never changed once built; a new version is a new
-// pointer) for hot paths that would otherwise rebuild them per request.
+// pointer; or the bytes of a message, as a string) for hot paths that would
+// otherwise rebuild them per request.
 // Tables are created, altered and dropped for as long as a node runs, and
 // the keys of a dropped or superseded version are never asked for again;
 // so, rather than grow without bound, a Memo forgets everything once it
