@@ -549,46 +549,30 @@ func TestClusterStaticBootstrap(t *testing.T) {
 }
 
 func testStaticBootstrap(t *testing.T, gossipSeeds bool) {
-	peers := freeAddrs(t, 3)
-	gossips := freeAddrs(t, 3)
-	nodes := make([]*Node, 3)
-	cfgs := make([]Config, 3)
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				n.Close()
+	// The addresses must be known before the nodes start (each one's join
+	// list names them all), so they are picked free and then bound again;
+	// another process may take one in between. Such a start is retried with
+	// fresh addresses; every other error fails the test.
+	var nodes []*Node
+	var cfgs []Config
+	for attempt := 1; ; attempt++ {
+		var errs []error
+		nodes, cfgs, errs = startStatic(t, gossipSeeds)
+		if errors.Join(errs...) == nil {
+			break
+		}
+		inUse := false
+		for i, err := range errs {
+			if err != nil {
+				t.Logf("attempt %d: node %d: %v", attempt, i, err)
+				inUse = inUse || strings.Contains(err.Error(), "address already in use")
 			}
 		}
-	}()
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range 3 {
-		cfgs[i] = clusterConfig(t.TempDir())
-		cfgs[i].NodeID = int32(3 - i) // the smallest id is not the first started
-		cfgs[i].PeerAddr = peers[i]
-		cfgs[i].GossipAddr = gossips[i]
-		cfgs[i].BootstrapExpect = 3
-		cfgs[i].MetaVoters = 2
-		cfgs[i].Join = peers
-		if gossipSeeds {
-			cfgs[i].Join = gossips
+		if !inUse || attempt == 3 {
+			t.FailNow()
 		}
-		n, err := New(cfgs[i], testLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.gossipProfile = membership.ProfileLocal
-		nodes[i] = n
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-			defer cancel()
-			errs[i] = n.Start(ctx)
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
+		for _, n := range nodes {
+			n.Close()
 		}
 	}
 	waitFor(t, 20*time.Second, func() bool {
@@ -631,6 +615,53 @@ func testStaticBootstrap(t *testing.T, gossipSeeds bool) {
 	waitFor(t, 20*time.Second, func() bool {
 		return nodes[2].meta.ClusterID() == id && metaVoters(nodes[2]) == 2
 	})
+}
+
+// startStatic starts 3 fresh nodes at once with bootstrap_expect = 3,
+// meta_voters = 2 and each other's peer (or gossip) addresses as join list.
+// It returns the nodes (closed when the test ends), their configurations and
+// each one's Start error.
+func startStatic(t *testing.T, gossipSeeds bool) ([]*Node, []Config, []error) {
+	peers := freeAddrs(t, 3)
+	gossips := freeAddrs(t, 3)
+	nodes := make([]*Node, 3)
+	cfgs := make([]Config, 3)
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		cfgs[i] = clusterConfig(t.TempDir())
+		cfgs[i].NodeID = int32(3 - i) // the smallest id is not the first started
+		cfgs[i].PeerAddr = peers[i]
+		cfgs[i].GossipAddr = gossips[i]
+		cfgs[i].BootstrapExpect = 3
+		cfgs[i].MetaVoters = 2
+		cfgs[i].Join = peers
+		if gossipSeeds {
+			cfgs[i].Join = gossips
+		}
+		n, err := New(cfgs[i], testLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.gossipProfile = membership.ProfileLocal
+		nodes[i] = n
+	}
+	for i, n := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			errs[i] = n.Start(ctx)
+		})
+	}
+	wg.Wait()
+	return nodes, cfgs, errs
 }
 
 func TestLoadNodeIDFallback(t *testing.T) {
