@@ -143,24 +143,38 @@ func (a *colAcc) buffers(n int) [3][]byte {
 	return [3][]byte{a.valid[:nb], a.vals, nil}
 }
 
-// align64 rounds n up to a multiple of 64 (Arrow's buffer alignment).
-func align64(n int) int { return (n + 63) &^ 63 }
+// numBuffers is the number of Arrow buffers of the column: validity and
+// values, and for variable-length types offsets and data.
+func (a *colAcc) numBuffers() int {
+	if a.width < 0 {
+		return 3
+	}
+	return 2
+}
+
+// align8 rounds n up to a multiple of 8: the alignment of every Arrow value
+// type (Arrow recommends 64 for SIMD; nothing here needs it, and for the
+// few rows of a typical request 64 would make the slab several times the
+// size of the data).
+func align8(n int) int { return (n + 7) &^ 7 }
 
 // newRecord builds the record of the n accumulated rows. On the Go
-// allocator every buffer is a slice of one allocation; another allocator
-// gets one allocation per buffer, released with the record.
+// allocator every buffer is a slice of one allocation and the Buffer
+// headers are one more; another allocator gets one allocation per buffer,
+// released with the record.
 func (d *jsonDecoder) newRecord(st *schemaState, n int, mem memory.Allocator) arrow.Record {
 	var slab []byte
+	var headers []memory.Buffer
 	if mem == memory.DefaultAllocator {
-		total := 0
+		total, count := 0, 0
 		for ci := range d.cols {
 			for _, b := range d.cols[ci].buffers(n) {
-				if b != nil {
-					total += align64(len(b))
-				}
+				total += align8(len(b))
 			}
+			count += d.cols[ci].numBuffers()
 		}
 		slab = make([]byte, total)
+		headers = make([]memory.Buffer, 0, count)
 	}
 	cols := make([]arrow.Array, len(d.cols))
 	// NewData keeps the slice it is given: each column gets its own
@@ -169,17 +183,18 @@ func (d *jsonDecoder) newRecord(st *schemaState, n int, mem memory.Allocator) ar
 	for ci := range d.cols {
 		a := &d.cols[ci]
 		raw := a.buffers(n)
-		nb := 2
-		if a.width < 0 {
-			nb = 3
-		}
+		nb := a.numBuffers()
 		bufs := all[:nb:nb]
 		all = all[nb:]
 		for k := 0; k < nb; k++ {
 			if slab != nil {
 				m := copy(slab, raw[k])
-				bufs[k] = memory.NewBufferBytes(slab[:m:m])
-				slab = slab[align64(m):]
+				// A zero Buffer reset to bytes is what NewBufferBytes
+				// returns: no allocator, released with the slab.
+				headers = append(headers, memory.Buffer{})
+				bufs[k] = &headers[len(headers)-1]
+				bufs[k].Reset(slab[:m:m])
+				slab = slab[align8(m):]
 				continue
 			}
 			b := memory.NewResizableBuffer(mem)
