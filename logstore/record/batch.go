@@ -191,7 +191,14 @@ const maxInt = int(^uint(0) >> 1)
 // lengths, CRC and the stats block; every error wraps ErrCorruptBatch
 // (ErrTruncatedBatch when b ends inside the batch). It never panics and
 // never reads beyond the announced length.
-func ParseBatch(b []byte) (Batch, int, error) {
+func ParseBatch(b []byte) (Batch, int, error) { return parseBatch(b, true) }
+
+// CheckBatch validates the batch at the start of b exactly as ParseBatch
+// does and returns it without its stats (Stats is nil), allocating
+// nothing: for a write path that stores the batch as it is.
+func CheckBatch(b []byte) (Batch, int, error) { return parseBatch(b, false) }
+
+func parseBatch(b []byte, keepStats bool) (Batch, int, error) {
 	n, err := BatchLen(b)
 	if err != nil {
 		return Batch{}, 0, err
@@ -222,7 +229,7 @@ func ParseBatch(b []byte) (Batch, int, error) {
 	bt.SchemaID = int32(binary.LittleEndian.Uint32(b[offSchemaID:]))
 	hl := int(binary.LittleEndian.Uint32(b[offHeaderLen:]))
 	if bt.Attributes&AttrStats != 0 {
-		stats, used, err := parseStatsBlock(b[BatchFixedHeaderLen:hl])
+		stats, used, err := parseStatsBlock(b[BatchFixedHeaderLen:hl], keepStats)
 		if err != nil {
 			return Batch{}, 0, err
 		}

@@ -269,6 +269,11 @@ func FuzzParseBatch(f *testing.F) {
 		if !bytes.Equal(orig, data) {
 			t.Fatal("ParseBatch modified its input")
 		}
+		// CheckBatch accepts and refuses exactly what ParseBatch does.
+		ct, cn, cerr := CheckBatch(data)
+		if (cerr == nil) != (err == nil) || cn != n || ct.BatchHeader != bt.BatchHeader || ct.Stats != nil || !bytes.Equal(ct.Body, bt.Body) {
+			t.Fatalf("CheckBatch = %+v, %d, %v; ParseBatch = %+v, %d, %v", ct.BatchHeader, cn, cerr, bt.BatchHeader, n, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorruptBatch) {
 				t.Fatalf("error %v does not wrap ErrCorruptBatch", err)

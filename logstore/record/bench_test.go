@@ -190,7 +190,7 @@ func BenchmarkStats1Row(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = appendStatsBlock(buf[:0], ComputeStats(rec))
-		if _, _, err := parseStatsBlock(buf); err != nil {
+		if _, _, err := parseStatsBlock(buf, true); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -250,8 +250,9 @@ func appendColumnStats(dst []byte, st *ColumnStats) []byte {
 }
 
 // parseStatsBlock decodes a stats block from the start of b and returns the
-// number of bytes used. Bytes bounds alias b.
-func parseStatsBlock(b []byte) ([]ColumnStats, int, error) {
+// number of bytes used. Bytes bounds alias b. Without keep it only
+// validates the block and returns nil stats, allocating nothing.
+func parseStatsBlock(b []byte, keep bool) ([]ColumnStats, int, error) {
 	bad := func(what string) ([]ColumnStats, int, error) {
 		return nil, 0, fmt.Errorf("%w: stats block: %s", ErrCorruptBatch, what)
 	}
@@ -263,9 +264,13 @@ func parseStatsBlock(b []byte) ([]ColumnStats, int, error) {
 	if n*5 > len(b)-2 {
 		return bad(fmt.Sprintf("%d columns do not fit in %d bytes", n, len(b)))
 	}
-	out := make([]ColumnStats, n)
+	var out []ColumnStats
+	if keep {
+		out = make([]ColumnStats, n)
+	}
+	var scratch ColumnStats
 	p := 2
-	for i := range out {
+	for i := range n {
 		if len(b)-p < 5 {
 			return bad(fmt.Sprintf("column %d truncated", i))
 		}
@@ -275,7 +280,10 @@ func parseStatsBlock(b []byte) ([]ColumnStats, int, error) {
 			return bad(fmt.Sprintf("column %d: negative null count", i))
 		}
 		p += 5
-		st := &out[i]
+		st := &scratch
+		if keep {
+			st = &out[i]
+		}
 		st.NullCount = nc
 		switch tag {
 		case statTagNone:

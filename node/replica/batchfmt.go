@@ -51,10 +51,10 @@ func peekBatch(b []byte) (batchHeader, int, error) {
 	return h, n, nil
 }
 
-// checkBatch fully validates one client batch (record.ParseBatch: lengths,
+// checkBatch fully validates one client batch (record.CheckBatch: lengths,
 // CRC, stats) and returns its header and length.
 func checkBatch(b []byte) (batchHeader, int, error) {
-	bt, n, err := record.ParseBatch(b)
+	bt, n, err := record.CheckBatch(b)
 	if err != nil {
 		return batchHeader{}, 0, err
 	}

@@ -176,7 +176,7 @@ func (f *FSM) applyPK(l *raft.Log) {
 		if h.Count == 0 {
 			return nil
 		}
-		bt, _, err := record.ParseBatch(b)
+		bt, _, err := record.CheckBatch(b)
 		if err != nil {
 			return err
 		}
