@@ -181,6 +181,24 @@ func TestBatchIterAndRestamp(t *testing.T) {
 	}
 }
 
+// TestCheckBatchAllocatesNothing: the write path validates every batch
+// with CheckBatch; it returns what ParseBatch does but the stats, without
+// allocating.
+func TestCheckBatchAllocatesNothing(t *testing.T) {
+	b := sampleBatch(t, 3, CompressionNone, true)
+	want, wn, err := ParseBatch(b)
+	if err != nil || len(want.Stats) == 0 {
+		t.Fatalf("ParseBatch: %d stats, %v", len(want.Stats), err)
+	}
+	got, n, err := CheckBatch(b)
+	if err != nil || n != wn || got.BatchHeader != want.BatchHeader || got.Stats != nil || !bytes.Equal(got.Body, want.Body) {
+		t.Fatalf("CheckBatch = %+v, %d, %v; want %+v, %d without stats", got.BatchHeader, n, err, want.BatchHeader, wn)
+	}
+	if a := testing.AllocsPerRun(100, func() { CheckBatch(b) }); a != 0 {
+		t.Fatalf("CheckBatch allocates %v times per call", a)
+	}
+}
+
 func TestBatchRejectsBadHeaders(t *testing.T) {
 	good := sampleBatch(t, 2, CompressionNone, false)
 	tests := []struct {
