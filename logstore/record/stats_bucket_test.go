@@ -3,6 +3,8 @@ package record
 import (
 	"bytes"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -54,6 +56,37 @@ func TestComputeStats(t *testing.T) {
 	if bt.Stats[0].MinInt != -3 || bt.Stats[1].MaxFloat != 2.5 || bt.Stats[2].MinDecimal != decimal128.FromI64(-150) ||
 		string(bt.Stats[3].MaxBytes) != "zoo" || bt.Stats[6].HasMinMax || bt.Stats[6].NullCount != 3 {
 		t.Fatalf("parsed stats %+v", bt.Stats)
+	}
+}
+
+// TestComputeStatsOfSlices: stats of a sliced record (arrays with an
+// offset) equal those of the same rows decoded on their own, for every type
+// and every slice of the canonical rows (nulls, NaN, infinities, -0, empty
+// strings included).
+func TestComputeStatsOfSlices(t *testing.T) {
+	s := allTypesSchema(t)
+	rec, err := DecodeJSONRows(s, []byte("["+strings.Join(canonicalRows, ",")+"]"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	for lo := 0; lo < len(canonicalRows); lo++ {
+		for hi := lo + 1; hi <= len(canonicalRows); hi++ {
+			own, err := DecodeJSONRows(s, []byte("["+strings.Join(canonicalRows[lo:hi], ",")+"]"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ComputeStats(own)
+			own.Release()
+			slice := rec.NewSlice(int64(lo), int64(hi))
+			got := ComputeStats(slice)
+			slice.Release()
+			for i := range want {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("rows [%d,%d) column %q: stats of the slice %+v, of the rows alone %+v", lo, hi, s.Columns[i].Name, got[i], want[i])
+				}
+			}
+		}
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 
+	"unsafe"
+
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 )
 
@@ -36,12 +38,138 @@ func ComputeStats(rec arrow.Record) []ColumnStats {
 	return out
 }
 
-func intStats[T int8 | int16 | int32 | int64](vals []T, a arrow.Array, st *ColumnStats) {
+// colBuffers is one flat column as its Arrow buffers: the validity bitmap
+// (nil without nulls), the values (fixed-width values or the boolean
+// bitmap; for STRING/BYTES the int32 offsets) and the variable-length data.
+// Element j is element off+j of the buffers, as in an array.Data with that
+// offset; offsets index data absolutely.
+type colBuffers struct {
+	n, nulls, off int
+	valid         []byte
+	vals          []byte
+	data          []byte
+}
+
+func (c *colBuffers) isNull(j int) bool {
+	return c.nulls > 0 && c.valid != nil && !bitutil.BitIsSet(c.valid, c.off+j)
+}
+
+// arrayBuffers is the colBuffers view of a.
+func arrayBuffers(a arrow.Array) colBuffers {
+	d := a.Data()
+	c := colBuffers{n: a.Len(), nulls: a.NullN(), off: d.Offset()}
+	for i, b := range d.Buffers() {
+		if b == nil || i > 2 {
+			continue
+		}
+		switch i {
+		case 0:
+			c.valid = b.Bytes()
+		case 1:
+			c.vals = b.Bytes()
+		case 2:
+			c.data = b.Bytes()
+		}
+	}
+	return c
+}
+
+func columnStats(a arrow.Array) ColumnStats { return bufferStats(a.DataType(), arrayBuffers(a)) }
+
+// bufferStats computes the stats of a column of type dt from its buffers:
+// the one implementation behind both records (columnStats) and columns
+// still in the JSON decoder's buffers. Types without stats, and buffers
+// too short for c.n values, give the null count alone.
+func bufferStats(dt arrow.DataType, c colBuffers) ColumnStats {
+	st := ColumnStats{NullCount: int32(c.nulls)}
+	if c.nulls == c.n {
+		return st
+	}
+	lo, hi := c.off, c.off+c.n
+	switch dt.ID() {
+	case arrow.BOOL:
+		if len(c.vals)*8 < hi {
+			return st
+		}
+		seen0, seen1 := false, false
+		for j := 0; j < c.n; j++ {
+			if c.isNull(j) {
+				continue
+			}
+			if bitutil.BitIsSet(c.vals, lo+j) {
+				seen1 = true
+			} else {
+				seen0 = true
+			}
+		}
+		st.HasMinMax = true
+		st.MinInt, st.MaxInt = 1, 0
+		if seen0 {
+			st.MinInt = 0
+		}
+		if seen1 {
+			st.MaxInt = 1
+		}
+	case arrow.INT8:
+		intStats(fixed[int8](c.vals, lo, hi), &c, &st)
+	case arrow.INT16:
+		intStats(fixed[int16](c.vals, lo, hi), &c, &st)
+	case arrow.INT32, arrow.DATE32, arrow.TIME32:
+		intStats(fixed[int32](c.vals, lo, hi), &c, &st)
+	case arrow.INT64, arrow.TIME64, arrow.TIMESTAMP:
+		intStats(fixed[int64](c.vals, lo, hi), &c, &st)
+	case arrow.FLOAT32:
+		floatStats(fixed[float32](c.vals, lo, hi), &c, &st)
+	case arrow.FLOAT64:
+		floatStats(fixed[float64](c.vals, lo, hi), &c, &st)
+	case arrow.DECIMAL128:
+		first := true
+		for j, v := range fixed[decimal128.Num](c.vals, lo, hi) {
+			if c.isNull(j) {
+				continue
+			}
+			if first {
+				st.MinDecimal, st.MaxDecimal, first = v, v, false
+				continue
+			}
+			if v.Less(st.MinDecimal) {
+				st.MinDecimal = v
+			}
+			if st.MaxDecimal.Less(v) {
+				st.MaxDecimal = v
+			}
+		}
+		st.HasMinMax = !first
+	case arrow.STRING, arrow.BINARY:
+		offs := fixed[int32](c.vals, lo, hi+1)
+		if len(offs) == 0 || offs[0] < 0 || offs[0] > offs[len(offs)-1] || int(offs[len(offs)-1]) > len(c.data) {
+			return st
+		}
+		bytesStats(&c, func(j int) []byte { return c.data[offs[j]:offs[j+1]] }, &st)
+	}
+	return st
+}
+
+// fixed returns elements [lo, hi) of the little-endian values in b as a
+// []T (aliasing b), or nil when b is too short.
+func fixed[T int8 | int16 | int32 | int64 | float32 | float64 | decimal128.Num](b []byte, lo, hi int) []T {
+	var zero T
+	w := int(unsafe.Sizeof(zero))
+	if len(b) < hi*w || lo > hi {
+		return nil
+	}
+	b = b[lo*w : hi*w]
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), hi-lo)
+}
+
+func intStats[T int8 | int16 | int32 | int64](vals []T, c *colBuffers, st *ColumnStats) {
 	first := true
 	var mn, mx T
-	noNulls := a.NullN() == 0
 	for j, v := range vals {
-		if !noNulls && a.IsNull(j) {
+		if c.isNull(j) {
 			continue
 		}
 		if first {
@@ -60,12 +188,11 @@ func intStats[T int8 | int16 | int32 | int64](vals []T, a arrow.Array, st *Colum
 	}
 }
 
-func floatStats[T float32 | float64](vals []T, a arrow.Array, st *ColumnStats) {
+func floatStats[T float32 | float64](vals []T, c *colBuffers, st *ColumnStats) {
 	first := true
 	var mn, mx T
-	noNulls := a.NullN() == 0
 	for j, v := range vals {
-		if (!noNulls && a.IsNull(j)) || v != v {
+		if c.isNull(j) || v != v {
 			continue
 		}
 		if first {
@@ -84,85 +211,11 @@ func floatStats[T float32 | float64](vals []T, a arrow.Array, st *ColumnStats) {
 	}
 }
 
-func columnStats(a arrow.Array) ColumnStats {
-	st := ColumnStats{NullCount: int32(a.NullN())}
-	if a.NullN() == a.Len() {
-		return st
-	}
-	switch c := a.(type) {
-	case *array.Boolean:
-		seen0, seen1 := false, false
-		for j := 0; j < c.Len(); j++ {
-			if c.IsNull(j) {
-				continue
-			}
-			if c.Value(j) {
-				seen1 = true
-			} else {
-				seen0 = true
-			}
-		}
-		st.HasMinMax = true
-		st.MinInt, st.MaxInt = 1, 0
-		if seen0 {
-			st.MinInt = 0
-		}
-		if seen1 {
-			st.MaxInt = 1
-		}
-	case *array.Int8:
-		intStats(c.Int8Values(), a, &st)
-	case *array.Int16:
-		intStats(c.Int16Values(), a, &st)
-	case *array.Int32:
-		intStats(c.Int32Values(), a, &st)
-	case *array.Int64:
-		intStats(c.Int64Values(), a, &st)
-	case *array.Date32:
-		intStats(arrow.Int32Traits.CastFromBytes(arrow.Date32Traits.CastToBytes(c.Date32Values())), a, &st)
-	case *array.Time32:
-		intStats(arrow.Int32Traits.CastFromBytes(arrow.Time32Traits.CastToBytes(c.Time32Values())), a, &st)
-	case *array.Time64:
-		intStats(arrow.Int64Traits.CastFromBytes(arrow.Time64Traits.CastToBytes(c.Time64Values())), a, &st)
-	case *array.Timestamp:
-		intStats(arrow.Int64Traits.CastFromBytes(arrow.TimestampTraits.CastToBytes(c.TimestampValues())), a, &st)
-	case *array.Float32:
-		floatStats(c.Float32Values(), a, &st)
-	case *array.Float64:
-		floatStats(c.Float64Values(), a, &st)
-	case *array.Decimal128:
-		first := true
-		for j := 0; j < c.Len(); j++ {
-			if c.IsNull(j) {
-				continue
-			}
-			v := c.Value(j)
-			if first {
-				st.MinDecimal, st.MaxDecimal, first = v, v, false
-				continue
-			}
-			if v.Less(st.MinDecimal) {
-				st.MinDecimal = v
-			}
-			if st.MaxDecimal.Less(v) {
-				st.MaxDecimal = v
-			}
-		}
-		st.HasMinMax = !first
-	case *array.String:
-		offs, data := c.ValueOffsets(), c.ValueBytes()
-		bytesStats(c.Len(), c.IsNull, func(j int) []byte { return data[offs[j]-offs[0] : offs[j+1]-offs[0]] }, &st)
-	case *array.Binary:
-		bytesStats(c.Len(), c.IsNull, c.Value, &st)
-	}
-	return st
-}
-
-func bytesStats(n int, isNull func(int) bool, val func(int) []byte, st *ColumnStats) {
+func bytesStats(c *colBuffers, val func(int) []byte, st *ColumnStats) {
 	var mn, mx []byte
 	first := true
-	for j := 0; j < n; j++ {
-		if isNull(j) {
+	for j := 0; j < c.n; j++ {
+		if c.isNull(j) {
 			continue
 		}
 		v := val(j)
