@@ -199,28 +199,31 @@ func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bu
 	if err != nil {
 		return nil, err
 	}
-	rec, err := record.DecodeJSONRows(sch, m.GetRows(), memory.DefaultAllocator)
+	rows, err := record.DecodeJSON(sch, m.GetRows())
 	if err != nil {
 		return nil, fmt.Errorf("rows for %s: %w", t.FullName(), err)
 	}
-	defer rec.Release()
-	if err := s.checkRows(rec.NumRows()); err != nil {
+	defer rows.Release()
+	if err := s.checkRows(int64(rows.Len())); err != nil {
 		return nil, err
 	}
 	if b, ok := s.oneBucket(t, m); ok {
-		// The whole record goes to one bucket: no split, no map.
-		if rec.NumRows() == 0 {
+		// All rows go to one bucket: no split, no map, and no record (the
+		// batch is encoded from the decoded column buffers).
+		if rows.Len() == 0 {
 			return nil, nil
 		}
-		batch, err := encodeBatch(rec, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+		batch, err := encodeBatch(rows, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
 		if err != nil {
 			return nil, err
 		}
 		if err := s.checkBatch(t, b, len(batch)); err != nil {
 			return nil, err
 		}
-		return []bucketBatches{{bucket: b, batches: [][]byte{batch}, count: rec.NumRows()}}, nil
+		return []bucketBatches{{bucket: b, batches: [][]byte{batch}, count: int64(rows.Len())}}, nil
 	}
+	rec := rows.Record(memory.DefaultAllocator)
+	defer rec.Release()
 	split, err := s.chooseBuckets(t, m, rec)
 	if err != nil {
 		return nil, err
@@ -232,7 +235,7 @@ func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bu
 		if part.NumRows() == 0 {
 			continue
 		}
-		batch, err := encodeBatch(part, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+		batch, err := encodeBatch(recordSource{part}, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
 		if err != nil {
 			return nil, err
 		}
@@ -249,19 +252,35 @@ func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bu
 // set-up per buffer, which dominated the CPU of 1-row appends.
 const smallBatchRows = 32
 
-func encodeBatch(rec arrow.Record, schemaID int32, comp record.Compression, level int, writerID int64, seq int32) ([]byte, error) {
-	if rec.NumRows() < smallBatchRows {
+// batchSource is what encodeBatch encodes: an Arrow record (recordSource)
+// or JSON rows still in the decoder's column buffers (record.JSONRows).
+type batchSource interface {
+	Len() int
+	SizeHint() int
+	AppendBatch(dst []byte, h record.BatchHeader, c record.Compression, zstdLevel int) ([]byte, error)
+}
+
+type recordSource struct{ rec arrow.Record }
+
+func (r recordSource) Len() int      { return int(r.rec.NumRows()) }
+func (r recordSource) SizeHint() int { return record.BatchSizeHint(r.rec) }
+func (r recordSource) AppendBatch(dst []byte, h record.BatchHeader, c record.Compression, zstdLevel int) ([]byte, error) {
+	return record.AppendRecordBatch(dst, h, r.rec, c, zstdLevel)
+}
+
+func encodeBatch[S batchSource](src S, schemaID int32, comp record.Compression, level int, writerID int64, seq int32) ([]byte, error) {
+	if src.Len() < smallBatchRows {
 		comp = record.CompressionNone
 	}
 	h := record.BatchHeader{
-		RecordCount:   int32(rec.NumRows()),
+		RecordCount:   int32(src.Len()),
 		WriterID:      writerID,
 		BatchSequence: seq,
 		SchemaID:      schemaID,
 	}
 	// Header, stats and body in one buffer: a 1-row batch of a few
 	// columns is well under 1 KiB.
-	batch, err := record.AppendRecordBatch(make([]byte, 0, batchSizeHint(rec)), h, rec, comp, level)
+	batch, err := src.AppendBatch(make([]byte, 0, src.SizeHint()), h, comp, level)
 	if err != nil {
 		return nil, fmt.Errorf("encode batch: %w", err)
 	}
@@ -270,19 +289,6 @@ func encodeBatch(rec arrow.Record, schemaID int32, comp record.Compression, leve
 		batch = bytes.Clone(batch)
 	}
 	return batch, nil
-}
-
-// batchSizeHint guesses the stored size of rec uncompressed, so that the
-// batch buffer rarely grows: header and stats, the IPC metadata, and 8
-// bytes per value plus string data.
-func batchSizeHint(rec arrow.Record) int {
-	n := 512 + int(rec.NumCols())*(96+8*int(rec.NumRows()))
-	for _, c := range rec.Columns() {
-		if b, ok := c.(interface{ ValueBytes() []byte }); ok {
-			n += len(b.ValueBytes())
-		}
-	}
-	return min(n, 1<<20)
 }
 
 // prepareArrow checks a client's Arrow IPC stream against the table and
@@ -375,7 +381,7 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 				if p.NumRows() == 0 {
 					continue
 				}
-				batch, err := encodeBatch(p, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+				batch, err := encodeBatch(recordSource{p}, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
 				if err != nil {
 					return err
 				}

@@ -8,9 +8,10 @@
 //   - A batch is self-describing in length (BatchLen) and self-checking:
 //     its CRC-32C covers every byte but the CRC field itself, including the
 //     leader-stamped base offset and commit timestamp (Restamp recomputes it).
-//   - ParseBatch, DecodeBody and DecodeJSONRows take untrusted bytes: they
-//     never panic, never read past their input, and bound allocations by the
-//     input size. Their errors wrap ErrCorruptBatch, ErrBadBody and ErrBadRow.
+//   - ParseBatch, CheckBatch, DecodeBody, DecodeJSONRows and DecodeJSON take
+//     untrusted bytes: they never panic, never read past their input, and
+//     bound allocations by the input size. Their errors wrap
+//     ErrCorruptBatch, ErrBadBody and ErrBadRow.
 //   - A batch body is exactly one encapsulated Arrow IPC record-batch
 //     message: the table's schema message in front of it makes a stream any
 //     Arrow reader accepts.
@@ -27,4 +28,8 @@
 //   - Bodies of flat columns are written by a direct encoder (plainipc.go):
 //     a valid Arrow IPC record-batch message, byte layout not identical to
 //     arrow-go's; anything else goes through arrow-go's writer.
+//   - A batch encoded from decoded JSON rows (JSONRows.AppendBatch) is byte
+//     for byte the batch of the record those rows make (AppendRecordBatch):
+//     both compute stats from column buffers (bufferStats) and write the
+//     same message.
 package record

@@ -80,22 +80,29 @@ func appendBody(dst []byte, rec arrow.Record, c Compression, zstdLevel int, exac
 		sp := decompressScratch.Get().(*[]byte)
 		plain, ok := appendPlainBody((*sp)[:0], rec)
 		if ok {
-			if dst == nil {
-				dst = make([]byte, 0, len(plain)/2+256)
-			}
-			out, err := arrowipc.Compress(dst, plain, arrowipc.Codec(c), zstdLevel)
-			*sp = plain
-			if cap(plain) <= 8<<20 {
-				decompressScratch.Put(sp)
-			}
-			if err != nil {
-				return out, fmt.Errorf("encode arrow body: %w", err)
-			}
-			return out, nil
+			return compressPlain(dst, sp, plain, c, zstdLevel)
 		}
 		decompressScratch.Put(sp)
 	}
 	return appendArrowGoBody(dst, rec, c, zstdLevel, exact)
+}
+
+// compressPlain appends the body of compression c made from plain, an
+// uncompressed message built in the scratch buffer sp (which it returns to
+// decompressScratch).
+func compressPlain(dst []byte, sp *[]byte, plain []byte, c Compression, zstdLevel int) ([]byte, error) {
+	if dst == nil {
+		dst = make([]byte, 0, len(plain)/2+256)
+	}
+	out, err := arrowipc.Compress(dst, plain, arrowipc.Codec(c), zstdLevel)
+	*sp = plain
+	if cap(plain) <= 8<<20 {
+		decompressScratch.Put(sp)
+	}
+	if err != nil {
+		return out, fmt.Errorf("encode arrow body: %w", err)
+	}
+	return out, nil
 }
 
 // appendArrowGoBody is appendBody with arrow-go's stream writer.

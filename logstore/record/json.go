@@ -81,23 +81,39 @@ func (d *jsonDecoder) visit(key []byte, v *fastjson.Value) {
 	}
 }
 
-func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) (rec arrow.Record, err error) {
-	if mem == nil {
-		mem = memory.DefaultAllocator
+func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) (arrow.Record, error) {
+	r, err := decodeJSON(s, rows, target)
+	if err != nil {
+		return nil, err
 	}
+	defer r.Release()
+	return r.Record(mem), nil
+}
+
+// decodeJSON decodes rows into a pooled decoder's column buffers.
+func decodeJSON(s *Schema, rows []byte, target []int) (JSONRows, error) {
 	p := jsonParsers.Get()
 	defer jsonParsers.Put(p)
 	v, err := p.ParseBytes(rows)
 	if err != nil {
-		return nil, fmt.Errorf("%w: rows are not valid JSON: %v", ErrBadRow, err)
+		return JSONRows{}, fmt.Errorf("%w: rows are not valid JSON: %v", ErrBadRow, err)
 	}
 	arr, err := v.Array()
 	if err != nil {
-		return nil, fmt.Errorf("%w: rows must be a JSON array of objects, got %s", ErrBadRow, v.Type())
+		return JSONRows{}, fmt.Errorf("%w: rows must be a JSON array of objects, got %s", ErrBadRow, v.Type())
 	}
 	st := s.state()
 	d := getJSONDecoder(s, st)
-	defer putJSONDecoder(d)
+	if err := d.decode(arr, target); err != nil {
+		putJSONDecoder(d)
+		return JSONRows{}, err
+	}
+	return JSONRows{d: d, st: st, n: len(arr)}, nil
+}
+
+// decode fills d's column buffers with the rows of arr.
+func (d *jsonDecoder) decode(arr []*fastjson.Value, target []int) error {
+	s := d.s
 	if target != nil {
 		// allowed is non-empty whenever the schema has columns, so
 		// len(d.allowed) > 0 means "partial".
@@ -108,7 +124,7 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 		clear(d.allowed)
 		for _, t := range target {
 			if t < 0 || t >= len(s.Columns) {
-				return nil, fmt.Errorf("%w: target column index %d out of range", ErrBadRow, t)
+				return fmt.Errorf("%w: target column index %d out of range", ErrBadRow, t)
 			}
 			d.allowed[t] = true
 		}
@@ -121,11 +137,11 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 		d.row = i
 		obj, oerr := rv.Object()
 		if oerr != nil {
-			return nil, fmt.Errorf("%w: row %d: not an object but %s", ErrBadRow, i, rv.Type())
+			return fmt.Errorf("%w: row %d: not an object but %s", ErrBadRow, i, rv.Type())
 		}
 		obj.Visit(d.visitFn)
 		if d.ferr != nil {
-			return nil, d.ferr
+			return d.ferr
 		}
 		for ci := range d.seen {
 			if d.seen[ci] == i+1 {
@@ -133,12 +149,12 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 			}
 			c := &s.Columns[ci]
 			if !c.Nullable && (!partial || d.allowed[ci]) {
-				return nil, fmt.Errorf("%w: row %d: missing NOT NULL column %q", ErrBadRow, i, c.Name)
+				return fmt.Errorf("%w: row %d: missing NOT NULL column %q", ErrBadRow, i, c.Name)
 			}
 			d.cols[ci].appendNull(i)
 		}
 	}
-	return d.newRecord(st, len(arr), mem), nil
+	return nil
 }
 
 // appendValue appends v to column ci; it returns a non-empty message when

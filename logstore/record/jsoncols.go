@@ -219,6 +219,89 @@ func (d *jsonDecoder) newRecord(st *schemaState, n int, mem memory.Allocator) ar
 	return rec
 }
 
+// JSONRows are rows decoded from JSON (DecodeJSON) and still in the
+// decoder's column buffers: they become an arrow.Record (Record) or are
+// encoded as a batch straight from those buffers (AppendBatch). Release
+// returns the buffers; a JSONRows must not be used after it.
+type JSONRows struct {
+	d  *jsonDecoder
+	st *schemaState
+	n  int
+}
+
+// DecodeJSON decodes rows as DecodeJSONRows does, without building the
+// record.
+func DecodeJSON(s *Schema, rows []byte) (JSONRows, error) { return decodeJSON(s, rows, nil) }
+
+// Len is the number of rows.
+func (r JSONRows) Len() int { return r.n }
+
+// Record builds the record of the rows (mem nil: the Go allocator), owned
+// by the caller.
+func (r JSONRows) Record(mem memory.Allocator) arrow.Record {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	return r.d.newRecord(r.st, r.n, mem)
+}
+
+// AppendBatch appends the batch of the rows to dst, byte for byte what
+// AppendRecordBatch(dst, h, r.Record(nil), c, zstdLevel) appends, without
+// building the record.
+func (r JSONRows) AppendBatch(dst []byte, h BatchHeader, c Compression, zstdLevel int) ([]byte, error) {
+	if r.n == 0 || len(r.d.cols) == 0 {
+		// Not a message appendMessage writes: arrow-go's writer encodes it.
+		rec := r.Record(nil)
+		defer rec.Release()
+		return AppendRecordBatch(dst, h, rec, c, zstdLevel)
+	}
+	return appendBatch(dst, h, r, c, zstdLevel)
+}
+
+// Release returns the decoder's buffers to their pool.
+func (r JSONRows) Release() {
+	if r.d != nil {
+		putJSONDecoder(r.d)
+	}
+}
+
+func (r JSONRows) numColumns() int { return len(r.d.cols) }
+
+func (r JSONRows) stats(i int) ColumnStats {
+	return bufferStats(r.st.arrow.Field(i).Type, r.d.cols[i].view(r.n))
+}
+
+func (r JSONRows) appendBody(dst []byte, c Compression, zstdLevel int) ([]byte, error) {
+	e := getPlainEncoder()
+	defer e.release()
+	for ci := range r.d.cols {
+		v := r.d.cols[ci].view(r.n)
+		e.p.nodes = append(e.p.nodes, [2]int64{int64(r.n), int64(v.nulls)})
+		// Validity: omitted (empty) without nulls, as collectPlain does.
+		e.p.bufs = append(e.p.bufs, v.valid)
+		e.p.bufs = append(e.p.bufs, v.vals)
+		if r.d.cols[ci].width < 0 {
+			e.p.bufs = append(e.p.bufs, v.data)
+		}
+	}
+	if c == CompressionNone {
+		return e.appendMessage(dst, int64(r.n)), nil
+	}
+	sp := decompressScratch.Get().(*[]byte)
+	return compressPlain(dst, sp, e.appendMessage((*sp)[:0], int64(r.n)), c, zstdLevel)
+}
+
+// view is the column's buffers for n rows as the record's array would hold
+// them: the validity bitmap only with nulls, values (or offsets) and data.
+func (a *colAcc) view(n int) colBuffers {
+	raw := a.buffers(n)
+	c := colBuffers{n: n, nulls: n - popCount(raw[0]), vals: raw[1], data: raw[2]}
+	if c.nulls > 0 {
+		c.valid = raw[0]
+	}
+	return c
+}
+
 // popCount counts the set bits of bm (bits past the rows are never set).
 func popCount(bm []byte) int {
 	c := 0

@@ -116,16 +116,26 @@ func pad8(n int) int { return (n + 7) &^ 7 }
 // types of a table (see collectPlain). ok is false (dst unchanged) when rec
 // needs the general encoder.
 func appendPlainBody(dst []byte, rec arrow.Record) (out []byte, ok bool) {
-	e := plainEncoders.Get().(*plainEncoder)
-	defer func() {
-		clear(e.p.bufs) // do not keep the record's memory alive
-		e.p.nodes, e.p.bufs = e.p.nodes[:0], e.p.bufs[:0]
-		plainEncoders.Put(e)
-	}()
-	p := &e.p
-	if !collectPlain(rec, p) {
+	e := getPlainEncoder()
+	defer e.release()
+	if !collectPlain(rec, &e.p) {
 		return dst, false
 	}
+	return e.appendMessage(dst, rec.NumRows()), true
+}
+
+func getPlainEncoder() *plainEncoder { return plainEncoders.Get().(*plainEncoder) }
+
+func (e *plainEncoder) release() {
+	clear(e.p.bufs) // do not keep the record's memory alive
+	e.p.nodes, e.p.bufs = e.p.nodes[:0], e.p.bufs[:0]
+	plainEncoders.Put(e)
+}
+
+// appendMessage appends the message of the collected field nodes and
+// buffers (e.p) of a record batch of rows rows.
+func (e *plainEncoder) appendMessage(dst []byte, rows int64) []byte {
+	p := &e.p
 	b := e.b
 	b.Reset()
 
@@ -150,7 +160,7 @@ func appendPlainBody(dst []byte, rec arrow.Record) (out []byte, ok bool) {
 	}
 	nodesVec := b.EndVector(len(p.nodes))
 	b.StartObject(5)
-	b.PrependInt64Slot(fbRBLength, rec.NumRows(), 0)
+	b.PrependInt64Slot(fbRBLength, rows, 0)
 	b.PrependUOffsetTSlot(fbRBNodes, nodesVec, 0)
 	b.PrependUOffsetTSlot(fbRBBuffers, buffersVec, 0)
 	batch := b.EndObject()
@@ -171,7 +181,7 @@ func appendPlainBody(dst []byte, rec arrow.Record) (out []byte, ok bool) {
 		dst = append(dst, buf...)
 		dst = appendZeros(dst, pad8(len(buf))-len(buf))
 	}
-	return dst, true
+	return dst
 }
 
 func appendZeros(dst []byte, n int) []byte {
