@@ -74,6 +74,7 @@ func arrayBuffers(a arrow.Array) colBuffers {
 	return c
 }
 
+// columnStats computes the stats of one column of a record.
 func columnStats(a arrow.Array) ColumnStats { return bufferStats(a.DataType(), arrayBuffers(a)) }
 
 // bufferStats computes the stats of a column of type dt from its buffers:
