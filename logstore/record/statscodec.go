@@ -167,37 +167,27 @@ func fixed[T int8 | int16 | int32 | int64 | float32 | float64 | decimal128.Num](
 }
 
 func intStats[T int8 | int16 | int32 | int64](vals []T, c *colBuffers, st *ColumnStats) {
-	first := true
-	var mn, mx T
-	for j, v := range vals {
-		if c.isNull(j) {
-			continue
-		}
-		if first {
-			mn, mx, first = v, v, false
-			continue
-		}
-		if v < mn {
-			mn = v
-		}
-		if v > mx {
-			mx = v
-		}
-	}
-	if !first {
+	if mn, mx, ok := minMax(vals, c); ok {
 		st.HasMinMax, st.MinInt, st.MaxInt = true, int64(mn), int64(mx)
 	}
 }
 
 func floatStats[T float32 | float64](vals []T, c *colBuffers, st *ColumnStats) {
-	first := true
-	var mn, mx T
+	if mn, mx, ok := minMax(vals, c); ok {
+		st.HasMinMax, st.MinFloat, st.MaxFloat = true, float64(mn), float64(mx)
+	}
+}
+
+// minMax returns the least and the greatest of the non-null values of
+// vals, NaNs left out (of equal values, the first seen); ok is false when
+// there is none.
+func minMax[T int8 | int16 | int32 | int64 | float32 | float64](vals []T, c *colBuffers) (mn, mx T, ok bool) {
 	for j, v := range vals {
 		if c.isNull(j) || v != v {
 			continue
 		}
-		if first {
-			mn, mx, first = v, v, false
+		if !ok {
+			mn, mx, ok = v, v, true
 			continue
 		}
 		if v < mn {
@@ -207,9 +197,7 @@ func floatStats[T float32 | float64](vals []T, c *colBuffers, st *ColumnStats) {
 			mx = v
 		}
 	}
-	if !first {
-		st.HasMinMax, st.MinFloat, st.MaxFloat = true, float64(mn), float64(mx)
-	}
+	return mn, mx, ok
 }
 
 func bytesStats(c *colBuffers, val func(int) []byte, st *ColumnStats) {
