@@ -222,7 +222,8 @@ func (d *jsonDecoder) newRecord(st *schemaState, n int, mem memory.Allocator) ar
 // JSONRows are rows decoded from JSON (DecodeJSON) and still in the
 // decoder's column buffers: they become an arrow.Record (Record) or are
 // encoded as a batch straight from those buffers (AppendBatch). Release
-// returns the buffers; a JSONRows must not be used after it.
+// returns the buffers to a pool: call it exactly once (copies of a
+// JSONRows share the buffers), and use no copy after it.
 type JSONRows struct {
 	d  *jsonDecoder
 	st *schemaState
