@@ -374,25 +374,33 @@ func checkJSONBatch(t *testing.T, s *Schema, rows []byte, rec arrow.Record, c Co
 	}
 }
 
+// jsonInput is rows of a table, as a JSON array.
+type jsonInput struct {
+	s    *Schema
+	rows []byte
+}
+
+// jsonInputs are every run of the canonical rows (none included) of the
+// every-type table and sample rows of 1 to 1,000.
+func jsonInputs(t *testing.T) []jsonInput {
+	var ins []jsonInput
+	all := allTypesSchema(t)
+	for lo := 0; lo <= len(canonicalRows); lo++ {
+		for hi := lo; hi <= len(canonicalRows); hi++ {
+			ins = append(ins, jsonInput{all, []byte("[" + strings.Join(canonicalRows[lo:hi], ",") + "]")})
+		}
+	}
+	for _, n := range []int{1, 7, 31, 32, 1000} {
+		ins = append(ins, jsonInput{SampleSchema(), SampleJSON(n, int64(n))})
+	}
+	return ins
+}
+
 // TestJSONRowsAppendBatch: for every type, every run of the canonical rows
 // (none included), random sample rows, and every compression, the batch
 // encoded from the decoder's buffers equals the record's.
 func TestJSONRowsAppendBatch(t *testing.T) {
-	type input struct {
-		s    *Schema
-		rows []byte
-	}
-	var ins []input
-	all := allTypesSchema(t)
-	for lo := 0; lo <= len(canonicalRows); lo++ {
-		for hi := lo; hi <= len(canonicalRows); hi++ {
-			ins = append(ins, input{all, []byte("[" + strings.Join(canonicalRows[lo:hi], ",") + "]")})
-		}
-	}
-	for _, n := range []int{1, 7, 31, 32, 1000} {
-		ins = append(ins, input{SampleSchema(), SampleJSON(n, int64(n))})
-	}
-	for _, in := range ins {
+	for _, in := range jsonInputs(t) {
 		rec, err := DecodeJSONRows(in.s, in.rows, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -401,6 +409,25 @@ func TestJSONRowsAppendBatch(t *testing.T) {
 			checkJSONBatch(t, in.s, in.rows, rec, c)
 		}
 		rec.Release()
+	}
+}
+
+// TestJSONRowsSizeHint: the size hint covers the uncompressed batch of
+// rows (so its buffer does not grow) without being far above it.
+func TestJSONRowsSizeHint(t *testing.T) {
+	for _, in := range jsonInputs(t) {
+		r, err := DecodeJSON(in.s, in.rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := r.AppendBatch(nil, BatchHeader{}, CompressionNone, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hint := r.SizeHint(); r.Len() > 0 && (hint < len(b) || hint > len(b)*3/2) {
+			t.Errorf("%d rows of %d columns: hint %d for a batch of %d bytes", r.Len(), len(in.s.Columns), hint, len(b))
+		}
+		r.Release()
 	}
 }
 
