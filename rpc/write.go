@@ -137,36 +137,10 @@ func (s *service) store(ctx context.Context, t *raftmeta.Table, parts []bucketBa
 	return results, nil
 }
 
-// chooseBuckets splits rec by the table's bucket key, or puts it in one
-// bucket (the requested one, bucket 0 of a one-bucket table, or a rotating
-// one for key-less tables). The returned records are owned by the caller.
-func (s *service) chooseBuckets(t *raftmeta.Table, m *flussv1.AppendRequest, rec arrow.Record) (map[int32]arrow.Record, error) {
-	if m.Bucket != nil {
-		rec.Retain()
-		return map[int32]arrow.Record{m.GetBucket(): rec}, nil
-	}
-	if t.BucketCount <= 1 {
-		rec.Retain()
-		return map[int32]arrow.Record{0: rec}, nil
-	}
-	if len(t.BucketKeys) == 0 {
-		b := int32(s.rr.Add(1) % uint32(t.BucketCount))
-		rec.Retain()
-		return map[int32]arrow.Record{b: rec}, nil
-	}
-	sch := t.Schema()
-	keys := make([]int, len(t.BucketKeys))
-	for i, k := range t.BucketKeys {
-		if keys[i] = sch.Index(k); keys[i] < 0 {
-			return nil, fmt.Errorf("table %s: bucket key %q is not a column", t.FullName(), k)
-		}
-	}
-	return splitByBucket(rec, keys, t.BucketCount)
-}
-
-// oneBucket returns the bucket of a request whose rows all go to one
-// bucket, as chooseBuckets would choose it; ok is false when the rows are
-// split by bucket key.
+// oneBucket returns the bucket that all of a request's rows go to: the
+// requested one, bucket 0 of a one-bucket table, or a rotating one for a
+// table without bucket keys. ok is false when the rows are split by bucket
+// key (splitByBucketKey).
 func (s *service) oneBucket(t *raftmeta.Table, m *flussv1.AppendRequest) (b int32, ok bool) {
 	switch {
 	case m.Bucket != nil:
@@ -177,6 +151,20 @@ func (s *service) oneBucket(t *raftmeta.Table, m *flussv1.AppendRequest) (b int3
 		return int32(s.rr.Add(1) % uint32(t.BucketCount)), true
 	}
 	return 0, false
+}
+
+// splitByBucketKey splits rec by the table's bucket key, for a request
+// oneBucket has no single bucket for. The returned records are owned by the
+// caller.
+func splitByBucketKey(t *raftmeta.Table, rec arrow.Record) (map[int32]arrow.Record, error) {
+	sch := t.Schema()
+	keys := make([]int, len(t.BucketKeys))
+	for i, k := range t.BucketKeys {
+		if keys[i] = sch.Index(k); keys[i] < 0 {
+			return nil, fmt.Errorf("table %s: bucket key %q is not a column", t.FullName(), k)
+		}
+	}
+	return splitByBucket(rec, keys, t.BucketCount)
 }
 
 func (s *service) checkRows(n int64) error {
@@ -224,7 +212,7 @@ func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bu
 	}
 	rec := rows.Record(memory.DefaultAllocator)
 	defer rec.Release()
-	split, err := s.chooseBuckets(t, m, rec)
+	split, err := splitByBucketKey(t, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +302,7 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 		return nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
 	}
 	var total int64
-	split := m.Bucket == nil && t.BucketCount > 1 && len(t.BucketKeys) > 0
+	fixed, whole := s.oneBucket(t, m)
 	byBucket := map[int32]*bucketBatches{}
 	add := func(b int32, batch []byte, n int64) error {
 		if err := s.checkBatch(t, b, len(batch)); err != nil {
@@ -328,17 +316,6 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 		p.batches = append(p.batches, batch)
 		p.count += n
 		return nil
-	}
-	fixed := int32(-1)
-	if !split {
-		switch {
-		case m.Bucket != nil:
-			fixed = m.GetBucket()
-		case t.BucketCount <= 1:
-			fixed = 0
-		default:
-			fixed = int32(s.rr.Add(1) % uint32(t.BucketCount))
-		}
 	}
 	comp, level, err := tableCompression(t)
 	if err != nil {
@@ -362,7 +339,7 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 			if err := s.checkRows(total); err != nil {
 				return err
 			}
-			if !split {
+			if whole {
 				h := record.BatchHeader{
 					RecordCount:   int32(n),
 					WriterID:      m.GetWriterId(),
@@ -371,7 +348,7 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 				}
 				return add(fixed, record.AppendBatch(nil, h, record.ComputeStats(rec), msg), n)
 			}
-			parts, err := s.chooseBuckets(t, m, rec)
+			parts, err := splitByBucketKey(t, rec)
 			if err != nil {
 				return err
 			}
