@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -27,6 +28,23 @@ func parseClients(s string) ([]int, error) {
 	return out, nil
 }
 
+// runPKBench runs one primary-key benchmark (bench.Upsert or bench.Lookup)
+// and prints the runs it finished, also when it stopped on an error.
+func runPKBench(cmd *cobra.Command, cfg *bench.PKConfig, clients, what string, run func(context.Context, bench.PKConfig) ([]bench.PKRun, error)) error {
+	var err error
+	if cfg.Clients, err = parseClients(clients); err != nil {
+		return err
+	}
+	cfg.Server = baseURL()
+	ctx, cancel := cmdContext(cmd)
+	defer cancel()
+	runs, err := run(ctx, *cfg)
+	if len(runs) > 0 {
+		bench.PrintPK(cmd.OutOrStdout(), what, *cfg, runs)
+	}
+	return err
+}
+
 // pkBenchFlags registers the flags upsert and lookup share.
 func pkBenchFlags(cmd *cobra.Command, c *bench.PKConfig, clients *string, table string, defaultClients string) {
 	f := cmd.Flags()
@@ -48,18 +66,7 @@ func benchUpsertCmd() *cobra.Command {
   fluss-node bench upsert --clients 8 --batch 500 --keys 1000000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if cfg.Clients, err = parseClients(clients); err != nil {
-				return err
-			}
-			cfg.Server = baseURL()
-			ctx, cancel := cmdContext(cmd)
-			defer cancel()
-			runs, err := bench.Upsert(ctx, cfg)
-			if len(runs) > 0 {
-				bench.PrintPK(cmd.OutOrStdout(), "upsert", cfg, runs)
-			}
-			return err
+			return runPKBench(cmd, &cfg, clients, "upsert", bench.Upsert)
 		},
 	}
 	pkBenchFlags(cmd, &cfg, &clients, "bench.upsert", "1,16,64")
@@ -78,18 +85,7 @@ func benchLookupCmd() *cobra.Command {
   fluss-node bench lookup --clients 16 --batched                # also through one batching client`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if cfg.Clients, err = parseClients(clients); err != nil {
-				return err
-			}
-			cfg.Server = baseURL()
-			ctx, cancel := cmdContext(cmd)
-			defer cancel()
-			runs, err := bench.Lookup(ctx, cfg)
-			if len(runs) > 0 {
-				bench.PrintPK(cmd.OutOrStdout(), "lookup", cfg, runs)
-			}
-			return err
+			return runPKBench(cmd, &cfg, clients, "lookup", bench.Lookup)
 		},
 	}
 	pkBenchFlags(cmd, &cfg, &clients, "bench.lookup", "1,16,64")

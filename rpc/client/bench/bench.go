@@ -101,37 +101,41 @@ func sampleRecord(n int, seed int64, wide bool) arrow.Record {
 	return array.NewRecordBatch(Schema(true).ArrowSchema(), cols, int64(n))
 }
 
-// CreateTable (re)creates the bench table.
+// CreateTable (re)creates the bench table and waits for its leaders.
 func CreateTable(ctx context.Context, c *client.Client, table string, buckets int, wide bool, props map[string]string) error {
-	db, _, ok := strings.Cut(table, ".")
-	if !ok {
-		return fmt.Errorf("table %q: want db.table", table)
-	}
-	if err := c.CreateDatabase(ctx, db, true); err != nil {
-		return err
-	}
-	if err := c.DropTable(ctx, table, true); err != nil {
-		return err
-	}
 	s := Schema(wide)
 	cols := make([]*flussv1.Column, len(s.Columns))
 	for i, col := range s.Columns {
 		nullable := col.Nullable
 		cols[i] = &flussv1.Column{Name: col.Name, Type: col.Type.String(), Nullable: &nullable}
 	}
-	_, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+	return recreateTable(ctx, c, &flussv1.CreateTableRequest{
 		Table:       table,
 		Schema:      &flussv1.Schema{Columns: cols},
 		BucketCount: int32(buckets),
 		Properties:  props,
 	})
-	if err != nil {
+}
+
+// recreateTable drops req's table if it exists (creating its database if
+// missing), creates it and waits until every bucket has a leader.
+func recreateTable(ctx context.Context, c *client.Client, req *flussv1.CreateTableRequest) error {
+	db, _, ok := strings.Cut(req.GetTable(), ".")
+	if !ok {
+		return fmt.Errorf("table %q: want db.table", req.GetTable())
+	}
+	if err := c.CreateDatabase(ctx, db, true); err != nil {
 		return err
 	}
-	// Wait until every bucket has a leader.
+	if err := c.DropTable(ctx, req.GetTable(), true); err != nil {
+		return err
+	}
+	if _, err := c.CreateTable(ctx, req); err != nil {
+		return err
+	}
 	for {
-		layout, err := c.GetTableLayout(ctx, table)
-		if err == nil && len(layout) == buckets && !slices.ContainsFunc(layout, func(b *flussv1.BucketLayout) bool { return b.Leader == 0 }) {
+		layout, err := c.GetTableLayout(ctx, req.GetTable())
+		if err == nil && len(layout) == int(req.GetBucketCount()) && !slices.ContainsFunc(layout, func(b *flussv1.BucketLayout) bool { return b.Leader == 0 }) {
 			return nil
 		}
 		select {

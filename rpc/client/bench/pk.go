@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,35 +96,11 @@ func AppendPKRow(dst []byte, id int64, v int64) []byte {
 
 // CreatePKTable (re)creates the PK bench table and waits for its leaders.
 func CreatePKTable(ctx context.Context, c *client.Client, table string, buckets int) error {
-	db, _, ok := strings.Cut(table, ".")
-	if !ok {
-		return fmt.Errorf("table %q: want db.table", table)
-	}
-	if err := c.CreateDatabase(ctx, db, true); err != nil {
-		return err
-	}
-	if err := c.DropTable(ctx, table, true); err != nil {
-		return err
-	}
-	_, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+	return recreateTable(ctx, c, &flussv1.CreateTableRequest{
 		Table:       table,
 		Schema:      &flussv1.Schema{Columns: pkColumns, PrimaryKey: []string{"id"}},
 		BucketCount: int32(buckets),
 	})
-	if err != nil {
-		return err
-	}
-	for {
-		layout, err := c.GetTableLayout(ctx, table)
-		if err == nil && len(layout) == buckets && !slices.ContainsFunc(layout, func(b *flussv1.BucketLayout) bool { return b.Leader == 0 }) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // loadBatch is the rows per request while loading.
