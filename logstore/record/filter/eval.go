@@ -479,10 +479,11 @@ type integer interface {
 	~int8 | ~int16 | ~int32 | ~int64
 }
 
-// intKernel is the typed fast path: one tight loop per operator, one word
-// of results at a time.
-func intKernel[T integer](l *leaf, vals []T, care, t []uint64) {
-	v := l.i64
+// numKernel is the typed fast path of integer and float columns: one tight
+// loop per operator, one word of results at a time. Values are compared as
+// V: int64 for integer columns (l.i64), float64 for floats (l.f64); in
+// answers an IN list.
+func numKernel[T integer | float32 | float64, V int64 | float64](l *leaf, vals []T, v V, in func(V) bool, care, t []uint64) {
 	for w := 0; w < len(vals); w += 64 {
 		if care[w>>6] == 0 {
 			continue
@@ -491,7 +492,7 @@ func intKernel[T integer](l *leaf, vals []T, care, t []uint64) {
 		var word uint64
 		if l.in {
 			for j, x := range chunk {
-				word |= b2u(containsInt(l.ints, int64(x))) << j
+				word |= b2u(in(V(x))) << j
 			}
 			t[w>>6] = word
 			continue
@@ -499,31 +500,39 @@ func intKernel[T integer](l *leaf, vals []T, care, t []uint64) {
 		switch l.op {
 		case OpEq:
 			for j, x := range chunk {
-				word |= b2u(int64(x) == v) << j
+				word |= b2u(V(x) == v) << j
 			}
 		case OpNe:
 			for j, x := range chunk {
-				word |= b2u(int64(x) != v) << j
+				word |= b2u(V(x) != v) << j
 			}
 		case OpLt:
 			for j, x := range chunk {
-				word |= b2u(int64(x) < v) << j
+				word |= b2u(V(x) < v) << j
 			}
 		case OpLe:
 			for j, x := range chunk {
-				word |= b2u(int64(x) <= v) << j
+				word |= b2u(V(x) <= v) << j
 			}
 		case OpGt:
 			for j, x := range chunk {
-				word |= b2u(int64(x) > v) << j
+				word |= b2u(V(x) > v) << j
 			}
 		case OpGe:
 			for j, x := range chunk {
-				word |= b2u(int64(x) >= v) << j
+				word |= b2u(V(x) >= v) << j
 			}
 		}
 		t[w>>6] = word
 	}
+}
+
+func intKernel[T integer](l *leaf, vals []T, care, t []uint64) {
+	numKernel(l, vals, l.i64, func(x int64) bool { return containsInt(l.ints, x) }, care, t)
+}
+
+func floatKernel[T float32 | float64](l *leaf, vals []T, care, t []uint64) {
+	numKernel(l, vals, l.f64, func(x float64) bool { return slices.Contains(l.floats, x) }, care, t)
 }
 
 func containsInt(list []int64, x int64) bool {
@@ -569,51 +578,6 @@ func cmpOrdered[T int64 | float64 | string](x, v T, op Op) bool {
 		return x > v
 	default:
 		return x >= v
-	}
-}
-
-func floatKernel[T float32 | float64](l *leaf, vals []T, care, t []uint64) {
-	v := l.f64
-	for w := 0; w < len(vals); w += 64 {
-		if care[w>>6] == 0 {
-			continue
-		}
-		chunk := vals[w:min(w+64, len(vals))]
-		var word uint64
-		if l.in {
-			for j, x := range chunk {
-				word |= b2u(slices.Contains(l.floats, float64(x))) << j
-			}
-			t[w>>6] = word
-			continue
-		}
-		switch l.op {
-		case OpEq:
-			for j, x := range chunk {
-				word |= b2u(float64(x) == v) << j
-			}
-		case OpNe:
-			for j, x := range chunk {
-				word |= b2u(float64(x) != v) << j
-			}
-		case OpLt:
-			for j, x := range chunk {
-				word |= b2u(float64(x) < v) << j
-			}
-		case OpLe:
-			for j, x := range chunk {
-				word |= b2u(float64(x) <= v) << j
-			}
-		case OpGt:
-			for j, x := range chunk {
-				word |= b2u(float64(x) > v) << j
-			}
-		case OpGe:
-			for j, x := range chunk {
-				word |= b2u(float64(x) >= v) << j
-			}
-		}
-		t[w>>6] = word
 	}
 }
 
