@@ -79,17 +79,7 @@ func appendBatch[S batchSource](dst []byte, h BatchHeader, src S, c Compression,
 	}
 	start := len(dst)
 	attrs := h.Attributes&AttrChangeType | uint16(c) | AttrStats
-	var fixed [BatchFixedHeaderLen]byte
-	fixed[offMagic] = BatchMagic
-	fixed[offVersion] = BatchVersion
-	binary.LittleEndian.PutUint16(fixed[offAttributes:], attrs)
-	binary.LittleEndian.PutUint64(fixed[offBaseOffset:], uint64(h.BaseOffset))
-	binary.LittleEndian.PutUint32(fixed[offRecordCount:], uint32(h.RecordCount))
-	binary.LittleEndian.PutUint64(fixed[offCommitTs:], uint64(h.CommitTimestamp))
-	binary.LittleEndian.PutUint64(fixed[offWriterID:], uint64(h.WriterID))
-	binary.LittleEndian.PutUint32(fixed[offBatchSeq:], uint32(h.BatchSequence))
-	binary.LittleEndian.PutUint32(fixed[offSchemaID:], uint32(h.SchemaID))
-	dst = append(dst, fixed[:]...)
+	dst = h.appendFixed(dst, attrs)
 	n := src.numColumns()
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(n))
 	for i := 0; i < n; i++ {

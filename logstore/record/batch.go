@@ -132,18 +132,8 @@ func AppendBatch(dst []byte, h BatchHeader, stats []ColumnStats, body []byte) []
 	if stats != nil {
 		attrs |= AttrStats
 	}
-	var fixed [BatchFixedHeaderLen]byte
-	fixed[offMagic] = BatchMagic
-	fixed[offVersion] = BatchVersion
-	binary.LittleEndian.PutUint16(fixed[offAttributes:], attrs)
-	binary.LittleEndian.PutUint64(fixed[offBaseOffset:], uint64(h.BaseOffset))
-	binary.LittleEndian.PutUint32(fixed[offRecordCount:], uint32(h.RecordCount))
-	binary.LittleEndian.PutUint64(fixed[offCommitTs:], uint64(h.CommitTimestamp))
-	binary.LittleEndian.PutUint64(fixed[offWriterID:], uint64(h.WriterID))
-	binary.LittleEndian.PutUint32(fixed[offBatchSeq:], uint32(h.BatchSequence))
-	binary.LittleEndian.PutUint32(fixed[offSchemaID:], uint32(h.SchemaID))
-	binary.LittleEndian.PutUint32(fixed[offBodyLen:], uint32(len(body)))
-	dst = append(dst, fixed[:]...)
+	dst = h.appendFixed(dst, attrs)
+	binary.LittleEndian.PutUint32(dst[start+offBodyLen:], uint32(len(body)))
 	if stats != nil {
 		dst = appendStatsBlock(dst, stats)
 	}
@@ -154,6 +144,22 @@ func AppendBatch(dst []byte, h BatchHeader, stats []ColumnStats, body []byte) []
 	dst = append(dst, body...)
 	binary.LittleEndian.PutUint32(dst[start+offCRC:], batchCRC(dst[start:]))
 	return dst
+}
+
+// appendFixed appends the batch's fixed header with attrs, its header
+// length, body length and CRC zero: the writer patches them in once known.
+func (h BatchHeader) appendFixed(dst []byte, attrs uint16) []byte {
+	var fixed [BatchFixedHeaderLen]byte
+	fixed[offMagic] = BatchMagic
+	fixed[offVersion] = BatchVersion
+	binary.LittleEndian.PutUint16(fixed[offAttributes:], attrs)
+	binary.LittleEndian.PutUint64(fixed[offBaseOffset:], uint64(h.BaseOffset))
+	binary.LittleEndian.PutUint32(fixed[offRecordCount:], uint32(h.RecordCount))
+	binary.LittleEndian.PutUint64(fixed[offCommitTs:], uint64(h.CommitTimestamp))
+	binary.LittleEndian.PutUint64(fixed[offWriterID:], uint64(h.WriterID))
+	binary.LittleEndian.PutUint32(fixed[offBatchSeq:], uint32(h.BatchSequence))
+	binary.LittleEndian.PutUint32(fixed[offSchemaID:], uint32(h.SchemaID))
+	return append(dst, fixed[:]...)
 }
 
 // batchCRC is the CRC-32C of a whole batch except its CRC field.
