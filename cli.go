@@ -137,7 +137,7 @@ func tableCmd() *cobra.Command {
 	f := create.Flags()
 	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required)`)
 	f.StringVar(&primaryKey, "primary-key", "", "primary key columns, comma-separated (makes a primary-key table)")
-	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated")
+	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated (partitioned tables are not built yet: the server refuses them)")
 	f.StringVar(&bucketKey, "bucket-key", "", "bucket key columns, comma-separated")
 	f.Int32Var(&buckets, "buckets", 0, "number of buckets (default 1)")
 	f.StringArrayVar(&props, "set", nil, "table property key=value (repeatable), e.g. table.log.ttl=24h")

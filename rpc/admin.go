@@ -158,6 +158,9 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 	if err != nil {
 		return nil, err
 	}
+	if err := notBuiltYet(req.Msg.GetTable(), spec); err != nil {
+		return nil, err
+	}
 	if len(spec.PrimaryKey) > 0 {
 		// The merge engine a bucket replica will build must accept the
 		// properties; refuse them here rather than leave buckets unopenable.
@@ -173,6 +176,20 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 		return nil, fmt.Errorf("create table %q: %w", req.Msg.GetTable(), err)
 	}
 	return connect.NewResponse(&flussv1.CreateTableResponse{TableId: id}), nil
+}
+
+// notBuiltYet refuses the table features this server cannot serve yet,
+// before a table is created that could not be used: a partitioned table
+// (the catalog keeps partitions, but no partition can be created, written
+// or read) and lake tiering (table.datalake.enabled = true).
+func notBuiltYet(table string, spec raftmeta.TableSpec) error {
+	if len(spec.PartitionKeys) > 0 {
+		return fmt.Errorf("%w: partitioned tables (table %q has partitionKeys %v); create it without partitionKeys", ErrUnimplemented, table, spec.PartitionKeys)
+	}
+	if v := spec.Properties["table.datalake.enabled"]; strings.EqualFold(v, "true") {
+		return fmt.Errorf("%w: lake tiering (table %q sets table.datalake.enabled = %s); leave it unset or false", ErrUnimplemented, table, v)
+	}
+	return nil
 }
 
 func schemaToProto(s *record.Schema) *flussv1.Schema {

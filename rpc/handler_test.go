@@ -174,6 +174,12 @@ func TestBadInput(t *testing.T) {
 		{"drop non-empty db", "/fluss.v1.AdminService/DropDatabase", `{"name":"shop"}`, "failed_precondition", "shop"},
 		{"bad column type", "/fluss.v1.AdminService/CreateTable", `{"table":"shop.t2","schema":{"columns":[{"name":"a","type":"BIGGINT"}]}}`, "invalid_argument", "BIGGINT"},
 		{"partitions", "/fluss.v1.AdminService/ListPartitions", `{"table":"shop.orders"}`, "unimplemented", "partition"},
+		{"partitioned table", "/fluss.v1.AdminService/CreateTable",
+			`{"table":"shop.parted","schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"dt","type":"STRING"}]},"partitionKeys":["dt"]}`,
+			"unimplemented", "partitioned tables"},
+		{"lake tiering", "/fluss.v1.AdminService/CreateTable",
+			`{"table":"shop.lake","schema":{"columns":[{"name":"id","type":"BIGINT"}]},"properties":{"table.datalake.enabled":"TRUE"}}`,
+			"unimplemented", "table.datalake.enabled"},
 		{"aggregation the engine refuses", "/fluss.v1.AdminService/CreateTable",
 			`{"table":"shop.agg","schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"b","type":"BOOLEAN"}],"primaryKey":["id"]},` +
 				`"properties":{"table.merge-engine":"aggregation","fields.b.agg":"sum"}}`, "invalid_argument", "fields.b.agg"},
@@ -192,6 +198,14 @@ func TestBadInput(t *testing.T) {
 	if got := e.b.Appends(); got != before {
 		t.Fatalf("backend saw %d writes from bad requests", got-before)
 	}
+	for _, name := range []string{"shop.t2", "shop.agg", "shop.parted", "shop.lake"} {
+		if _, out := e.post(t, "/fluss.v1.AdminService/GetTable", `{"table":"`+name+`"}`); out["code"] != "not_found" {
+			t.Fatalf("refused CreateTable of %s left a table: GetTable answered %v", name, out)
+		}
+	}
+	// Lake tiering switched off explicitly is fine.
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable",
+		`{"table":"shop.nolake","schema":{"columns":[{"name":"id","type":"BIGINT"}]},"properties":{"table.datalake.enabled":"false"}}`)
 }
 
 func TestHealthReadyMetrics(t *testing.T) {
