@@ -59,9 +59,17 @@ func (s *service) table(ctx context.Context, name string) (*raftmeta.Table, tabl
 	return t, ref, nil
 }
 
-func noPartition(table, partition string) error {
-	if partition != "" {
-		return fmt.Errorf("%w: partitions (table %q, partition %q)", ErrUnimplemented, table, partition)
+// noPartition refuses data access that needs partitions, which this server
+// does not serve yet (docs/ARCHITECTURE.md, "Not built yet"): a request
+// naming a partition, or any request on a partitioned table t (one created
+// before CreateTable refused partition keys; it can still be described and
+// dropped). name is the table as the request names it.
+func noPartition(t *raftmeta.Table, name, partition string) error {
+	switch {
+	case partition != "":
+		return fmt.Errorf("%w: partitions (table %q, partition %q)", ErrUnimplemented, name, partition)
+	case len(t.PartitionKeys) > 0:
+		return fmt.Errorf("%w: partitioned tables (table %q is partitioned by %v; it can only be described or dropped)", ErrUnimplemented, name, t.PartitionKeys)
 	}
 	return nil
 }
@@ -314,7 +322,7 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[flussv1.
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
 		return nil, err
 	}
 	bs, err := buckets(t, m.GetBuckets())

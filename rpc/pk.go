@@ -460,7 +460,7 @@ func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.Li
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
 		return nil, err
 	}
 	limit := int(m.GetLimit())

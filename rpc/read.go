@@ -376,7 +376,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
 		return nil, err
 	}
 	if err := checkBucket(t, m.GetBucket()); err != nil {
@@ -424,7 +424,7 @@ func (s *service) Scan(ctx context.Context, req *connect.Request[flussv1.ScanReq
 	if err != nil {
 		return err
 	}
-	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
 		return err
 	}
 	plan, err := newReadPlan(t, v, m.GetColumns(), m.GetFilter(), m.GetFormat())

@@ -56,6 +56,9 @@ func (s *service) pkTable(ctx context.Context, name, op string) (*raftmeta.Table
 	if !t.HasPrimaryKey() {
 		return nil, fmt.Errorf("%w: %s is for primary-key tables; %q is a log table (use Append, Fetch or Scan)", ErrWrongTableKind, op, t.FullName())
 	}
+	if err := noPartition(t, name, ""); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -78,7 +81,7 @@ func (s *service) Append(ctx context.Context, req *connect.Request[flussv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(m.GetTable(), m.GetPartition()); err != nil {
+	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
 		return nil, err
 	}
 	if m.Bucket != nil {
