@@ -291,7 +291,7 @@ func appendCmd() *cobra.Command {
 			} else {
 				err = readNDJSON(cmd.InOrStdin(), batch, send)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "appended %d rows\n", total)
+			fmt.Fprintf(cmd.ErrOrStderr(), "appended %s\n", plural(total, "row"))
 			return err
 		},
 	}
@@ -399,7 +399,7 @@ func scanCmd() *cobra.Command {
 }
 
 func clusterCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster"}
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and operate the cluster: status, drain, undrain, rebalance"}
 	status := &cobra.Command{
 		Use: "status", Short: "Show nodes, roles, replicas and leaders", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -424,6 +424,14 @@ func clusterCmd() *cobra.Command {
 }
 
 // splitList splits a comma-separated flag value; "" is nil.
+// plural renders n things: "1 row", "2 rows".
+func plural(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
 func splitList(s string) []string {
 	if strings.TrimSpace(s) == "" {
 		return nil

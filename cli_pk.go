@@ -82,7 +82,7 @@ func upsertCmd() *cobra.Command {
 				}
 				return err
 			})
-			fmt.Fprintf(cmd.ErrOrStderr(), "upserted %d rows\n", total)
+			fmt.Fprintf(cmd.ErrOrStderr(), "upserted %s\n", plural(total, "row"))
 			return err
 		},
 	}
@@ -116,7 +116,7 @@ func deleteCmd() *cobra.Command {
 				}
 				return err
 			})
-			fmt.Fprintf(cmd.ErrOrStderr(), "deleted %d keys\n", total)
+			fmt.Fprintf(cmd.ErrOrStderr(), "deleted %s\n", plural(total, "key"))
 			return err
 		},
 	}

@@ -93,8 +93,8 @@ func TestPKCLI(t *testing.T) {
 	}
 
 	// Delete from stdin and --key; the keys then look up as null.
-	if got := cli("{\"id\": 2}\n", "delete", "app.users").stderr; !strings.Contains(got, "deleted 1 keys") {
-		t.Errorf("delete from stdin: stderr %q, want \"deleted 1 keys\"", got)
+	if got := cli("{\"id\": 2}\n", "delete", "app.users").stderr; !strings.Contains(got, "deleted 1 key\n") {
+		t.Errorf("delete from stdin: stderr %q, want \"deleted 1 key\"", got)
 	}
 	cli("", "delete", "app.users", "--key", `{"id": 6}`)
 	rows = lookup(`{"id": 2}`, `{"id": 6}`, `{"id": 1}`)

@@ -257,7 +257,7 @@ func TestReadmeCLIExamples(t *testing.T) {
 		contains []string
 	}{
 		{"table create", func(r cliResult) string { return r.stdout }, []string{"created shop.clicks"}},
-		{"append shop.clicks", func(r cliResult) string { return r.stderr }, []string{"appended 1 rows"}},
+		{"append shop.clicks", func(r cliResult) string { return r.stderr }, []string{"appended 1 row\n"}},
 		{"scan shop.clicks", func(r cliResult) string { return r.stdout }, []string{`{"user_id":7,"page":"/home"}` + "\n"}},
 		{"table alter", func(r cliResult) string { return r.stdout }, []string{"altered shop.clicks (schema 2)"}},
 		{"table describe", func(r cliResult) string { return r.stdout },
