@@ -160,7 +160,7 @@ func joinCmd() *cobra.Command {
 		Short: "Run a node inside the cluster that SEED (any member's peer or gossip address, host:port) belongs to",
 		Long: "join starts a node like serve, but a fresh node is admitted by the cluster SEED belongs to\n" +
 			"instead of bootstrapping its own; it gets a node id from the cluster unless --node-id is given.\n" +
-			"SEED may be a gossip address only with --node-id (gossip starts once the id is known).\n" +
+			"SEED may be a peer or a gossip address.\n" +
 			"A node that is already a member (its data directory holds metadata state) just starts.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

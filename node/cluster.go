@@ -439,33 +439,39 @@ func cmpServerID(a, b raft.ServerID) int {
 // joinCluster asks the seeds (in turn, until one answers) to admit this
 // node, and adopts the id the leader gives it. It retries until ctx ends or
 // the node closes.
+//
+// Seeds may be gossip addresses. A node that gossips already (it has an
+// id) asks the peer addresses of its gossip members instead. A fresh node
+// gets its gossip name only with its id, so a seed that does not answer as
+// a peer is probed as a gossip address (membership.Probe), and the peer
+// addresses of the members it reports are asked next.
 func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: n.peers.Addr()}}
 	var lastErr error
+	isGossip := map[string]bool{} // seeds and members known to be gossip addresses
+	isPeer := map[string]bool{}   // seeds that answered as peers
+	var learned []string          // peer addresses reported by probes
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		// Gossip members (joined through seeds that are gossip addresses)
-		// name more peer addresses to ask.
-		// A seed that is a gossip member's gossip address is not asked.
-		peerSeeds, gossipSeeds := n.gossipPeerAddrs()
+		peerAddrs, gossipAddrs := n.gossipPeerAddrs()
+		for _, a := range gossipAddrs {
+			isGossip[a] = true
+		}
 		var round []string
-		for _, a := range seeds {
-			if !slices.Contains(gossipSeeds, a) {
+		add := func(a string) {
+			if !isGossip[a] && a != n.peers.Addr() && !slices.Contains(round, a) {
 				round = append(round, a)
 			}
 		}
-		for _, a := range peerSeeds {
-			if !slices.Contains(round, a) {
-				round = append(round, a)
-			}
+		for _, a := range slices.Concat(seeds, peerAddrs, learned) {
+			add(a)
 		}
-		for _, seed := range round {
-			if seed == n.peers.Addr() {
-				continue
-			}
+		for i := 0; i < len(round); i++ { // a probe may add to round
+			seed := round[i]
 			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			resp, err := n.callMetaOp(cctx, seed, op, false)
 			cancel()
 			if err == nil {
+				isPeer[seed] = true
 				err = decodeError(resp.Code, resp.Msg)
 			}
 			if err == nil {
@@ -473,6 +479,23 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 			}
 			lastErr = err
 			n.logger.Info("join: seed did not admit this node yet", "seed", seed, "err", err)
+			if n.gossipStarted() || isPeer[seed] || !slices.Contains(seeds, seed) {
+				continue
+			}
+			members, perr := n.probeGossip(seed)
+			if perr != nil {
+				n.logger.Debug("join: seed is no gossip address either", "seed", seed, "err", perr)
+				continue
+			}
+			isGossip[seed] = true
+			for _, mb := range members {
+				isGossip[mb.GossipAddr] = true
+				if mb.PeerAddr != "" && !slices.Contains(learned, mb.PeerAddr) {
+					learned = append(learned, mb.PeerAddr)
+					add(mb.PeerAddr)
+				}
+			}
+			n.logger.Info("join: seed is a gossip address; asking its members' peer addresses", "seed", seed, "peers", learned)
 		}
 		select {
 		case <-ctx.Done():

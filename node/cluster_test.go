@@ -538,6 +538,39 @@ func freeAddrs(t *testing.T, n int) []string {
 	return out
 }
 
+// TestClusterJoinThroughGossipAddress: fresh nodes (no id yet, so no
+// gossip of their own) join through a member's gossip address: node 2
+// through node 1's, node 3 through node 2's, which exists only since node
+// 2 joined.
+func TestClusterJoinThroughGossipAddress(t *testing.T) {
+	nodes := []*Node{startCluster(t, clusterConfig(t.TempDir()))}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	for i := 1; i < 3; i++ {
+		cfg := clusterConfig(t.TempDir())
+		cfg.Join = []string{nodes[i-1].gossip.m.GossipAddr()}
+		n, err := newStarted(cfg)
+		if err != nil {
+			t.Fatalf("node %d joining through gossip address %s: %v", i+1, cfg.Join[0], err)
+		}
+		nodes = append(nodes, n)
+		if n.ID() != raftmeta.NodeID(i+1) {
+			t.Fatalf("joined node got id %d, want %d", n.ID(), i+1)
+		}
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		for _, n := range nodes {
+			if len(n.meta.Nodes()) != 3 || len(n.members()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestClusterStaticBootstrap starts 3 nodes at once with bootstrap_expect
 // = 3, meta_voters = 2 and each other's peer (or gossip) addresses: exactly
 // one cluster forms, with 2 metadata voters, 1 non-voter and one cluster

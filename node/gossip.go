@@ -50,27 +50,46 @@ type gossipState struct {
 // (state joining) and begins joining the gossip cluster in the background.
 // It needs the node id; clientAddr may be "" while unknown.
 func (n *Node) startGossip(clientAddr string) error {
-	key, err := decodeGossipKey(n.cfg.GossipKey)
+	cfg, err := n.gossipConfig()
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return err
 	}
-	m, err := membership.Start(membership.Config{
-		BindAddr:  n.cfg.GossipAddr,
-		Advertise: n.cfg.Advertise, // a host: the bound gossip port is used
-		Meta:      n.gossipMeta(clientAddr, membership.StateJoining),
-		SecretKey: key,
-		Logger:    n.logger,
-		Profile:   n.gossipProfile,
-	})
+	cfg.Meta = n.gossipMeta(clientAddr, membership.StateJoining)
+	m, err := membership.Start(cfg)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.gossip.m = m
 	close(n.gossip.started)
-	n.logger.Info("gossip started", "gossip_addr", m.GossipAddr(), "encrypted", key != nil)
+	n.logger.Info("gossip started", "gossip_addr", m.GossipAddr(), "encrypted", cfg.SecretKey != nil)
 	go n.logGossipEvents(m)
 	n.goFunc(n.gossipJoinLoop)
 	return nil
+}
+
+// probeGossip asks the gossip member at addr for the cluster's members,
+// without joining its gossip.
+func (n *Node) probeGossip(addr string) ([]membership.Member, error) {
+	cfg, err := n.gossipConfig()
+	if err != nil {
+		return nil, err
+	}
+	return membership.Probe(cfg, []string{addr})
+}
+
+// gossipConfig is this node's membership config without its Meta.
+func (n *Node) gossipConfig() (membership.Config, error) {
+	key, err := decodeGossipKey(n.cfg.GossipKey)
+	if err != nil {
+		return membership.Config{}, fmt.Errorf("config: %w", err)
+	}
+	return membership.Config{
+		BindAddr:  n.cfg.GossipAddr,
+		Advertise: n.cfg.Advertise, // a host: the bound gossip port is used
+		SecretKey: key,
+		Logger:    n.logger,
+		Profile:   n.gossipProfile,
+	}, nil
 }
 
 // gossipMeta is what this node gossips about itself.

@@ -58,6 +58,15 @@ type Config struct {
 // validate fills defaults and checks every field; it returns the host and
 // port to bind.
 func (c *Config) validate() (host string, port int, err error) {
+	host, port, err = c.validateGossip()
+	if err = errors.Join(err, c.Meta.Validate()); err != nil {
+		return "", 0, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return host, port, nil
+}
+
+// validateGossip fills defaults and checks every field but Meta.
+func (c *Config) validateGossip() (host string, port int, err error) {
 	if c.BindAddr == "" {
 		c.BindAddr = DefaultBindAddr
 	}
@@ -91,11 +100,8 @@ func (c *Config) validate() (host string, port int, err error) {
 	if len(c.Label) > memberlist.LabelMaxSize {
 		errs = append(errs, fmt.Errorf("label is %d bytes: at most %d", len(c.Label), memberlist.LabelMaxSize))
 	}
-	if err := c.Meta.Validate(); err != nil {
-		errs = append(errs, err)
-	}
 	if len(errs) > 0 {
-		return "", 0, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+		return "", 0, errors.Join(errs...)
 	}
 	return host, port, nil
 }

@@ -29,6 +29,9 @@
 //     arriving after a failure turns dead into left. memberlist's NotifyLeave
 //     does not tell a leave from a failure; without a notice, a member whose
 //     last meta said left is StatusLeft, any other StatusDead.
+//   - Probe never makes anything a member: its memberlist, named
+//     "probe-<random>", cancels every merge it is offered, and the members
+//     it talks to refuse it (its name is no node id).
 //   - BootstrapExpect returns the same sorted set on every node when exactly
 //     the expected nodes start together; the smallest id bootstraps the
 //     metadata Raft group. It refuses (ErrClusterExists) once any member is

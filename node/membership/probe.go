@@ -1,0 +1,87 @@
+package membership
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// errProbed cancels a probe's merge: the probe has read the remote state
+// and must not join.
+var errProbed = errors.New("membership: probe read the members; merge cancelled")
+
+// Probe asks the gossip members at seeds (gossip addresses, host:port) who
+// belongs to their cluster, without joining it. A node that has no id yet
+// (a fresh `join`, which gets its id, and so its gossip name, only when
+// the cluster admits it) learns the members' peer addresses this way.
+//
+// It runs a throwaway memberlist named "probe-<random>" on cfg's bind host
+// (a free port; cfg's SecretKey, Label and Profile) that does a push/pull
+// state exchange with each seed and cancels every merge, so it never
+// becomes a member. The seeds do not keep it either: its name is no node
+// id, so their NotifyAlive refuses it. cfg.Meta is not used.
+//
+// It returns the alive members the seeds reported, by id; an error when no
+// seed answered with any.
+func Probe(cfg Config, seeds []string) ([]Member, error) {
+	host, _, err := cfg.validateGossip()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	mc := memberlistConfig(cfg.Profile)
+	mc.Name = "probe-" + rand.Text()
+	mc.BindAddr, mc.BindPort = host, 0
+	if len(cfg.SecretKey) > 0 {
+		mc.SecretKey = slices.Clone(cfg.SecretKey)
+	}
+	mc.Label = cfg.Label
+	p := &prober{got: map[int32]Member{}}
+	mc.Merge = p
+	mc.Logger = log.New(&slogWriter{logger: cfg.Logger, verbose: cfg.VerboseLog}, "", 0)
+	mc.LogOutput = nil
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("membership: probe: start gossip on %s: %w", host, err)
+	}
+	defer ml.Shutdown()
+	_, joinErr := ml.Join(seeds)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.got) == 0 {
+		return nil, fmt.Errorf("membership: probe %v: no members reported: %w", seeds, joinErr)
+	}
+	out := make([]Member, 0, len(p.got))
+	for _, mb := range p.got {
+		out = append(out, mb)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return int(a.ID) - int(b.ID) })
+	return out, nil
+}
+
+// prober is a probe's memberlist.MergeDelegate: it keeps the alive members
+// of every remote state it is shown and cancels the merge.
+type prober struct {
+	mu  sync.Mutex
+	got map[int32]Member
+}
+
+func (p *prober) NotifyMerge(peers []*memberlist.Node) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range peers {
+		if n.State != memberlist.StateAlive {
+			continue
+		}
+		meta, err := nodeMeta(n)
+		if err != nil || meta.State == StateLeft {
+			continue
+		}
+		p.got[meta.ID] = Member{Meta: meta, GossipAddr: nodeAddr(n), Status: StatusAlive}
+	}
+	return errProbed
+}
