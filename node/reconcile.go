@@ -298,7 +298,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 			ElectionTimeout:  n.cfg.Raft.ElectionTimeout.Duration,
 			CommitTimeout:    n.cfg.Raft.CommitTimeout.Duration,
 		},
-		Logger: n.logger.With("table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket),
+		Logger: n.logger, // the replica adds its table, partition and bucket
 	})
 	if err != nil {
 		transport.Close()

@@ -134,7 +134,7 @@ func Open(cfg Config) (*Replica, error) {
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
 	}
-	r.logger = r.logger.With("bucket", fmt.Sprint(cfg.ID), "server", string(cfg.LocalID))
+	r.logger = r.logger.With("table", cfg.ID.TableID, "partition", cfg.ID.PartitionID, "bucket", cfg.ID.Bucket, "server", string(cfg.LocalID))
 	hcl := newHCLogger(r.logger, "raft")
 	rt := r.tuning
 	if cfg.Pump != nil {
