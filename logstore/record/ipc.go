@@ -233,6 +233,14 @@ func validateRecord(rec arrow.Record) (err error) {
 			err = fmt.Errorf("invalid record: %v", p)
 		}
 	}()
+	// arrow-go accepts columns longer than the record (it reads the first
+	// NumRows values); an IPC writer never writes them, and the values past
+	// the record's rows would still count in its statistics and filters.
+	for i, col := range rec.Columns() {
+		if int64(col.Len()) != rec.NumRows() {
+			return fmt.Errorf("record batch has %d rows but column %d (%s) has %d values", rec.NumRows(), i, rec.ColumnName(i), col.Len())
+		}
+	}
 	return array.ValidateRecordFull(rec)
 }
 

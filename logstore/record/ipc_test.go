@@ -149,3 +149,44 @@ func TestDecodeBodyRejectsBomb(t *testing.T) {
 		t.Fatalf("DecodeBody over the limit: %v, want ErrBadBody wrapping ErrTooLarge", err)
 	}
 }
+
+// FuzzDecodeBody: a body is a client's bytes on the Arrow append path
+// (record batch messages are kept as sent). DecodeBody must refuse a
+// malformed one with an error wrapping ErrBadBody, never panic, and what it
+// accepts must be a record of the schema whose arrays are safe to index.
+func FuzzDecodeBody(f *testing.F) {
+	sample := SampleRecord(3, 5)
+	defer sample.Release()
+	schema := sample.Schema()
+	for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
+		body, err := EncodeBody(sample, c, 1)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(body)
+	}
+	f.Add([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec, err := DecodeBody(schema, body, nil)
+		if err != nil {
+			if !errors.Is(err, ErrBadBody) {
+				t.Fatalf("error %v does not wrap ErrBadBody", err)
+			}
+			return
+		}
+		defer rec.Release()
+		if !rec.Schema().Equal(schema) {
+			t.Fatalf("decoded schema %s, want %s", rec.Schema(), schema)
+		}
+		// Reading values of every column must be safe (the first 1,000:
+		// an all-null column may claim any length without a buffer).
+		for i, col := range rec.Columns() {
+			if col.Len() != int(rec.NumRows()) {
+				t.Fatalf("column %d has %d values, the record %d rows", i, col.Len(), rec.NumRows())
+			}
+			for row := range min(col.Len(), 1000) {
+				_ = col.ValueStr(row)
+			}
+		}
+	})
+}
