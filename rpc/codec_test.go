@@ -214,3 +214,17 @@ func TestToConnectError(t *testing.T) {
 		t.Fatal("nil error mapped to non-nil")
 	}
 }
+
+// FuzzReadSchemaMessage: the schema message of an Arrow append is a
+// client's bytes, parsed by arrow-go; a malformed one is an error, never a
+// panic.
+func FuzzReadSchemaMessage(f *testing.F) {
+	f.Add(record.SchemaMessage(record.SampleSchema().ArrowSchema()))
+	f.Add([]byte{0xFF, 0xFF, 0xFF, 0xFF, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		s, err := readSchemaMessage(msg)
+		if err == nil && s == nil {
+			t.Fatal("no schema and no error")
+		}
+	})
+}

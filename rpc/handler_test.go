@@ -175,6 +175,9 @@ func TestBadInput(t *testing.T) {
 		{"create existing db", "/fluss.v1.AdminService/CreateDatabase", `{"name":"shop"}`, "already_exists", "shop"},
 		{"drop non-empty db", "/fluss.v1.AdminService/DropDatabase", `{"name":"shop"}`, "failed_precondition", "shop"},
 		{"bad column type", "/fluss.v1.AdminService/CreateTable", `{"table":"shop.t2","schema":{"columns":[{"name":"a","type":"BIGGINT"}]}}`, "invalid_argument", "BIGGINT"},
+		// A 136-byte stream whose schema message claims 2^31-1 fields:
+		// arrow-go allocated by that count, a fatal out-of-memory.
+		{"arrow schema claiming 2^31 fields", "/fluss.v1.WriteService/Append", `{"table":"shop.orders","arrow":"/////3gAAAAQAAAAAAAKAAwACgAJAAQACgAAABAAAAAAAQQACAAIAAAABAAIAAAABAAAAP///38UAAAAEAAUABAADwAOAAgAAAAEABAAAAAQAAAAGAAAAAAAAgEcAAAAAAAAAAgADAAIAAcACAAAAAAAAAFAAAAAAgAAAGlkAAD/////AAAAAA=="}`, "invalid_argument", "schema fields"},
 		{"partitions", "/fluss.v1.AdminService/ListPartitions", `{"table":"shop.orders"}`, "unimplemented", "partition"},
 		{"partitioned table", "/fluss.v1.AdminService/CreateTable",
 			`{"table":"shop.parted","schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"dt","type":"STRING"}]},"partitionKeys":["dt"]}`,

@@ -404,9 +404,19 @@ var arrowSchemas = record.Memo[string, *arrow.Schema]{Max: 256}
 
 const arrowSchemaCacheMax = 16 << 10
 
-// readSchemaMessage decodes an encapsulated schema message with arrow-go.
+// readSchemaMessage decodes a client's encapsulated schema message with
+// arrow-go, after arrowipc.LayoutOf has checked that every length arrow-go
+// trusts lies inside it (arrow-go would allocate whatever a length says).
 func readSchemaMessage(msg []byte) (*arrow.Schema, error) {
-	parse := func() (*arrow.Schema, error) {
+	parse := func() (s *arrow.Schema, err error) {
+		if _, err := arrowipc.LayoutOf(msg); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				s, err = nil, fmt.Errorf("arrow-go could not read it: %v", p)
+			}
+		}()
 		var buf bytes.Buffer
 		buf.Write(msg)
 		buf.Write(record.StreamSuffix)

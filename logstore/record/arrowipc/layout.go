@@ -4,14 +4,21 @@ import "fmt"
 
 const (
 	// Schema table slots.
-	schemaEndianness = 0
-	schemaFields     = 1
+	schemaEndianness     = 0
+	schemaFields         = 1
+	schemaCustomMetadata = 2
+	schemaFeatures       = 3
 
 	// Field table slots.
-	fieldName       = 0
-	fieldTypeType   = 2
-	fieldDictionary = 4
-	fieldChildren   = 5
+	fieldName           = 0
+	fieldTypeType       = 2
+	fieldDictionary     = 4
+	fieldChildren       = 5
+	fieldCustomMetadata = 6
+
+	// KeyValue table slots.
+	keyValueKey   = 0
+	keyValueValue = 1
 
 	// Type union tags (Schema.fbs Type).
 	typeNull            = 1
@@ -77,6 +84,12 @@ func (l *Layout) Span(i int) (nodeFrom, nodeTo, bufFrom, bufTo int) {
 // flat types, Null, and the nested List, LargeList, FixedSizeList, Map and
 // Struct types are supported; dictionary-encoded fields, unions, run-end
 // encoded and view types fail with ErrUnsupported, as does big-endian data.
+//
+// A schema message LayoutOf accepts is safe to hand to arrow-go's reader:
+// every vector arrow-go sizes an allocation by (fields, children, custom
+// metadata, features) and every name, key and value string lies inside the
+// message. arrow-go trusts those lengths, so a few hundred hostile bytes
+// could otherwise make it allocate hundreds of gigabytes.
 func LayoutOf(schemaMsg []byte) (*Layout, error) {
 	m, err := parseOne(schemaMsg, hdrSchema)
 	if err != nil {
@@ -92,6 +105,12 @@ func LayoutOf(schemaMsg []byte) (*Layout, error) {
 	fields, err := m.hdr.vector(schemaFields, 4)
 	if err != nil {
 		return nil, fmt.Errorf("layout: schema fields: %w", err)
+	}
+	if err := checkMetadata(m.hdr, schemaCustomMetadata); err != nil {
+		return nil, fmt.Errorf("layout: schema custom metadata: %w", err)
+	}
+	if _, err := m.hdr.vector(schemaFeatures, 8); err != nil {
+		return nil, fmt.Errorf("layout: schema features: %w", err)
 	}
 	w := walker{budget: len(schemaMsg) / 4}
 	l := &Layout{nodeStart: make([]int, 1, fields.n+1), bufStart: make([]int, 1, fields.n+1)}
@@ -141,6 +160,9 @@ func (w *walker) walk(f fbTable, depth int) (nodes, bufs int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("field %q children: %w", name, err)
 	}
+	if err := checkMetadata(f, fieldCustomMetadata); err != nil {
+		return 0, 0, fmt.Errorf("field %q custom metadata: %w", name, err)
+	}
 	wantChildren := 0
 	switch typ {
 	case typeNull:
@@ -178,4 +200,26 @@ func (w *walker) walk(f fbTable, depth int) (nodes, bufs int, err error) {
 		bufs += cb
 	}
 	return nodes, bufs, nil
+}
+
+// checkMetadata checks the custom metadata vector in slot of t (a vector
+// of KeyValue tables), its tables and their key and value strings.
+func checkMetadata(t fbTable, slot int) error {
+	kvs, err := t.vector(slot, 4)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < kvs.n; i++ {
+		kv, err := kvs.tableAt(i)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		if _, _, err := kv.str(keyValueKey); err != nil {
+			return fmt.Errorf("entry %d key: %w", i, err)
+		}
+		if _, _, err := kv.str(keyValueValue); err != nil {
+			return fmt.Errorf("entry %d value: %w", i, err)
+		}
+	}
+	return nil
 }

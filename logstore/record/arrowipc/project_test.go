@@ -438,3 +438,81 @@ func TestProjectKeepsBatchMetadata(t *testing.T) {
 		t.Fatalf("batch metadata = %v, want %v", got.Metadata(), md)
 	}
 }
+
+// TestLayoutOfRefusesOverlongVectors: a schema message whose fields,
+// children, custom metadata or features vector claims more elements than
+// the message holds is ErrMalformed. arrow-go allocates by those lengths
+// without checking them (a 600-byte message made it ask for 348 GB, a
+// fatal out-of-memory), so LayoutOf must refuse every one of them before a
+// client's schema reaches arrow-go.
+func TestLayoutOfRefusesOverlongVectors(t *testing.T) {
+	md := arrow.NewMetadata([]string{"k"}, []string{"v"})
+	child := arrow.Field{Name: "c", Type: arrow.PrimitiveTypes.Int32, Metadata: md}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "s", Type: arrow.StructOf(child), Metadata: md},
+	}, &md)
+	msg, err := SchemaMessage(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LayoutOf(msg); err != nil {
+		t.Fatalf("LayoutOf of the intact message: %v", err)
+	}
+	m, err := parseOne(msg, hdrSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, err := m.hdr.vector(schemaFields, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	field, err := fields.tableAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	children, err := field.vector(fieldChildren, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild, err := children.tableAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := m.hdr.vector(schemaCustomMetadata, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := kvs.tableAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		t    fbTable
+		slot int
+	}{
+		{"schema fields", m.hdr, schemaFields},
+		{"schema custom metadata", m.hdr, schemaCustomMetadata},
+		{"field children", field, fieldChildren},
+		{"field custom metadata", field, fieldCustomMetadata},
+		{"child custom metadata", grandchild, fieldCustomMetadata},
+		{"metadata key", kv, keyValueKey},
+		{"metadata value", kv, keyValueValue},
+		{"field name", grandchild, fieldName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok, err := tc.t.deref(tc.slot)
+			if err != nil || !ok {
+				t.Fatalf("slot %d not present: %v", tc.slot, err)
+			}
+			// The tables read the flatbuffer, a subslice of msg after its
+			// prefix: patch a copy of msg at the same place.
+			base := cap(msg) - cap(tc.t.buf)
+			bad := slices.Clone(msg)
+			le.PutUint32(bad[base+int(p):], 0x7FFFFFFF)
+			if _, err := LayoutOf(bad); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("LayoutOf with an overlong %s = %v, want ErrMalformed", tc.name, err)
+			}
+		})
+	}
+}
