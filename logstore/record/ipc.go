@@ -204,44 +204,56 @@ func DecodeBody(schema *arrow.Schema, body []byte, mem memory.Allocator) (arrow.
 		return nil, fmt.Errorf("%w: %w", ErrBadBody, err)
 	}
 	*sp = plain
-	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(SchemaMessage(schema)), bytes.NewReader(plain)),
-		ipc.WithAllocator(mem), ipc.WithSchema(schema))
+	rec, err := readRecord(schema, plain, mem)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
-	}
-	defer r.Release()
-	if !r.Next() {
-		if err := r.Err(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
-		}
-		return nil, fmt.Errorf("%w: no record batch message", ErrBadBody)
-	}
-	rec := r.RecordBatch()
-	rec.Retain()
-	// arrow-go does not check buffer sizes and offsets against the row
-	// count: do it before anyone indexes into the arrays.
-	if err := validateRecord(rec); err != nil {
-		rec.Release()
 		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
 	}
 	return rec, nil
 }
 
-func validateRecord(rec arrow.Record) (err error) {
+// readRecord reads the one record batch message of plain with arrow-go and
+// checks it. The message comes from a client: arrowipc.Decompress has
+// checked its structure, and a panic arrow-go may still raise on it is an
+// error, not a crash of the request.
+func readRecord(schema *arrow.Schema, plain []byte, mem memory.Allocator) (rec arrow.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("invalid record: %v", p)
+			if rec != nil {
+				rec.Release()
+			}
+			rec, err = nil, fmt.Errorf("invalid record: %v", p)
 		}
 	}()
+	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(SchemaMessage(schema)), bytes.NewReader(plain)),
+		ipc.WithAllocator(mem), ipc.WithSchema(schema))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("no record batch message")
+	}
+	rec = r.RecordBatch()
+	rec.Retain()
 	// arrow-go accepts columns longer than the record (it reads the first
 	// NumRows values); an IPC writer never writes them, and the values past
 	// the record's rows would still count in its statistics and filters.
 	for i, col := range rec.Columns() {
 		if int64(col.Len()) != rec.NumRows() {
-			return fmt.Errorf("record batch has %d rows but column %d (%s) has %d values", rec.NumRows(), i, rec.ColumnName(i), col.Len())
+			rec.Release()
+			return nil, fmt.Errorf("record batch has %d rows but column %d (%s) has %d values", rec.NumRows(), i, rec.ColumnName(i), col.Len())
 		}
 	}
-	return array.ValidateRecordFull(rec)
+	// arrow-go does not check buffer sizes and offsets against the row
+	// count: do it before anyone indexes into the arrays.
+	if err := array.ValidateRecordFull(rec); err != nil {
+		rec.Release()
+		return nil, fmt.Errorf("invalid record: %w", err)
+	}
+	return rec, nil
 }
 
 // ValidateRecord checks that rec fits table schema s: the same column
