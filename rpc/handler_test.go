@@ -168,6 +168,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown column in columns", "/fluss.v1.ReadService/Fetch", `{"table":"shop.orders","columns":["id","nope"]}`, "invalid_argument", `"nope"`},
 		{"filter does not parse", "/fluss.v1.ReadService/Fetch", `{"table":"shop.orders","filter":"id >"}`, "invalid_argument", "filter"},
 		{"filter unknown column", "/fluss.v1.ReadService/Fetch", `{"table":"shop.orders","filter":"nope = 1"}`, "invalid_argument", "nope"},
+		{"filter quoted clipped", "/fluss.v1.ReadService/Fetch", `{"table":"shop.orders","filter":"` + strings.Repeat("(", 3000) + `"}`, "invalid_argument", "… (3000 bytes)"},
 		{"filter wrong type", "/fluss.v1.ReadService/Fetch", `{"table":"shop.orders","filter":"id = 'x'"}`, "invalid_argument", "filter"},
 		{"offset past the end", "/fluss.v1.ReadService/Fetch", `{"table":"shop.orders","offset":99}`, "out_of_range", "99"},
 		{"negative offset", "/fluss.v1.ReadService/Fetch", `{"table":"shop.orders","offset":-1}`, "out_of_range", "-1"},

@@ -120,10 +120,10 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 	if strings.TrimSpace(filterExpr) != "" {
 		e, err := filter.Parse(filterExpr)
 		if err != nil {
-			return nil, fmt.Errorf("filter %q: %w", filterExpr, err)
+			return nil, fmt.Errorf("filter %s: %w", quoteClipped(filterExpr), err)
 		}
 		if p.filter, err = filter.Bind(e, sch); err != nil {
-			return nil, fmt.Errorf("filter %q: %w", filterExpr, err)
+			return nil, fmt.Errorf("filter %s: %w", quoteClipped(filterExpr), err)
 		}
 		for _, c := range p.filter.Columns() {
 			if !slices.Contains(p.need, c) {
@@ -571,4 +571,14 @@ func (s *service) scanBucket(ctx context.Context, plan *readPlan, b int32, offse
 			return nil
 		}
 	}
+}
+
+// quoteClipped quotes a client's string for an error message, at most 200
+// bytes of it: the message goes back to the client and into logs.
+func quoteClipped(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:max], len(s))
 }

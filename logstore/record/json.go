@@ -64,11 +64,11 @@ func (d *jsonDecoder) visit(key []byte, v *fastjson.Value) {
 	row := d.row
 	ci, ok := d.index[string(key)]
 	if !ok {
-		d.ferr = fmt.Errorf("%w: row %d: unknown column %q", ErrBadRow, row, key)
+		d.ferr = fmt.Errorf("%w: row %d: unknown column %q", ErrBadRow, row, clip(key))
 		return
 	}
 	if len(d.allowed) > 0 && !d.allowed[ci] {
-		d.ferr = fmt.Errorf("%w: row %d: column %q is not one of the target columns", ErrBadRow, row, key)
+		d.ferr = fmt.Errorf("%w: row %d: column %q is not one of the target columns", ErrBadRow, row, clip(key))
 		return
 	}
 	if d.seen[ci] == row+1 {
@@ -263,7 +263,7 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		}
 		days, ok := parseDate(sb)
 		if !ok || len(sb) != 10 {
-			return fmt.Sprintf("%q is not a date YYYY-MM-DD", sb)
+			return fmt.Sprintf("%q is not a date YYYY-MM-DD", clip(sb))
 		}
 		b.appendFixed(row, uint64(uint32(days)))
 	case KindTime:
@@ -273,10 +273,10 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		}
 		nanos, n, ok := parseClock(sb, true)
 		if !ok || n != len(sb) {
-			return fmt.Sprintf("%q is not a time HH:MM:SS[.fffffffff]", sb)
+			return fmt.Sprintf("%q is not a time HH:MM:SS[.fffffffff]", clip(sb))
 		}
 		if nanos%pow10[9-c.Type.Precision] != 0 {
-			return fmt.Sprintf("%q has more fractional digits than %s holds", sb, c.Type)
+			return fmt.Sprintf("%q has more fractional digits than %s holds", clip(sb), c.Type)
 		}
 		switch c.Type.TimeUnit() {
 		case arrow.Millisecond:
@@ -317,7 +317,7 @@ func (d *jsonDecoder) numberText(v *fastjson.Value, want string) ([]byte, string
 	case fastjson.TypeNumber:
 		d.scratch = v.MarshalTo(d.scratch[:0])
 		if !validJSONNumber(d.scratch) {
-			return nil, fmt.Sprintf("%q is not a JSON number", d.scratch)
+			return nil, fmt.Sprintf("%q is not a JSON number", clip(d.scratch))
 		}
 		return d.scratch, ""
 	case fastjson.TypeString:
@@ -377,27 +377,27 @@ func parseInt64Text(s []byte) (int64, string) {
 		i++
 	}
 	if i == len(s) {
-		return 0, fmt.Sprintf("%q is not an integer", s)
+		return 0, fmt.Sprintf("%q is not an integer", clip(s))
 	}
 	var u uint64
 	for ; i < len(s); i++ {
 		c := s[i]
 		if c < '0' || c > '9' {
-			return 0, fmt.Sprintf("%q is not an integer (no fraction or exponent allowed)", s)
+			return 0, fmt.Sprintf("%q is not an integer (no fraction or exponent allowed)", clip(s))
 		}
 		if u > (math.MaxUint64-9)/10 {
-			return 0, fmt.Sprintf("%s is out of range for BIGINT", s)
+			return 0, fmt.Sprintf("%s is out of range for BIGINT", clip(s))
 		}
 		u = u*10 + uint64(c-'0')
 	}
 	if neg {
 		if u > 1<<63 {
-			return 0, fmt.Sprintf("%s is out of range for BIGINT", s)
+			return 0, fmt.Sprintf("%s is out of range for BIGINT", clip(s))
 		}
 		return int64(-u), ""
 	}
 	if u > math.MaxInt64 {
-		return 0, fmt.Sprintf("%s is out of range for BIGINT", s)
+		return 0, fmt.Sprintf("%s is out of range for BIGINT", clip(s))
 	}
 	return int64(u), ""
 }
@@ -412,7 +412,7 @@ func (d *jsonDecoder) parseFloat(v *fastjson.Value, is32 bool) (float64, string)
 	case fastjson.TypeNumber:
 		d.scratch = v.MarshalTo(d.scratch[:0])
 		if !validJSONNumber(d.scratch) {
-			return 0, fmt.Sprintf("%q is not a JSON number", d.scratch)
+			return 0, fmt.Sprintf("%q is not a JSON number", clip(d.scratch))
 		}
 		text = d.scratch
 	case fastjson.TypeString:
@@ -426,7 +426,7 @@ func (d *jsonDecoder) parseFloat(v *fastjson.Value, is32 bool) (float64, string)
 			return math.Inf(-1), ""
 		}
 		if !validJSONNumber(sb) {
-			return 0, fmt.Sprintf("%q is not a number (or \"NaN\", \"Infinity\", \"-Infinity\")", sb)
+			return 0, fmt.Sprintf("%q is not a number (or \"NaN\", \"Infinity\", \"-Infinity\")", clip(sb))
 		}
 		text = sb
 	default:
@@ -434,7 +434,7 @@ func (d *jsonDecoder) parseFloat(v *fastjson.Value, is32 bool) (float64, string)
 	}
 	f, err := strconv.ParseFloat(string(text), bitSize)
 	if err != nil {
-		return 0, fmt.Sprintf("%s is out of range for %s", text, map[bool]string{true: "FLOAT", false: "DOUBLE"}[is32])
+		return 0, fmt.Sprintf("%s is out of range for %s", clip(text), map[bool]string{true: "FLOAT", false: "DOUBLE"}[is32])
 	}
 	return f, ""
 }
@@ -443,7 +443,7 @@ func (d *jsonDecoder) parseFloat(v *fastjson.Value, is32 bool) (float64, string)
 // the unscaled value at scale, exactly. scratch is reused for digits.
 func parseDecimalText(s []byte, precision, scale int, scratch *[]byte) (decimal128.Num, string) {
 	bad := func() (decimal128.Num, string) {
-		return decimal128.Num{}, fmt.Sprintf("%q is not a decimal number", s)
+		return decimal128.Num{}, fmt.Sprintf("%q is not a decimal number", clip(s))
 	}
 	i, neg := 0, false
 	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
@@ -478,7 +478,7 @@ func parseDecimalText(s []byte, precision, scale int, scratch *[]byte) (decimal1
 		j := i
 		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
 			if exp > 1000 {
-				return decimal128.Num{}, fmt.Sprintf("%s: exponent out of range", s)
+				return decimal128.Num{}, fmt.Sprintf("%s: exponent out of range", clip(s))
 			}
 			exp = exp*10 + int(s[i]-'0')
 		}
@@ -505,7 +505,7 @@ func parseDecimalText(s []byte, precision, scale int, scratch *[]byte) (decimal1
 		}
 		for _, c := range dg[len(dg)-drop:] {
 			if c != '0' {
-				return decimal128.Num{}, fmt.Sprintf("%s has more than %d fraction digits", s, scale)
+				return decimal128.Num{}, fmt.Sprintf("%s has more than %d fraction digits", clip(s), scale)
 			}
 		}
 		dg = dg[:len(dg)-drop]
@@ -513,7 +513,7 @@ func parseDecimalText(s []byte, precision, scale int, scratch *[]byte) (decimal1
 	}
 	pad := scale - inScale
 	if len(dg)+pad > precision && len(dg) > 0 {
-		return decimal128.Num{}, fmt.Sprintf("%s does not fit DECIMAL(%d,%d) (more than %d digits)", s, precision, scale, precision)
+		return decimal128.Num{}, fmt.Sprintf("%s does not fit DECIMAL(%d,%d) (more than %d digits)", clip(s), precision, scale, precision)
 	}
 	var hi, lo uint64
 	mul10add := func(d uint64) {
@@ -559,7 +559,7 @@ func (d *jsonDecoder) parseTimestamp(v *fastjson.Value, t Type) (int64, string) 
 		d.scratch = v.MarshalTo(d.scratch[:0])
 		ms, msg := parseInt64Text(d.scratch)
 		if msg != "" || !validJSONNumber(d.scratch) {
-			return 0, fmt.Sprintf("%s is not an integer count of epoch milliseconds", d.scratch)
+			return 0, fmt.Sprintf("%s is not an integer count of epoch milliseconds", clip(d.scratch))
 		}
 		var r int64
 		sec, r = floorDiv(ms, 1000)
@@ -569,7 +569,7 @@ func (d *jsonDecoder) parseTimestamp(v *fastjson.Value, t Type) (int64, string) 
 		var ok bool
 		sec, nanos, ok = parseTimestampText(sb)
 		if !ok {
-			return 0, fmt.Sprintf("%q is not a timestamp YYYY-MM-DDTHH:MM:SS[.fffffffff][Z|+HH:MM]", sb)
+			return 0, fmt.Sprintf("%q is not a timestamp YYYY-MM-DDTHH:MM:SS[.fffffffff][Z|+HH:MM]", clip(sb))
 		}
 	default:
 		return 0, wrongType("an ISO-8601 string or epoch milliseconds", v)
@@ -646,4 +646,17 @@ func parseTimestampText(s []byte) (sec, nanos int64, ok bool) {
 	}
 	sec = days*secondsPerDay + clock/nanosPerSec - off
 	return sec, clock % nanosPerSec, true
+}
+
+// maxShown is how much of a rejected value an error message quotes: the
+// value can be as long as the request.
+const maxShown = 64
+
+// clip returns v for an error message: whole, or its first maxShown bytes
+// and how long it was.
+func clip[T string | []byte](v T) string {
+	if len(v) <= maxShown {
+		return string(v)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", v[:maxShown], len(v))
 }

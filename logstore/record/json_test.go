@@ -469,3 +469,28 @@ func FuzzDecodeJSONRows(f *testing.F) {
 }
 
 var _ arrow.Record // keep import when trimming tests
+
+// TestRowErrorsClipLongValues: an error quotes at most maxShown bytes of a
+// rejected value or key, and says how long it was: a value can be as long
+// as the request, and the message goes back to the client and into logs.
+func TestRowErrorsClipLongValues(t *testing.T) {
+	s := allTypesSchema(t)
+	long := strings.Repeat("9", 100_000)
+	for _, row := range []string{
+		`{"` + long + `": 1}`,
+		`{"bi": 1, "dt": "` + long + `"}`,
+		`{"bi": ` + long + `}`,
+		`{"bi": 1, "dec2": "` + long + `"}`,
+		`{"bi": 1, "ts3": "` + long + `"}`,
+		`{"bi": 1, "t3": "` + long + `"}`,
+		`{"bi": 1, "d": ` + long + `e9999}`,
+	} {
+		_, err := DecodeJSONRows(s, []byte("["+row+"]"), nil)
+		if err == nil {
+			t.Fatalf("row %.40s…: accepted", row)
+		}
+		if msg := err.Error(); len(msg) > 300 || !strings.Contains(msg, "… (1000") {
+			t.Errorf("row %.40s…: error of %d bytes: %.300s", row, len(msg), msg)
+		}
+	}
+}
