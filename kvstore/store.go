@@ -58,8 +58,19 @@ func DefaultOptions() Options {
 // Store is the node's single badger DB holding every bucket replica's
 // primary-key state, each under its own 8-byte prefix.
 type Store struct {
-	db *badger.DB
+	db       *badger.DB
+	maxValue int // MaxValueBytes of its replicas
 }
+
+// MaxKeyBytes is the most bytes a row's primary key may take encoded.
+// badger refuses a key over 65,000 bytes (ours add a 9-byte prefix) when
+// the batch commits; 16 KiB leaves room and keeps the LSM's in-memory
+// index small.
+const MaxKeyBytes = 16 << 10
+
+// ErrRowTooLarge wraps a row whose encoded key or value is over the
+// replica's limits (Replica.CheckRow).
+var ErrRowTooLarge = errors.New("kvstore: row too large")
 
 // withDefaults replaces zero fields of o by DefaultOptions' values.
 func (o Options) withDefaults() Options {
@@ -116,7 +127,13 @@ func Open(dir string, o Options) (s *Store, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: open badger in %q: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	// badger refuses a value larger than a value-log file, or, in memory
+	// (no value log), larger than the value threshold.
+	maxValue := min(16<<20, o.ValueLogFileSize/2)
+	if o.InMemory {
+		maxValue = min(maxValue, o.ValueThreshold)
+	}
+	return &Store{db: db, maxValue: int(maxValue)}, nil
 }
 
 // Close closes the DB. Replicas must not be used afterwards.
@@ -135,21 +152,54 @@ var appliedIndexName = []byte("applied_index")
 // AppliedIndex and Snapshot may run concurrently with them and see a
 // consistent point-in-time view (one badger read txn each).
 type Replica struct {
-	db     *badger.DB
-	codec  *Codec
-	prefix [8]byte
+	db       *badger.DB
+	codec    *Codec
+	prefix   [8]byte
+	maxValue int
 }
 
 // Replica returns the handle of the replica with the given prefix (unique
 // per bucket replica on this node; the caller allocates it).
 func (s *Store) Replica(prefix uint64, c *Codec) *Replica {
-	r := &Replica{db: s.db, codec: c}
+	r := &Replica{db: s.db, codec: c, maxValue: s.maxValue}
 	binary.BigEndian.PutUint64(r.prefix[:], prefix)
 	return r
 }
 
 // Codec returns the replica's codec.
 func (r *Replica) Codec() *Codec { return r.codec }
+
+// MaxValueBytes is the most bytes a row may take encoded as a value: half a
+// value-log file, at most 16 MiB (the value threshold for an in-memory
+// store).
+func (r *Replica) MaxValueBytes() int { return r.maxValue }
+
+// CheckKey reports, wrapping ErrRowTooLarge, a primary key (encoded) over
+// MaxKeyBytes: Apply would fail on it, and a lookup cannot find it.
+func CheckKey(key []byte) error {
+	if len(key) > MaxKeyBytes {
+		return fmt.Errorf("%w: its primary key is %d bytes encoded, over the limit of %d", ErrRowTooLarge, len(key), MaxKeyBytes)
+	}
+	return nil
+}
+
+// CheckRow reports, wrapping ErrRowTooLarge, a row (nil for a delete) that
+// encodes to more than MaxValueBytes: Apply would fail on it. The leader
+// checks every key and row it proposes, so a committed changelog always
+// applies. scratch is reused for the encoding and returned.
+func (r *Replica) CheckRow(row Row, scratch []byte) ([]byte, error) {
+	if row == nil {
+		return scratch, nil
+	}
+	scratch, err := r.codec.AppendRow(scratch[:0], row)
+	if err != nil {
+		return scratch, err
+	}
+	if len(scratch) > r.maxValue {
+		return scratch, fmt.Errorf("%w: the row is %d bytes encoded, over the limit of %d", ErrRowTooLarge, len(scratch), r.maxValue)
+	}
+	return scratch, nil
+}
 
 func (r *Replica) rowKey(dst, key []byte) []byte {
 	dst = append(dst, r.prefix[:]...)

@@ -84,7 +84,7 @@ func (t *term) preparePK(req *appendReq) error {
 	overlay := make(map[string]int, len(req.pk.Rows))
 	var stage []staged
 	var changes []kvstore.Change
-	var key []byte
+	var key, scratch []byte
 	// Drop the buffer entries the FSM applied (complete publishes how far),
 	// then open one read view for the whole request: every entry removed
 	// here is in the view, every entry applied later is still buffered.
@@ -95,6 +95,11 @@ func (t *term) preparePK(req *appendReq) error {
 		var err error
 		if key, err = codec.AppendKey(key[:0], in); err != nil {
 			return fmt.Errorf("%w: row %d: %w", ErrRejected, i, err)
+		}
+		// Apply must not fail on a committed entry: refuse what badger
+		// would refuse, before proposing.
+		if err := kvstore.CheckKey(key); err != nil {
+			return fmt.Errorf("%w: bucket %v row %d: %w", ErrTooLarge, t.r.cfg.ID, i, err)
 		}
 		var old kvstore.Row
 		if j, ok := overlay[string(key)]; ok {
@@ -110,6 +115,9 @@ func (t *term) preparePK(req *appendReq) error {
 		}
 		if err != nil {
 			return fmt.Errorf("%w: row %d: %w", ErrRejected, i, err)
+		}
+		if scratch, err = pk.KV.CheckRow(nw, scratch); err != nil {
+			return fmt.Errorf("%w: bucket %v row %d: %w", ErrTooLarge, t.r.cfg.ID, i, err)
 		}
 		if j, ok := overlay[string(key)]; ok {
 			stage[j].row = nw

@@ -250,6 +250,66 @@ func TestPKRejectedWriteChangesNothing(t *testing.T) {
 	}
 }
 
+// TestPKOversizedRowIsRefusedBeforeProposing: a key or a merged row that
+// badger would refuse at apply is refused on the leader, before anything
+// is proposed. Proposed, it would fail every replica's apply of a committed
+// entry, and the FSM stops the node on that (a 100 KB string key did, and
+// again on every restart, replaying it).
+func TestPKOversizedRowIsRefusedBeforeProposing(t *testing.T) {
+	st := openKV(t, t.TempDir())
+	defer st.Close()
+	s := &record.Schema{ID: 1, PrimaryKey: []string{"k"}, Columns: []record.Column{
+		{Name: "k", Type: record.Type{Kind: record.KindString}},
+		{Name: "v", Type: record.Type{Kind: record.KindString}, Nullable: true},
+	}}
+	codec, err := kvstore.NewCodec(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kvstore.NewMerger(s, map[string]string{"table.merge-engine": "aggregation", "fields.v.agg": "listagg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := st.Replica(1, codec)
+	r := openSingle(t, t.TempDir(), func(c *Config) {
+		c.PK = &PKConfig{KV: kv, Merger: m, Schema: s, Compression: record.CompressionZSTD, ZstdLevel: 3}
+	})
+	defer r.Close()
+	kvRow := func(k, v string) kvstore.Row { return kvstore.Row{kvstore.Str(k), kvstore.Str(v)} }
+
+	write(t, r, &PKWrite{Rows: []kvstore.Row{kvRow("a", "x")}}, 0, 0)
+	hw := r.HighWatermark()
+	for _, tc := range []struct {
+		name string
+		w    *PKWrite
+	}{
+		{"100 KB key", &PKWrite{Rows: []kvstore.Row{kvRow(strings.Repeat("k", 100_000), "v")}}},
+		{"key just over the limit", &PKWrite{Rows: []kvstore.Row{kvRow(strings.Repeat("k", kvstore.MaxKeyBytes), "v")}}},
+		{"delete of a 100 KB key", &PKWrite{Rows: []kvstore.Row{kvRow(strings.Repeat("k", 100_000), "")}, Delete: true}},
+		{"value over the limit", &PKWrite{Rows: []kvstore.Row{kvRow("b", strings.Repeat("v", kv.MaxValueBytes()))}}},
+		// listagg grows "a" past the limit in the second row of a request.
+		{"merged value over the limit", &PKWrite{Rows: []kvstore.Row{kvRow("a", strings.Repeat("1", kv.MaxValueBytes()/2)), kvRow("a", strings.Repeat("2", kv.MaxValueBytes()/2))}}},
+	} {
+		_, _, err := r.Write(context.Background(), tc.w, 0, 0)
+		if !errors.Is(err, ErrTooLarge) || !errors.Is(err, kvstore.ErrRowTooLarge) {
+			t.Fatalf("%s: %v, want ErrTooLarge and kvstore.ErrRowTooLarge", tc.name, err)
+		}
+	}
+	if got := r.HighWatermark(); got != hw {
+		t.Fatalf("refused writes moved the high watermark %d -> %d", hw, got)
+	}
+	// The largest key and a large value that fit are stored.
+	big := strings.Repeat("k", kvstore.MaxKeyBytes-16)
+	write(t, r, &PKWrite{Rows: []kvstore.Row{kvRow(big, strings.Repeat("v", 1<<20))}}, 0, 0)
+	key, err := codec.AppendKey(nil, kvRow(big, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vals, err := r.Lookup(context.Background(), [][]byte{key}); err != nil || vals[0] == nil {
+		t.Fatalf("lookup of the large row: %v, %v", vals, err)
+	}
+}
+
 // Restart keeps the state: raft replays the log after the last snapshot and
 // kvstore skips what it applied. A replica whose KV store was lost (a new
 // badger dir) rebuilds it from snapshot + log.

@@ -37,8 +37,9 @@ var (
 	ErrOutOfOrderSequence = errors.New("out of order batch sequence")
 	// ErrBusy: the proposal queue is full. Retry later (resource_exhausted).
 	ErrBusy = errors.New("bucket replica busy")
-	// ErrTooLarge: one Append larger than MaxEntryBytes (resource_exhausted).
-	ErrTooLarge = errors.New("append too large")
+	// ErrTooLarge: one Append or PK write larger than MaxEntryBytes, or a PK
+	// row over the KV store's limits (resource_exhausted).
+	ErrTooLarge = errors.New("write too large")
 	// ErrInvalidBatch: a batch that does not parse or fails its CRC.
 	ErrInvalidBatch = errors.New("invalid record batch")
 )
