@@ -22,6 +22,10 @@ import (
 //     cluster.dead_node_grace gets its replicas replaced by live active
 //     nodes (raftmeta.ReplaceDown: spread evenly, never two replicas on one
 //     node, only buckets whose live replicas are a majority).
+//   - controllerLoop also gives a bucket with fewer replicas than its
+//     table's replication factor (placed while fewer nodes were active)
+//     the missing ones on the active nodes holding the fewest replicas
+//     (raftmeta.Grow), once none of its replicas is down.
 //   - reconcileGroups (every node, for the buckets it leads): the bucket
 //     group's Raft configuration converges to the assignment: a missing
 //     replica is added as a non-voter, promoted to voter once it caught up
@@ -101,8 +105,9 @@ func (n *Node) aliveNodes(ctx context.Context, nodes []raftmeta.Node) map[raftme
 	return out
 }
 
-// replaceDeadReplicas is one controller pass: it updates downSince and
-// moves the replicas of nodes down for longer than the grace period.
+// replaceDeadReplicas is one controller pass: it updates downSince, moves
+// the replicas of nodes down for longer than the grace period, and adds the
+// replicas buckets lack to reach their replication factor.
 func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now time.Time) {
 	nodes := n.meta.Nodes()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -146,17 +151,30 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 			targets = append(targets, m.ID)
 		}
 	}
-	changes := raftmeta.ReplaceDown(n.meta.Assignments(), expired, targets)
-	if len(changes) == 0 {
-		return
+	if changes := raftmeta.ReplaceDown(n.meta.Assignments(), expired, targets); len(changes) > 0 {
+		if !n.setAssignments(ctx, changes, "moved off dead nodes") {
+			return
+		}
 	}
+	// Buckets placed while fewer nodes were active than their table's
+	// replication factor get the missing replicas once the nodes are there.
+	down := func(id raftmeta.NodeID) bool { return !alive[id] }
+	if changes := raftmeta.Grow(n.meta.Assignments(), n.meta.ReplicationFactor, down, targets); len(changes) > 0 {
+		n.setAssignments(ctx, changes, "added up to the replication factor")
+	}
+}
+
+// setAssignments writes the controller's changes to the catalog and logs
+// each bucket's new replicas ("bucket replicas <what>"); false on failure.
+func (n *Node) setAssignments(ctx context.Context, changes []raftmeta.Assignment, what string) bool {
 	if err := n.meta.SetAssignments(ctx, changes); err != nil {
-		n.logger.Warn("controller: re-replicate the buckets of dead nodes", "buckets", len(changes), "err", err)
-		return
+		n.logger.Warn("controller: bucket replicas not "+what, "buckets", len(changes), "err", err)
+		return false
 	}
 	for _, a := range changes {
-		n.logger.Info("controller: bucket replicas moved off dead nodes", "table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket, "replicas", a.Replicas)
+		n.logger.Info("controller: bucket replicas "+what, "table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket, "replicas", a.Replicas)
 	}
+	return true
 }
 
 // reconcileGroups makes the Raft configuration of every bucket group this

@@ -453,3 +453,80 @@ func TestClusterRebalanceSmallReplicationFactors(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterGrowsReplicasToTheFactor: a table created with replication
+// factor 3 on a one-node cluster (placed on that node alone) gets its two
+// missing replicas once two nodes have joined, without an operator: every
+// bucket group ends with three voters, the replicas byte-identical, and
+// writes and reads go on.
+func TestClusterGrowsReplicasToTheFactor(t *testing.T) {
+	nodes, _ := opsCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := retryClient(nodes[0])
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	const buckets = 3
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+		BucketCount: buckets,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+		if len(a.Replicas) != 1 {
+			t.Fatalf("bucket %d placed on %v with one active node", a.Bucket, a.Replicas)
+		}
+	}
+	appendTo(t, ctx, c, buckets, 0, 9)
+	for i := 1; i < 3; i++ {
+		cfg := clusterConfig(t.TempDir()) // before the cleanup below: it runs first
+		cfg.Join = []string{nodes[0].peers.Addr()}
+		n := startCluster(t, cfg)
+		t.Cleanup(func() { n.Close() })
+		if n.ID() != raftmeta.NodeID(i+1) {
+			t.Fatalf("joined node got id %d, want %d", n.ID(), i+1)
+		}
+		nodes = append(nodes, n)
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+			if len(a.Replicas) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	// Every group's leader has the three replicas as voters.
+	waitFor(t, 60*time.Second, func() bool {
+		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+			voters := -1
+			for _, n := range nodes {
+				if r := n.replica(a.BucketID); r != nil && r.IsLeader() {
+					f := r.Raft().GetConfiguration()
+					if f.Error() != nil {
+						return false
+					}
+					voters = 0
+					for _, s := range f.Configuration().Servers {
+						if s.Suffrage == raft.Voter {
+							voters++
+						}
+					}
+				}
+			}
+			if voters != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	checkReplicasIdentical(t, nodes, tableID)
+	appendTo(t, ctx, retryClient(nodes[2]), buckets, 9, 12)
+	checkRows(t, ctx, c, buckets, 12)
+	checkReplicasIdentical(t, nodes, tableID)
+}

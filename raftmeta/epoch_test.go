@@ -91,17 +91,23 @@ func r0(t *testing.T, f *FSM) int64 {
 	return tb.ID
 }
 
+// bucketsOf returns assignments of buckets 0, 1, ... of table with the given
+// replica sets, bucket i at epoch i.
+func bucketsOf(table int64, sets ...[]NodeID) []Assignment {
+	out := make([]Assignment, len(sets))
+	for i, s := range sets {
+		out[i] = Assignment{BucketID: BucketID{TableID: table, Bucket: int32(i)}, Replicas: s, Epoch: int64(i)}
+	}
+	return out
+}
+
+// downOf reports the nodes ids as down.
+func downOf(ids ...NodeID) func(NodeID) bool {
+	return func(id NodeID) bool { return slices.Contains(ids, id) }
+}
+
 func TestReplaceDown(t *testing.T) {
-	as := func(sets ...[]NodeID) []Assignment {
-		out := make([]Assignment, len(sets))
-		for i, s := range sets {
-			out[i] = Assignment{BucketID: BucketID{TableID: 1, Bucket: int32(i)}, Replicas: s, Epoch: int64(i)}
-		}
-		return out
-	}
-	downOf := func(ids ...NodeID) func(NodeID) bool {
-		return func(id NodeID) bool { return slices.Contains(ids, id) }
-	}
+	as := func(sets ...[]NodeID) []Assignment { return bucketsOf(1, sets...) }
 	cases := []struct {
 		name    string
 		in      []Assignment
@@ -135,6 +141,52 @@ func TestReplaceDown(t *testing.T) {
 						t.Fatalf("bucket %d has node %d twice: %v", a.Bucket, r, a.Replicas)
 					}
 				}
+			}
+			if s := "[" + strings.Join(parts, " ") + "]"; s != c.want {
+				t.Fatalf("got %s, want %s", s, c.want)
+			}
+			for i := range in {
+				if !slices.Equal(in[i], c.in[i].Replicas) {
+					t.Fatal("input modified")
+				}
+			}
+		})
+	}
+}
+
+func TestGrow(t *testing.T) {
+	// Table 1 wants 3 replicas, table 2 wants 1.
+	want := func(table int64) int { return map[int64]int{1: 3, 2: 1}[table] }
+	mk := bucketsOf
+	cases := []struct {
+		name    string
+		in      []Assignment
+		down    func(NodeID) bool
+		targets []NodeID
+		want    string
+	}{
+		{"at the factor", mk(1, []NodeID{1, 2, 3}), downOf(), []NodeID{1, 2, 3, 4}, "[]"},
+		{"placed on one node, two joined", mk(1, []NodeID{1}, []NodeID{1}, []NodeID{1}), downOf(), []NodeID{3, 2, 1},
+			"[{1 0 [1 2 3] 0} {1 1 [1 2 3] 1} {1 2 [1 2 3] 2}]"},
+		{"least loaded first, leader kept", mk(1, []NodeID{2}, []NodeID{1, 2}), downOf(), []NodeID{1, 2, 3, 4},
+			"[{1 0 [2 3 4] 0} {1 1 [1 2 3] 1}]"},
+		{"only as many as there are targets", mk(1, []NodeID{1}), downOf(), []NodeID{1, 2}, "[{1 0 [1 2] 0}]"},
+		{"no free target", mk(1, []NodeID{1, 2}), downOf(), []NodeID{1, 2}, "[]"},
+		{"a replica down: left to ReplaceDown", mk(1, []NodeID{1, 2}), downOf(2), []NodeID{1, 2, 3}, "[]"},
+		{"down target never chosen", mk(1, []NodeID{1}), downOf(2), []NodeID{2, 3}, "[{1 0 [1 3] 0}]"},
+		{"factor 1 never grows", mk(2, []NodeID{1}), downOf(), []NodeID{1, 2, 3}, "[]"},
+		{"unknown table (factor 0)", mk(9, []NodeID{1}), downOf(), []NodeID{1, 2, 3}, "[]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var in [][]NodeID
+			for _, a := range c.in {
+				in = append(in, slices.Clone(a.Replicas))
+			}
+			got := Grow(c.in, want, c.down, c.targets)
+			var parts []string
+			for _, a := range got {
+				parts = append(parts, fmt.Sprintf("{%d %d %v %d}", a.TableID, a.Bucket, a.Replicas, a.Epoch))
 			}
 			if s := "[" + strings.Join(parts, " ") + "]"; s != c.want {
 				t.Fatalf("got %s, want %s", s, c.want)

@@ -332,6 +332,16 @@ func (m *Meta) DropDatabase(ctx context.Context, name string, ignoreIfNotExists,
 	return err
 }
 
+// ReplicationFactor is the replication factor of the table with id tableID
+// (its table.replication.factor or the default), 0 for an unknown table.
+func (m *Meta) ReplicationFactor(tableID int64) int {
+	t, err := m.fsm.TableByID(tableID)
+	if err != nil {
+		return 0
+	}
+	return m.replicationFactor(t)
+}
+
 // replicationFactor is the table's table.replication.factor or the default.
 func (m *Meta) replicationFactor(t *Table) int {
 	if v, ok := t.Properties["table.replication.factor"]; ok {

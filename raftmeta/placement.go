@@ -71,20 +71,7 @@ func PlacementFrom(nodes []Node, buckets int32, rf int, start int) ([][]NodeID, 
 // no free target stays. The input is not modified; the result is a pure
 // function of the arguments (targets in any order).
 func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []Assignment {
-	count := map[NodeID]int{}
-	for _, t := range targets {
-		count[t] += 0
-	}
-	for _, a := range as {
-		for _, r := range a.Replicas {
-			if _, ok := count[r]; ok {
-				count[r]++
-			}
-		}
-	}
-	ts := slices.Clone(targets)
-	slices.Sort(ts)
-	ts = slices.Compact(ts)
+	count, ts := targetLoad(as, targets)
 	var out []Assignment
 	for _, a := range as {
 		dead := 0
@@ -102,15 +89,7 @@ func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []As
 			if !down(r) {
 				continue
 			}
-			best := NodeID(0)
-			for _, t := range ts {
-				if down(t) || slices.Contains(reps, t) {
-					continue
-				}
-				if best == 0 || count[t] < count[best] {
-					best = t
-				}
-			}
+			best := leastLoaded(ts, count, func(t NodeID) bool { return down(t) || slices.Contains(reps, t) })
 			if best == 0 {
 				continue
 			}
@@ -123,6 +102,73 @@ func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []As
 		}
 	}
 	return out
+}
+
+// Grow returns the assignments among as whose bucket has fewer replicas
+// than want(its table id) (a table placed while fewer nodes were active than
+// its replication factor), with replicas appended, up to want, from the
+// nodes of targets that hold none of the bucket: the target with the fewest
+// replicas overall (counting the changes made so far) first, ties to the
+// smallest id. The bucket's preferred leader stays. A bucket with a replica
+// on a down node is left alone: ReplaceDown moves that one first, and its
+// group may have no leader to add members. The input is not modified; the
+// result is a pure function of the arguments (targets in any order).
+func Grow(as []Assignment, want func(tableID int64) int, down func(NodeID) bool, targets []NodeID) []Assignment {
+	count, ts := targetLoad(as, targets)
+	var out []Assignment
+	for _, a := range as {
+		n := want(a.TableID)
+		if len(a.Replicas) >= n || slices.ContainsFunc(a.Replicas, down) {
+			continue
+		}
+		reps := slices.Clone(a.Replicas)
+		for len(reps) < n {
+			best := leastLoaded(ts, count, func(t NodeID) bool { return down(t) || slices.Contains(reps, t) })
+			if best == 0 {
+				break
+			}
+			reps = append(reps, best)
+			count[best]++
+		}
+		if len(reps) > len(a.Replicas) {
+			out = append(out, Assignment{BucketID: a.BucketID, Replicas: reps, Epoch: a.Epoch})
+		}
+	}
+	return out
+}
+
+// targetLoad counts the replicas of as on each node of targets and returns
+// the targets sorted, without duplicates.
+func targetLoad(as []Assignment, targets []NodeID) (map[NodeID]int, []NodeID) {
+	count := map[NodeID]int{}
+	for _, t := range targets {
+		count[t] += 0
+	}
+	for _, a := range as {
+		for _, r := range a.Replicas {
+			if _, ok := count[r]; ok {
+				count[r]++
+			}
+		}
+	}
+	ts := slices.Clone(targets)
+	slices.Sort(ts)
+	return count, slices.Compact(ts)
+}
+
+// leastLoaded returns the node of ts (sorted) with the fewest replicas by
+// count, ties to the smallest id, skipping those skip refuses; 0 if none.
+func leastLoaded(ts []NodeID, count map[NodeID]int, skip func(NodeID) bool) NodeID {
+	best := NodeID(0)
+	for _, t := range ts {
+		if skip(t) {
+			continue
+		}
+		if best == 0 || count[t] < count[best] {
+			best = t
+		}
+	}
+	return best
 }
 
 // Rebalance returns the assignments among as that change so that the
