@@ -117,7 +117,9 @@ type LimitsConfig struct {
 	MaxBatchBytes int64 `toml:"max_batch_bytes"`
 	// MaxFetchBytes bounds one Fetch response. Default 16 MiB.
 	MaxFetchBytes int64 `toml:"max_fetch_bytes"`
-	// MaxRowsPerRequest bounds the rows of one Append. Default 1,000,000.
+	// MaxRowsPerRequest bounds the rows one request carries (Append, Upsert,
+	// Delete, Lookup keys) or returns (PrefixLookup, LimitScan). Default
+	// 1,000,000.
 	MaxRowsPerRequest int `toml:"max_rows_per_request"`
 	// MaxWait bounds a Fetch long-poll. Default 30s.
 	MaxWait Duration `toml:"max_wait"`

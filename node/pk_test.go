@@ -393,3 +393,54 @@ func limitScanKeys(t *testing.T, ctx context.Context, c *client.Client, table st
 	}
 	return strings.Join(sortedCopy(keys), ",")
 }
+
+// TestPrefixLookupRowBudget: the rows a PrefixLookup returns count against
+// max_rows_per_request over all its prefixes; a request over it is refused
+// (resource_exhausted), never answered with rows left out.
+func TestPrefixLookupRowBudget(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Limits.MaxRowsPerRequest = 5
+	n := startNode(t, cfg)
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := client.New("http://" + n.ClientAddr())
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	createPKTable(t, ctx, c, "cart", nil)
+	// Users 1 and 2 have 3 items each, user 3 has 5 (users 1..3 may share
+	// buckets or not: the budget is per request).
+	var rows []string
+	for u, items := range map[int]int{1: 3, 2: 3, 3: 5} {
+		for i := range items {
+			rows = append(rows, fmt.Sprintf(`{"user_id":%d,"item":%d,"qty":1}`, u, i))
+		}
+	}
+	for len(rows) > 0 { // requests within the limit too
+		k := min(len(rows), 5)
+		if _, err := c.Upsert(ctx, "db.cart", []byte("["+strings.Join(rows[:k], ",")+"]"), nil); err != nil {
+			t.Fatal(err)
+		}
+		rows = rows[k:]
+	}
+	count := func(prefixes string) (int, error) {
+		res, err := c.PrefixLookup(ctx, "db.cart", []byte(prefixes), nil)
+		n := 0
+		for _, r := range res {
+			n += strings.Count(string(r.GetRows()), `"user_id"`)
+		}
+		return n, err
+	}
+	if got, err := count(`[{"user_id":1}]`); err != nil || got != 3 {
+		t.Fatalf("one prefix of 3 rows: %d rows, %v", got, err)
+	}
+	if got, err := count(`[{"user_id":3}]`); err != nil || got != 5 {
+		t.Fatalf("one prefix of exactly the limit: %d rows, %v", got, err)
+	}
+	for _, p := range []string{`[{"user_id":1},{"user_id":2}]`, `[{"user_id":3},{"user_id":9},{"user_id":1}]`} {
+		if got, err := count(p); codeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "max_rows_per_request") {
+			t.Fatalf("prefixes %s over the limit: %d rows, %v; want resource_exhausted", p, got, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -387,7 +388,11 @@ func (s *service) perBucket(table int64, parts map[int32][]int, fn func(b int32,
 
 // PrefixLookup returns, per prefix (an object with the bucket-key
 // columns), every row whose key starts with it. All rows of one prefix
-// live in one bucket, adjacent in the KV store: one seek each.
+// live in one bucket, adjacent in the KV store: one seek each. The prefixes
+// of a bucket are scanned in turn (buckets led elsewhere concurrently, as
+// Lookup), and a request whose prefixes match more than
+// max_rows_per_request rows in all is refused (resource_exhausted) rather
+// than answered in part.
 func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1.PrefixLookupRequest]) (*connect.Response[flussv1.PrefixLookupResponse], error) {
 	m := req.Msg
 	t, err := s.pkTable(ctx, m.GetTable(), "PrefixLookup")
@@ -412,41 +417,48 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	bkeys := keyIndexes(sch, t.BucketKeys)
-	results := make([]*flussv1.PrefixLookupResult, len(rows))
-	errs := make([]error, len(rows))
-	var wg sync.WaitGroup
+	prefixes := make([][]byte, len(rows))
+	byBucket := map[int32][]int{}
 	for i, r := range rows {
 		vals := make([]kvstore.Value, len(bkeys))
 		for j, c := range bkeys {
 			vals[j] = r[c]
 		}
-		prefix, err := w.codec.AppendBucketKey(nil, vals)
-		if err != nil {
+		if prefixes[i], err = w.codec.AppendBucketKey(nil, vals); err != nil {
 			return nil, fmt.Errorf("%w: prefix %d: %w", ErrInvalidRequest, i, err)
 		}
 		b := int32(0)
 		if t.BucketCount > 1 {
 			b = record.BucketOf(rec, i, bkeys, t.BucketCount)
 		}
-		wg.Go(func() {
-			got, err := s.b.PrefixScan(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, prefix, s.lim.MaxRowsPerRequest)
+		byBucket[b] = append(byBucket[b], i)
+	}
+	// One budget of max_rows_per_request rows for the whole answer; a scan
+	// asks for one row more than is left, to tell "exactly the rest" from
+	// "over".
+	var left atomic.Int64
+	left.Store(int64(s.lim.MaxRowsPerRequest))
+	results := make([]*flussv1.PrefixLookupResult, len(rows))
+	err = s.perBucket(t.ID, byBucket, func(b int32, idx []int) error {
+		for _, i := range idx {
+			budget := left.Load()
+			got, err := s.b.PrefixScan(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, prefixes[i], int(max(budget, 0))+1)
 			if err != nil {
-				errs[i] = fmt.Errorf("prefix lookup in %s bucket %d: %w", t.FullName(), b, err)
-				return
+				return fmt.Errorf("prefix lookup in %s bucket %d: %w", t.FullName(), b, err)
+			}
+			if left.Add(-int64(len(got))) < 0 {
+				return fmt.Errorf("%w: the prefixes match more than max_rows_per_request (%d) rows; ask for fewer prefixes per request", ErrResourceExhausted, s.lim.MaxRowsPerRequest)
 			}
 			out, err := w.appendObjects([]byte{'['}, got, true)
 			if err != nil {
-				errs[i] = err
-				return
+				return err
 			}
 			results[i] = &flussv1.PrefixLookupResult{Rows: append(out, ']')}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&flussv1.PrefixLookupResponse{Results: results}), nil
 }

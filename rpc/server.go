@@ -27,7 +27,9 @@ type Limits struct {
 	// MaxFetchBytes bounds the record bytes one Fetch (or one Scan message)
 	// returns; a request's maxBytes is clamped to it. Default 16 MiB.
 	MaxFetchBytes int
-	// MaxRowsPerRequest bounds the rows of one Append. Default 1,000,000.
+	// MaxRowsPerRequest bounds the rows one request carries (Append, Upsert,
+	// Delete, Lookup keys) or returns (PrefixLookup, LimitScan). Default
+	// 1,000,000.
 	MaxRowsPerRequest int
 	// MaxWait bounds a Fetch long-poll (maxWaitMs). Default 30 s.
 	MaxWait time.Duration
