@@ -385,8 +385,13 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 	if m.GetOffset() < 0 {
 		return nil, fmt.Errorf("%w: offset %d is negative; use ListOffsets to find EARLIEST", ErrOffsetOutOfRange, m.GetOffset())
 	}
-	if m.GetMaxRecords() < 0 {
+	switch {
+	case m.GetMaxRecords() < 0:
 		return nil, fmt.Errorf("%w: maxRecords %d is negative", ErrInvalidRequest, m.GetMaxRecords())
+	case m.GetMaxBytes() < 0:
+		return nil, fmt.Errorf("%w: maxBytes %d is negative (0 or absent: max_fetch_bytes)", ErrInvalidRequest, m.GetMaxBytes())
+	case m.GetMaxWaitMs() < 0:
+		return nil, fmt.Errorf("%w: maxWaitMs %d is negative (0 or absent: no wait)", ErrInvalidRequest, m.GetMaxWaitMs())
 	}
 	plan, err := newReadPlan(t, v, m.GetColumns(), m.GetFilter(), m.GetFormat())
 	if err != nil {
