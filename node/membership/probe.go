@@ -53,6 +53,9 @@ func Probe(cfg Config, seeds []string) ([]Member, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.got) == 0 {
+		if joinErr == nil {
+			joinErr = errors.New("no alive member in the seeds' state")
+		}
 		return nil, fmt.Errorf("membership: probe %v: no members reported: %w", seeds, joinErr)
 	}
 	out := make([]Member, 0, len(p.got))
