@@ -21,9 +21,9 @@ var errProbed = errors.New("membership: probe read the members; merge cancelled"
 // the cluster admits it) learns the members' peer addresses this way.
 //
 // It runs a throwaway memberlist named "probe-<random>" on cfg's bind host
-// (a free port; cfg's SecretKey, Label and Profile) that does a push/pull
-// state exchange with each seed and cancels every merge, so it never
-// becomes a member. The seeds do not keep it either: its name is no node
+// (a free port; cfg's Advertise host, SecretKey, Label and Profile) that
+// does a push/pull state exchange with each seed and cancels every merge,
+// so it never becomes a member. The seeds do not keep it either: its name is no node
 // id, so their NotifyAlive refuses it. cfg.Meta is not used.
 //
 // It returns the alive members the seeds reported, by id; an error when no
@@ -36,6 +36,14 @@ func Probe(cfg Config, seeds []string) ([]Member, error) {
 	mc := memberlistConfig(cfg.Profile)
 	mc.Name = "probe-" + rand.Text()
 	mc.BindAddr, mc.BindPort = host, 0
+	if cfg.Advertise != "" {
+		// As Start: binding 0.0.0.0 on a host without a private IP needs it.
+		ip, _, err := resolveAdvertise(cfg.Advertise)
+		if err != nil {
+			return nil, fmt.Errorf("%w: advertise %q: %w", ErrInvalidConfig, cfg.Advertise, err)
+		}
+		mc.AdvertiseAddr = ip
+	}
 	if len(cfg.SecretKey) > 0 {
 		mc.SecretKey = slices.Clone(cfg.SecretKey)
 	}

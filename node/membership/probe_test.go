@@ -22,7 +22,9 @@ func TestProbeReportsMembersWithoutJoining(t *testing.T) {
 		}
 		return nil
 	})
-	cfg := Config{BindAddr: "127.0.0.1:0", Profile: ProfileLocal, Logger: slog.New(slog.DiscardHandler)}
+	// Advertise is honoured as Start honours it (the probe binds the
+	// bind host; 0.0.0.0 without a private IP needs it).
+	cfg := Config{BindAddr: "127.0.0.1:0", Advertise: "127.0.0.1", Profile: ProfileLocal, Logger: slog.New(slog.DiscardHandler)}
 	got, err := Probe(cfg, []string{a.GossipAddr()})
 	if err != nil {
 		t.Fatalf("Probe: %v", err)
