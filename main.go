@@ -12,6 +12,9 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	// Time zone data in the binary: table.auto-partition.time-zone names an
+	// IANA zone, and a node without /usr/share/zoneinfo must still load it.
+	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 

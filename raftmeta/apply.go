@@ -214,6 +214,9 @@ func (st *state) createPartition(c *metapb.CreatePartition) (int64, bool, error)
 	if name != c.Name {
 		return 0, false, fmt.Errorf("%w: partition name %q does not match its values (want %q)", ErrInvalid, c.Name, name)
 	}
+	if n := len(st.partNames[t.ID]); n >= MaxPartitionsPerTable {
+		return 0, false, fmt.Errorf("create partition %q: table %s has %d partitions, the most a table may have (drop old ones first): %w", name, t.FullName(), n, ErrTooManyPartitions)
+	}
 	pid := st.nextPartitionID
 	as, err := st.checkNewBuckets(t, pid, c.Assignments)
 	if err != nil {

@@ -77,6 +77,11 @@ type Partition struct {
 	CreatedAtMs int64
 }
 
+// MaxPartitionsPerTable bounds a table's partitions (Fluss's default
+// max.partition.num): every partition is bucket.num Raft groups, and
+// writes create partitions on demand.
+const MaxPartitionsPerTable = 1000
+
 // NoPartition is the partition id of the buckets of an unpartitioned table.
 const NoPartition int64 = 0
 
@@ -145,6 +150,8 @@ var (
 	ErrTableExists       = errors.New("table already exists")
 	ErrPartitionNotFound = errors.New("partition not found")
 	ErrPartitionExists   = errors.New("partition already exists")
+	// ErrTooManyPartitions: a table holds MaxPartitionsPerTable partitions.
+	ErrTooManyPartitions = errors.New("too many partitions")
 	ErrNotLeader         = errors.New("not the metadata leader")
 	ErrNoLeader          = errors.New("no metadata leader")
 	ErrClosed            = errors.New("metadata store closed")

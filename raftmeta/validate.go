@@ -310,19 +310,75 @@ func checkAutoPartition(full string, t *Table, key, v string) error {
 		if err := boolProp(full, key, v); err != nil {
 			return err
 		}
-		if strings.EqualFold(v, "true") && len(t.PartitionKeys) == 0 {
-			return fmt.Errorf("%w: table %s: table.auto-partition.enabled needs partition keys", ErrInvalid, full)
+		if strings.EqualFold(v, "true") {
+			if len(t.PartitionKeys) == 0 {
+				return fmt.Errorf("%w: table %s: table.auto-partition.enabled needs partition keys", ErrInvalid, full)
+			}
+			// The cross-property rules: the properties are checked one by
+			// one, and enabled is the one every enabled table has.
+			_, err := autoPartitionTimeKey(full, t)
+			return err
 		}
 	case "time-unit":
 		return oneOf(full, key, v, "YEAR", "QUARTER", "MONTH", "DAY", "HOUR")
-	case "num-precreate", "num-retention":
+	case "num-precreate": // each is a partition: at most a table's worth
+		return intIn(full, key, v, 0, MaxPartitionsPerTable)
+	case "num-retention":
 		return intIn(full, key, v, 0, 1<<20)
+	case "time-zone":
+		_, err := autoPartitionZone(full, v)
+		return err
 	case "key":
-		if !slices.Contains(t.PartitionKeys, v) {
-			return fmt.Errorf("%w: table %s: %s=%q is not a partition key", ErrInvalid, full, key, v)
-		}
+		return checkAutoPartitionKeyName(full, t, v)
 	}
 	return nil
+}
+
+func checkAutoPartitionKeyName(full string, t *Table, v string) error {
+	if !slices.Contains(t.PartitionKeys, v) {
+		return fmt.Errorf("%w: table %s: table.auto-partition.key=%q is not a partition key", ErrInvalid, full, v)
+	}
+	return nil
+}
+
+// autoPartitionTimeKey returns the partition key auto-partitioning cuts by
+// time: table.auto-partition.key, or the only partition key. It must be a
+// STRING column (a name such as "2024111110" fits no INT, BIGINT or DATE).
+func autoPartitionTimeKey(full string, t *Table) (string, error) {
+	k, ok := t.Properties["table.auto-partition.key"]
+	switch {
+	case ok:
+		if err := checkAutoPartitionKeyName(full, t, k); err != nil {
+			return "", err
+		}
+	case len(t.PartitionKeys) == 1:
+		k = t.PartitionKeys[0]
+	default:
+		return "", fmt.Errorf("%w: table %s: table.auto-partition.enabled=true with several partition keys %v needs table.auto-partition.key naming the time key", ErrInvalid, full, t.PartitionKeys)
+	}
+	s := t.Schema()
+	c := s.Index(k)
+	if c < 0 {
+		return "", fmt.Errorf("%w: table %s: auto-partition time key %q is not a column", ErrInvalid, full, k)
+	}
+	if kind := s.Columns[c].Type.Kind; kind != record.KindString {
+		return "", fmt.Errorf("%w: table %s: auto-partition time key %q is %s; with table.auto-partition.enabled=true it must be STRING", ErrInvalid, full, k, s.Columns[c].Type)
+	}
+	return k, nil
+}
+
+// autoPartitionZone loads table.auto-partition.time-zone. "" and "Local"
+// are refused: they would mean the machine's own zone, which differs
+// between nodes.
+func autoPartitionZone(full, v string) (*time.Location, error) {
+	if v == "" || strings.EqualFold(v, "Local") {
+		return nil, fmt.Errorf("%w: table %s: property table.auto-partition.time-zone=%q: want an IANA time zone such as UTC or Asia/Tokyo", ErrInvalid, full, v)
+	}
+	loc, err := time.LoadLocation(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: table %s: property table.auto-partition.time-zone=%q: not a known IANA time zone (such as UTC or Asia/Tokyo): %v", ErrInvalid, full, v, err)
+	}
+	return loc, nil
 }
 
 // checkFieldProperty checks fields.<col>.agg and fields.<col>.listagg-delimiter.
