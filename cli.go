@@ -33,7 +33,7 @@ func addClientCommands(root *cobra.Command) {
 		def = "127.0.0.1:9123"
 	}
 	root.PersistentFlags().StringVar(&serverAddr, "server", def, "address of any node's client API (or $FLUSS_SERVER)")
-	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd(), upsertCmd(), deleteCmd(), lookupCmd(), prefixLookupCmd(), limitScanCmd())
+	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd(), upsertCmd(), deleteCmd(), lookupCmd(), prefixLookupCmd(), limitScanCmd(), partitionCmd())
 }
 
 // newClient connects to --server.
@@ -100,7 +100,9 @@ func tableCmd() *cobra.Command {
 		Use:   "create DB.TABLE",
 		Short: "Create a table",
 		Example: `  fluss-node table create shop.orders --schema "id BIGINT NOT NULL, amount DECIMAL(10,2), ts TIMESTAMP(3)" --buckets 4
-  fluss-node table create shop.users --schema "id BIGINT NOT NULL, name STRING" --primary-key id`,
+  fluss-node table create shop.users --schema "id BIGINT NOT NULL, name STRING" --primary-key id
+  fluss-node table create shop.events --schema "id BIGINT, dt STRING NOT NULL" --partition-by dt \
+      --set table.auto-partition.enabled=true --set table.auto-partition.time-unit=DAY`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cols, err := parseSchemaFlag(schema)
@@ -137,7 +139,7 @@ func tableCmd() *cobra.Command {
 	f := create.Flags()
 	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required)`)
 	f.StringVar(&primaryKey, "primary-key", "", "primary key columns, comma-separated (makes a primary-key table)")
-	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated (partitioned tables are not built yet: the server refuses them)")
+	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated (STRING, INT, BIGINT or DATE; a write creates the partitions its rows name)")
 	f.StringVar(&bucketKey, "bucket-key", "", "bucket key columns, comma-separated")
 	f.Int32Var(&buckets, "buckets", 0, "number of buckets (default 1)")
 	f.StringArrayVar(&props, "set", nil, "table property key=value (repeatable), e.g. table.log.ttl=24h")
@@ -330,7 +332,7 @@ func readNDJSON(r io.Reader, batch int, send func([][]byte) error) error {
 }
 
 func scanCmd() *cobra.Command {
-	var from, columns, where string
+	var from, columns, where, partition string
 	var limit int64
 	var follow bool
 	cmd := &cobra.Command{
@@ -340,7 +342,7 @@ func scanCmd() *cobra.Command {
   fluss-node scan shop.orders --from latest --follow`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := &flussv1.ScanRequest{Table: args[0], Columns: splitList(columns), Filter: where, Follow: follow}
+			req := &flussv1.ScanRequest{Table: args[0], Columns: splitList(columns), Filter: where, Follow: follow, Partition: partition}
 			switch f := strings.ToLower(from); {
 			case f == "earliest":
 				req.From = flussv1.ScanRequest_EARLIEST
@@ -395,6 +397,7 @@ func scanCmd() *cobra.Command {
 	f.StringVar(&where, "where", "", `filter, e.g. "amount > 100 AND city IN ('a','b')"`)
 	f.Int64Var(&limit, "limit", 0, "stop after this many rows (0: no limit)")
 	f.BoolVar(&follow, "follow", false, "keep reading new rows until interrupted")
+	f.StringVar(&partition, "partition", "", "read only this partition of a partitioned table (default all; following, also the partitions created meanwhile)")
 	return cmd
 }
 

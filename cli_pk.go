@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
@@ -197,6 +198,7 @@ func keyReadCmd(cmd *cobra.Command, keyHelp, batchHelp string, defaultBatch int,
 
 func limitScanCmd() *cobra.Command {
 	var limit, bucket int32
+	var partition string
 	cmd := &cobra.Command{
 		Use:   "limit-scan DB.TABLE",
 		Short: "Print up to --limit rows as NDJSON: current values of a primary-key table, latest rows of a log table",
@@ -213,7 +215,7 @@ func limitScanCmd() *cobra.Command {
 			if bucket >= 0 {
 				b = &bucket
 			}
-			rows, err := newClient().LimitScan(ctx, args[0], b, limit)
+			rows, err := newClient().LimitScanRequest(ctx, &flussv1.LimitScanRequest{Table: args[0], Partition: partition, Bucket: b, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -226,5 +228,6 @@ func limitScanCmd() *cobra.Command {
 	}
 	cmd.Flags().Int32Var(&limit, "limit", 100, "rows to return at most")
 	cmd.Flags().Int32Var(&bucket, "bucket", -1, "read only this bucket (default every bucket)")
+	cmd.Flags().StringVar(&partition, "partition", "", "the partition to read (required for a partitioned table)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,21 +101,22 @@ func (n *Node) CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreI
 	}
 	wctx, cancel := context.WithTimeout(ctx, createWait)
 	defer cancel()
-	n.waitTableLeaders(wctx, id)
+	n.waitTableLeaders(wctx, id, raftmeta.NoPartition)
 	return id, nil
 }
 
 // createWait bounds how long CreateTable waits for bucket leaders.
 const createWait = 10 * time.Second
 
-// waitTableLeaders waits until every bucket of the table assigned to this
-// node has an open replica with a known leader, and every other bucket has
-// a leader its replicas know, or ctx ends.
-func (n *Node) waitTableLeaders(ctx context.Context, tableID int64) {
+// waitTableLeaders waits until every bucket of the table (of one partition
+// of it, for a partitioned table) assigned to this node has an open replica
+// with a known leader, and every other such bucket has a leader its
+// replicas know, or ctx ends.
+func (n *Node) waitTableLeaders(ctx context.Context, tableID, partitionID int64) {
 	for {
 		ready := true
 		for _, a := range n.meta.AssignmentsForTable(tableID) {
-			if !slices.Contains(a.Replicas, n.id) {
+			if a.PartitionID != partitionID || !slices.Contains(a.Replicas, n.id) {
 				continue
 			}
 			if r := n.replica(a.BucketID); r == nil || r.WaitLeader(ctx) != nil {
@@ -125,7 +127,7 @@ func (n *Node) waitTableLeaders(ctx context.Context, tableID int64) {
 		if ready {
 			l, _ := n.Layout(ctx, tableID)
 			for _, b := range l {
-				ready = ready && b.Leader != 0
+				ready = ready && (b.PartitionID != partitionID || b.Leader != 0)
 			}
 		}
 		if ready {
@@ -182,13 +184,72 @@ func (n *Node) AddColumns(ctx context.Context, name string, cols []record.Column
 	return int32(id), err
 }
 
+// CreatePartition creates the partition of the table with the given values
+// and then waits (up to createWait), as CreateTable does, until its buckets
+// have leaders.
+func (n *Node) CreatePartition(ctx context.Context, table string, values map[string]string, ignoreIfExists bool) (*raftmeta.Partition, error) {
+	db, name, err := splitTableName(table)
+	if err != nil {
+		return nil, err
+	}
+	n.awaitMetaLeader(ctx)
+	id, err := n.metaCall(ctx, &metaOp{Op: opCreatePartition, Database: db, Name: name, Values: values, IgnoreIfExists: ignoreIfExists})
+	if err != nil {
+		return nil, err
+	}
+	t, err := n.meta.TableByName(db, name)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, createWait)
+	defer cancel()
+	n.waitTableLeaders(wctx, t.ID, id)
+	ps, err := n.meta.Partitions(t.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if p.ID == id {
+			return p, nil
+		}
+	}
+	// Dropped again between the create and this read.
+	return nil, fmt.Errorf("partition id %d of table %s: %w", id, table, raftmeta.ErrPartitionNotFound)
+}
+
+func (n *Node) DropPartition(ctx context.Context, table string, values map[string]string, ignoreIfNotExists bool) error {
+	db, name, err := splitTableName(table)
+	if err != nil {
+		return err
+	}
+	n.awaitMetaLeader(ctx)
+	_, err = n.metaCall(ctx, &metaOp{Op: opDropPartition, Database: db, Name: name, Values: values, IgnoreIfNotExists: ignoreIfNotExists})
+	return err
+}
+
+func (n *Node) Partitions(ctx context.Context, tableID int64) ([]*raftmeta.Partition, error) {
+	n.awaitCatalog(ctx)
+	return n.meta.Partitions(tableID)
+}
+
+func (n *Node) Partition(ctx context.Context, tableID int64, name string) (*raftmeta.Partition, error) {
+	n.awaitCatalog(ctx)
+	return n.meta.FSM().PartitionByName(tableID, name)
+}
+
 func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {
 	n.awaitCatalog(ctx)
 	var out []rpc.BucketLayout
 	var ask []raftmeta.NodeID // nodes to ask for leaders of buckets not held here
 	as := n.meta.AssignmentsForTable(tableID)
+	names := map[int64]string{}
+	if ps, err := n.meta.Partitions(tableID); err == nil {
+		for _, p := range ps {
+			names[p.ID] = p.Name
+		}
+	}
 	for _, a := range as {
-		l := rpc.BucketLayout{PartitionID: a.PartitionID, Bucket: a.Bucket, Replicas: a.Replicas}
+		l := rpc.BucketLayout{PartitionID: a.PartitionID, PartitionName: names[a.PartitionID], Bucket: a.Bucket, Replicas: a.Replicas}
 		if r := n.replica(a.BucketID); r != nil {
 			l.Leader = leaderNode(r)
 		}
@@ -217,10 +278,7 @@ func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, e
 		}
 	}
 	slices.SortFunc(out, func(a, b rpc.BucketLayout) int {
-		if a.PartitionID != b.PartitionID {
-			return int(a.PartitionID - b.PartitionID)
-		}
-		return int(a.Bucket - b.Bucket)
+		return cmp.Or(cmp.Compare(a.PartitionName, b.PartitionName), cmp.Compare(a.Bucket, b.Bucket))
 	})
 	return out, nil
 }

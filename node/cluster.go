@@ -23,13 +23,15 @@ import (
 
 // Metadata operations that run on the metadata leader (peer call meta.op).
 const (
-	opCreateDatabase = "create_database"
-	opDropDatabase   = "drop_database"
-	opCreateTable    = "create_table"
-	opDropTable      = "drop_table"
-	opAddColumns     = "add_columns"
-	opRegister       = "register" // a node records its addresses and state
-	opJoin           = "join"     // a node enters the metadata Raft group
+	opCreateDatabase  = "create_database"
+	opDropDatabase    = "drop_database"
+	opCreateTable     = "create_table"
+	opDropTable       = "drop_table"
+	opAddColumns      = "add_columns"
+	opCreatePartition = "create_partition"
+	opDropPartition   = "drop_partition"
+	opRegister        = "register" // a node records its addresses and state
+	opJoin            = "join"     // a node enters the metadata Raft group
 )
 
 // metaOp is one catalog write or join, forwarded to the metadata leader as
@@ -48,6 +50,7 @@ type metaOp struct {
 	Cascade           bool                `json:"cascade,omitempty"`
 	Spec              *raftmeta.TableSpec `json:"spec,omitempty"`
 	Columns           []record.Column     `json:"columns,omitempty"`
+	Values            map[string]string   `json:"values,omitempty"` // a partition's, by partition key
 	Node              *raftmeta.Node      `json:"node,omitempty"`
 }
 
@@ -165,6 +168,10 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 	case opAddColumns:
 		id, err := n.meta.AddColumns(ctx, op.Database, op.Name, op.Columns)
 		return int64(id), err
+	case opCreatePartition:
+		return n.meta.CreatePartition(ctx, op.Database, op.Name, op.Values, op.IgnoreIfExists)
+	case opDropPartition:
+		return 0, n.meta.DropPartition(ctx, op.Database, op.Name, op.Values, op.IgnoreIfNotExists)
 	case opRegister:
 		if op.Node == nil || op.Node.ID <= 0 {
 			return 0, fmt.Errorf("%w: register without a node id", raftmeta.ErrInvalid)

@@ -26,6 +26,9 @@ import (
 //     table's replication factor (placed while fewer nodes were active)
 //     the missing ones on the active nodes holding the fewest replicas
 //     (raftmeta.Grow), once none of its replicas is down.
+//   - controllerLoop also keeps the partitions of auto-partitioned tables
+//     (autoPartitioner): the ones due ahead exist, the ones past retention
+//     are dropped.
 //   - reconcileGroups (every node, for the buckets it leads): the bucket
 //     group's Raft configuration converges to the assignment: a missing
 //     replica is added as a non-voter, promoted to voter once it caught up
@@ -58,6 +61,7 @@ const (
 // leader, so a leader change never shortens the grace period.
 func (n *Node) controllerLoop() {
 	downSince := map[raftmeta.NodeID]time.Time{}
+	parts := &autoPartitioner{n: n, errs: map[int64]string{}}
 	t := time.NewTicker(controllerInterval)
 	defer t.Stop()
 	for {
@@ -76,6 +80,9 @@ func (n *Node) controllerLoop() {
 			continue
 		}
 		n.replaceDeadReplicas(downSince, time.Now())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		parts.pass(ctx, time.Now())
+		cancel()
 	}
 }
 

@@ -67,14 +67,24 @@ func (n *Node) closeKV() error {
 	return err
 }
 
-// kvPrefix is a bucket replica's key prefix in the node's badger store:
-// table id (32 bits), partition id (16), bucket (16). Unique per bucket of
-// the node because ids are allocated densely from 1 by the catalog.
+// kvPrefix is a bucket replica's key prefix in the node's badger store,
+// unique per bucket because the catalog allocates table and partition ids
+// densely from 1 and never reuses them. An unpartitioned table's bucket:
+// table id (32 bits), 0 (16), bucket (16), top bit clear. A partition's
+// bucket (partition ids count up across all tables, one per partition
+// ever created, so they get more room): top bit set, table id (23 bits),
+// partition id (28), bucket (12; bucket.num is at most 4096).
 func kvPrefix(b raftmeta.BucketID) (uint64, error) {
-	if b.TableID < 0 || b.TableID >= 1<<32 || b.PartitionID < 0 || b.PartitionID >= 1<<16 || b.Bucket < 0 || b.Bucket >= 1<<16 {
-		return 0, fmt.Errorf("bucket %v does not fit a KV prefix (table < 2^32, partition and bucket < 2^16)", b)
+	if b.PartitionID == raftmeta.NoPartition {
+		if b.TableID < 0 || b.TableID >= 1<<31 || b.Bucket < 0 || b.Bucket >= 1<<16 {
+			return 0, fmt.Errorf("bucket %v does not fit a KV prefix (table < 2^31, bucket < 2^16)", b)
+		}
+		return uint64(b.TableID)<<32 | uint64(b.Bucket), nil
 	}
-	return uint64(b.TableID)<<32 | uint64(b.PartitionID)<<16 | uint64(b.Bucket), nil
+	if b.TableID < 0 || b.TableID >= 1<<23 || b.PartitionID < 0 || b.PartitionID >= 1<<28 || b.Bucket < 0 || b.Bucket >= 1<<12 {
+		return 0, fmt.Errorf("bucket %v of a partition does not fit a KV prefix (table < 2^23, partition < 2^28, bucket < 2^12)", b)
+	}
+	return 1<<63 | uint64(b.TableID)<<40 | uint64(b.PartitionID)<<12 | uint64(b.Bucket), nil
 }
 
 // pkCodec is the key/row codec of a PK table's current schema.

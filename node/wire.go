@@ -38,7 +38,7 @@ var remoteSentinels = []error{
 	raftmeta.ErrDatabaseNotEmpty, raftmeta.ErrTableNotFound, raftmeta.ErrTableExists,
 	raftmeta.ErrPartitionNotFound, raftmeta.ErrPartitionExists, raftmeta.ErrNotLeader,
 	raftmeta.ErrNoLeader, raftmeta.ErrClosed, raftmeta.ErrNodeNotFound, raftmeta.ErrNoActiveNodes,
-	context.DeadlineExceeded, context.Canceled,
+	context.DeadlineExceeded, context.Canceled, raftmeta.ErrTooManyPartitions,
 }
 
 const codeUnknown = 255

@@ -59,21 +59,6 @@ func (s *service) table(ctx context.Context, name string) (*raftmeta.Table, tabl
 	return t, ref, nil
 }
 
-// noPartition refuses data access that needs partitions, which this server
-// does not serve yet (docs/ARCHITECTURE.md, "Not built yet"): a request
-// naming a partition, or any request on a partitioned table t (one created
-// before CreateTable refused partition keys; it can still be described and
-// dropped). name is the table as the request names it.
-func noPartition(t *raftmeta.Table, name, partition string) error {
-	switch {
-	case partition != "":
-		return fmt.Errorf("%w: partitions (table %q, partition %q)", ErrUnimplemented, name, partition)
-	case len(t.PartitionKeys) > 0:
-		return fmt.Errorf("%w: partitioned tables (table %q is partitioned by %v; it can only be described or dropped)", ErrUnimplemented, name, t.PartitionKeys)
-	}
-	return nil
-}
-
 func (s *service) CreateDatabase(ctx context.Context, req *connect.Request[flussv1.CreateDatabaseRequest]) (*connect.Response[flussv1.CreateDatabaseResponse], error) {
 	m := req.Msg
 	if m.GetName() == "" {
@@ -187,13 +172,9 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 }
 
 // notBuiltYet refuses the table features this server cannot serve yet,
-// before a table is created that could not be used: a partitioned table
-// (the catalog keeps partitions, but no partition can be created, written
-// or read) and lake tiering (table.datalake.enabled = true).
+// before a table is created that could not be used: lake tiering
+// (table.datalake.enabled = true).
 func notBuiltYet(table string, spec raftmeta.TableSpec) error {
-	if len(spec.PartitionKeys) > 0 {
-		return fmt.Errorf("%w: partitioned tables (table %q has partitionKeys %v); create it without partitionKeys", ErrUnimplemented, table, spec.PartitionKeys)
-	}
 	if v := spec.Properties["table.datalake.enabled"]; strings.EqualFold(v, "true") {
 		return fmt.Errorf("%w: lake tiering (table %q sets table.datalake.enabled = %s); leave it unset or false", ErrUnimplemented, table, v)
 	}
@@ -280,18 +261,6 @@ func (s *service) AlterTable(ctx context.Context, req *connect.Request[flussv1.A
 	return connect.NewResponse(&flussv1.AlterTableResponse{SchemaId: id}), nil
 }
 
-func (s *service) CreatePartition(ctx context.Context, req *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error) {
-	return nil, fmt.Errorf("%w: CreatePartition (partitioned tables come later)", ErrUnimplemented)
-}
-
-func (s *service) DropPartition(ctx context.Context, req *connect.Request[flussv1.DropPartitionRequest]) (*connect.Response[flussv1.DropPartitionResponse], error) {
-	return nil, fmt.Errorf("%w: DropPartition (partitioned tables come later)", ErrUnimplemented)
-}
-
-func (s *service) ListPartitions(ctx context.Context, req *connect.Request[flussv1.ListPartitionsRequest]) (*connect.Response[flussv1.ListPartitionsResponse], error) {
-	return nil, fmt.Errorf("%w: ListPartitions (partitioned tables come later)", ErrUnimplemented)
-}
-
 // buckets resolves a request's bucket list (empty: every bucket).
 func buckets(t *raftmeta.Table, req []int32) ([]int32, error) {
 	if len(req) == 0 {
@@ -322,7 +291,8 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[flussv1.
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
+	p, err := s.namedPartition(ctx, t, m.GetPartition())
+	if err != nil {
 		return nil, err
 	}
 	bs, err := buckets(t, m.GetBuckets())
@@ -342,11 +312,11 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[flussv1.
 	}
 	out := &flussv1.ListOffsetsResponse{}
 	for _, b := range bs {
-		off, err := s.b.ListOffset(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, spec, m.GetTimestampMs())
+		off, err := s.b.ListOffset(ctx, bucketOf(t, p, b), spec, m.GetTimestampMs())
 		if err != nil {
-			return nil, fmt.Errorf("list offset of %s bucket %d: %w", t.FullName(), b, err)
+			return nil, fmt.Errorf("list offset of %s: %w", where(t, p, b), err)
 		}
-		out.Offsets = append(out.Offsets, &flussv1.BucketOffset{Bucket: b, Offset: off})
+		out.Offsets = append(out.Offsets, &flussv1.BucketOffset{Partition: partitionName(p), Bucket: b, Offset: off})
 	}
 	return connect.NewResponse(out), nil
 }

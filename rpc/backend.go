@@ -29,6 +29,17 @@ type Backend interface {
 	// AddColumns appends nullable columns to a log table's schema as a new
 	// schema version and returns its id (raftmeta.Meta.AddColumns).
 	AddColumns(ctx context.Context, name string, cols []record.Column) (schemaID int32, err error)
+	// CreatePartition creates the partition of a partitioned table
+	// ("db.table") with the given values (one per partition key) and
+	// returns it once its buckets have leaders (or a bounded wait ended).
+	// With ignoreIfExists an existing partition is returned as it is.
+	CreatePartition(ctx context.Context, table string, values map[string]string, ignoreIfExists bool) (*raftmeta.Partition, error)
+	DropPartition(ctx context.Context, table string, values map[string]string, ignoreIfNotExists bool) error
+	// Partitions lists a table's partitions sorted by name; Partition
+	// returns one by name (raftmeta.ErrPartitionNotFound if none). The
+	// results are immutable.
+	Partitions(ctx context.Context, tableID int64) ([]*raftmeta.Partition, error)
+	Partition(ctx context.Context, tableID int64, name string) (*raftmeta.Partition, error)
 	// Layout lists every bucket of a table with its replicas and live leader.
 	Layout(ctx context.Context, tableID int64) ([]BucketLayout, error)
 	DescribeCluster(ctx context.Context) (*ClusterInfo, error)

@@ -36,7 +36,7 @@ type codeRule struct {
 var codeRules = []codeRule{
 	{connect.CodeCanceled, []error{context.Canceled}},
 	{connect.CodeDeadlineExceeded, []error{context.DeadlineExceeded}},
-	{connect.CodeResourceExhausted, []error{ErrResourceExhausted}},
+	{connect.CodeResourceExhausted, []error{ErrResourceExhausted, raftmeta.ErrTooManyPartitions}},
 	{connect.CodeOutOfRange, []error{ErrOffsetOutOfRange}},
 	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed, raftmeta.ErrNoActiveNodes, ErrCatalogBehind}},
 	{connect.CodeNotFound, []error{raftmeta.ErrDatabaseNotFound, raftmeta.ErrTableNotFound, raftmeta.ErrPartitionNotFound, ErrBucketNotFound}},

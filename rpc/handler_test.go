@@ -15,9 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fluss-node/fluss-node/logstore/record"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
-	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
 	"github.com/fluss-node/fluss-node/rpc/client"
 	"github.com/fluss-node/fluss-node/rpc/internal/membackend"
@@ -182,10 +180,7 @@ func TestBadInput(t *testing.T) {
 		// A 136-byte stream whose schema message claims 2^31-1 fields:
 		// arrow-go allocated by that count, a fatal out-of-memory.
 		{"arrow schema claiming 2^31 fields", "/fluss.v1.WriteService/Append", `{"table":"shop.orders","arrow":"/////3gAAAAQAAAAAAAKAAwACgAJAAQACgAAABAAAAAAAQQACAAIAAAABAAIAAAABAAAAP///38UAAAAEAAUABAADwAOAAgAAAAEABAAAAAQAAAAGAAAAAAAAgEcAAAAAAAAAAgADAAIAAcACAAAAAAAAAFAAAAAAgAAAGlkAAD/////AAAAAA=="}`, "invalid_argument", "schema fields"},
-		{"partitions", "/fluss.v1.AdminService/ListPartitions", `{"table":"shop.orders"}`, "unimplemented", "partition"},
-		{"partitioned table", "/fluss.v1.AdminService/CreateTable",
-			`{"table":"shop.parted","schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"dt","type":"STRING"}]},"partitionKeys":["dt"]}`,
-			"unimplemented", "partitioned tables"},
+		{"partitions of an unpartitioned table", "/fluss.v1.AdminService/ListPartitions", `{"table":"shop.orders"}`, "invalid_argument", "not partitioned"},
 		{"lake tiering", "/fluss.v1.AdminService/CreateTable",
 			`{"table":"shop.lake","schema":{"columns":[{"name":"id","type":"BIGINT"}]},"properties":{"table.datalake.enabled":"TRUE"}}`,
 			"unimplemented", "table.datalake.enabled"},
@@ -368,39 +363,4 @@ func TestScanFollow(t *testing.T) {
 			t.Fatal("scan never saw the appends")
 		}
 	}
-}
-
-// TestPartitionedTableAnswersUnimplemented: a partitioned table that exists
-// in the catalog (created before CreateTable refused partition keys) is
-// refused by every data call with unimplemented, not a bucket error, and
-// can still be described and dropped.
-func TestPartitionedTableAnswersUnimplemented(t *testing.T) {
-	e := newEnv(t, rpc.Limits{})
-	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"shop"}`)
-	cols := []record.Column{{Name: "id", Type: record.Type{Kind: record.KindBigInt}}, {Name: "dt", Type: record.Type{Kind: record.KindString}}}
-	for _, spec := range []raftmeta.TableSpec{
-		{Database: "shop", Name: "plog", Columns: cols, PartitionKeys: []string{"dt"}},
-		{Database: "shop", Name: "ppk", Columns: cols, PrimaryKey: []string{"id", "dt"}, PartitionKeys: []string{"dt"}},
-	} {
-		if _, err := e.b.CreateTable(context.Background(), spec, false); err != nil {
-			t.Fatalf("create %s in the backend: %v", spec.Name, err)
-		}
-	}
-	for _, tc := range []struct{ proc, body string }{
-		{"/fluss.v1.WriteService/Append", `{"table":"shop.plog","rows":[{"id":1,"dt":"d"}]}`},
-		{"/fluss.v1.ReadService/Fetch", `{"table":"shop.plog"}`},
-		{"/fluss.v1.AdminService/ListOffsets", `{"table":"shop.plog"}`},
-		{"/fluss.v1.ReadService/LimitScan", `{"table":"shop.plog","limit":1}`},
-		{"/fluss.v1.WriteService/Upsert", `{"table":"shop.ppk","rows":[{"id":1,"dt":"d"}]}`},
-		{"/fluss.v1.WriteService/Delete", `{"table":"shop.ppk","keys":[{"id":1,"dt":"d"}]}`},
-		{"/fluss.v1.ReadService/Lookup", `{"table":"shop.ppk","keys":[{"id":1,"dt":"d"}]}`},
-		{"/fluss.v1.ReadService/Fetch", `{"table":"shop.ppk$changelog"}`},
-	} {
-		_, out := e.post(t, tc.proc, tc.body)
-		if msg, _ := out["message"].(string); out["code"] != "unimplemented" || !strings.Contains(msg, "partitioned") {
-			t.Errorf("%s %s: %v, want unimplemented about partitioned tables", tc.proc, tc.body, out)
-		}
-	}
-	e.mustPost(t, "/fluss.v1.AdminService/GetTable", `{"table":"shop.plog"}`)
-	e.mustPost(t, "/fluss.v1.AdminService/DropTable", `{"table":"shop.plog"}`)
 }

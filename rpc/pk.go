@@ -71,20 +71,21 @@ func keyIndexes(s *record.Schema, names []string) []int {
 
 // bucketRows is the part of a PK request for one bucket.
 type bucketRows struct {
+	part   *raftmeta.Partition // nil for an unpartitioned table
 	bucket int32
 	rows   []kvstore.Row
 }
 
-// splitRows converts rec to rows and groups them by bucket, keeping the
-// request order within each bucket.
-func splitRows(t *raftmeta.Table, rec arrow.Record) ([]bucketRows, error) {
+// splitRows converts rec to rows and groups them by bucket of partition
+// part, keeping the request order within each bucket.
+func splitRows(t *raftmeta.Table, part *raftmeta.Partition, rec arrow.Record) ([]bucketRows, error) {
 	sch := t.Schema()
 	rows, err := kvstore.RowsFromRecord(nil, sch, rec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	if t.BucketCount <= 1 {
-		return []bucketRows{{bucket: 0, rows: rows}}, nil
+		return []bucketRows{{part: part, bucket: 0, rows: rows}}, nil
 	}
 	keys := keyIndexes(sch, t.BucketKeys)
 	byBucket := map[int32]*bucketRows{}
@@ -93,7 +94,7 @@ func splitRows(t *raftmeta.Table, rec arrow.Record) ([]bucketRows, error) {
 		b := record.BucketOf(rec, i, keys, t.BucketCount)
 		p := byBucket[b]
 		if p == nil {
-			p = &bucketRows{bucket: b}
+			p = &bucketRows{part: part, bucket: b}
 			byBucket[b] = p
 			order = append(order, b)
 		}
@@ -140,7 +141,7 @@ func (s *service) Upsert(ctx context.Context, req *connect.Request[flussv1.Upser
 		return nil, fmt.Errorf("rows for %s: %w", t.FullName(), err)
 	}
 	defer rec.Release()
-	results, err := s.writePK(ctx, t, rec, &PKWrite{TargetCols: target}, m.GetWriterId(), m.GetBatchSequence())
+	results, err := s.writePK(ctx, t, rec, &PKWrite{TargetCols: target}, m.GetWriterId(), m.GetBatchSequence(), createMissing)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func (s *service) Delete(ctx context.Context, req *connect.Request[flussv1.Delet
 		return nil, err
 	}
 	defer rec.Release()
-	results, err := s.writePK(ctx, t, rec, &PKWrite{Delete: true}, m.GetWriterId(), m.GetBatchSequence())
+	results, err := s.writePK(ctx, t, rec, &PKWrite{Delete: true}, m.GetWriterId(), m.GetBatchSequence(), keepMissing)
 	if err != nil {
 		return nil, err
 	}
@@ -183,12 +184,42 @@ func (s *service) decodeKeys(t *raftmeta.Table, keys []byte, cols []string, op, 
 	return rec, nil
 }
 
+// pkParts groups the rows of rec by partition (see partitionRows; rows of
+// a partition that does not exist are left out with keepMissing) and
+// bucket.
+func (s *service) pkParts(ctx context.Context, t *raftmeta.Table, rec arrow.Record, missing onMissing) ([]bucketRows, error) {
+	if len(t.PartitionKeys) == 0 {
+		return splitRows(t, nil, rec)
+	}
+	groups, err := s.partitionRows(ctx, t, rec, missing)
+	if err != nil {
+		return nil, err
+	}
+	var out []bucketRows
+	for _, g := range groups {
+		if g.part == nil {
+			continue
+		}
+		sub, err := takeAll(rec, g.rows)
+		if err != nil {
+			return nil, err
+		}
+		parts, err := splitRows(t, g.part, sub)
+		sub.Release()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, parts...)
+	}
+	return out, nil
+}
+
 // writePK sends each bucket's rows of rec as one PK write, concurrently.
-func (s *service) writePK(ctx context.Context, t *raftmeta.Table, rec arrow.Record, w *PKWrite, writerID int64, seq int32) ([]*flussv1.WriteResult, error) {
+func (s *service) writePK(ctx context.Context, t *raftmeta.Table, rec arrow.Record, w *PKWrite, writerID int64, seq int32, missing onMissing) ([]*flussv1.WriteResult, error) {
 	if err := s.checkRows(rec.NumRows()); err != nil {
 		return nil, err
 	}
-	parts, err := splitRows(t, rec)
+	parts, err := s.pkParts(ctx, t, rec, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -198,11 +229,11 @@ func (s *service) writePK(ctx context.Context, t *raftmeta.Table, rec arrow.Reco
 	for i, p := range parts {
 		wg.Go(func() {
 			pw := &PKWrite{Rows: p.rows, TargetCols: w.TargetCols, Delete: w.Delete}
-			if _, err := s.b.Write(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: p.bucket}, pw, writerID, seq); err != nil {
-				errs[i] = fmt.Errorf("write to %s bucket %d: %w", t.FullName(), p.bucket, err)
+			if _, err := s.b.Write(ctx, bucketOf(t, p.part, p.bucket), pw, writerID, seq); err != nil {
+				errs[i] = fmt.Errorf("write to %s: %w", where(t, p.part, p.bucket), err)
 				return
 			}
-			results[i] = &flussv1.WriteResult{Bucket: p.bucket, Count: int32(len(p.rows))}
+			results[i] = &flussv1.WriteResult{Partition: partitionName(p.part), Bucket: p.bucket, Count: int32(len(p.rows))}
 		})
 	}
 	wg.Wait()
@@ -313,29 +344,25 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	// Group key positions by bucket.
-	bkeys := keyIndexes(t.Schema(), t.BucketKeys)
-	byBucket := map[int32][]int{}
 	encoded := make([][]byte, len(rows))
 	for i, r := range rows {
 		if encoded[i], err = w.codec.AppendKey(nil, r); err != nil {
 			return nil, fmt.Errorf("%w: key %d: %w", ErrInvalidRequest, i, err)
 		}
-		b := int32(0)
-		if t.BucketCount > 1 {
-			b = record.BucketOf(rec, i, bkeys, t.BucketCount)
-		}
-		byBucket[b] = append(byBucket[b], i)
+	}
+	byBucket, err := s.keyBuckets(ctx, t, rec, t.BucketKeys)
+	if err != nil {
+		return nil, err
 	}
 	vals := make([][]byte, len(rows))
-	err = s.perBucket(t.ID, byBucket, func(b int32, idx []int) error {
+	err = s.perBucket(byBucket, func(b raftmeta.BucketID, idx []int) error {
 		keys := make([][]byte, len(idx))
 		for j, i := range idx {
 			keys[j] = encoded[i]
 		}
-		got, err := s.b.Lookup(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, keys)
+		got, err := s.b.Lookup(ctx, b, keys)
 		if err != nil {
-			return fmt.Errorf("lookup in %s bucket %d: %w", t.FullName(), b, err)
+			return fmt.Errorf("lookup in %s: %w", s.bucketName(ctx, t, b), err)
 		}
 		for j, i := range idx {
 			vals[i] = got[j]
@@ -352,12 +379,63 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 	return connect.NewResponse(&flussv1.LookupResponse{Rows: append(out, ']')}), nil
 }
 
-// perBucket runs fn for every bucket of parts of table and returns the
-// first error. Buckets led elsewhere run concurrently (each waits on a
-// forwarded call); buckets led here run one after the other on this
-// goroutine: they are short CPU work, cheaper done in turn than each on a
-// fresh goroutine whose stack must grow to the KV store's depth.
-func (s *service) perBucket(table int64, parts map[int32][]int, fn func(b int32, idx []int) error) error {
+// keyBuckets groups the rows of rec (keys or prefixes of t) by the bucket
+// that holds them, hashing the columns keys. Rows of a partitioned table go
+// to the partition their partition-key columns name; rows of a partition
+// that does not exist are in no group (nothing is stored for them).
+func (s *service) keyBuckets(ctx context.Context, t *raftmeta.Table, rec arrow.Record, keys []string) (map[raftmeta.BucketID][]int, error) {
+	cols := keyIndexes(t.Schema(), keys)
+	out := map[raftmeta.BucketID][]int{}
+	add := func(p *raftmeta.Partition, i int) {
+		b := int32(0)
+		if t.BucketCount > 1 {
+			b = record.BucketOf(rec, i, cols, t.BucketCount)
+		}
+		id := bucketOf(t, p, b)
+		out[id] = append(out[id], i)
+	}
+	if len(t.PartitionKeys) == 0 {
+		for i := range int(rec.NumRows()) {
+			add(nil, i)
+		}
+		return out, nil
+	}
+	groups, err := s.partitionRows(ctx, t, rec, keepMissing)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		if g.part == nil {
+			continue
+		}
+		for _, i := range g.rows {
+			add(g.part, i)
+		}
+	}
+	return out, nil
+}
+
+// bucketName names bucket b of t for an error message.
+func (s *service) bucketName(ctx context.Context, t *raftmeta.Table, b raftmeta.BucketID) string {
+	if b.PartitionID == raftmeta.NoPartition {
+		return where(t, nil, b.Bucket)
+	}
+	if ps, err := s.b.Partitions(ctx, t.ID); err == nil {
+		for _, p := range ps {
+			if p.ID == b.PartitionID {
+				return where(t, p, b.Bucket)
+			}
+		}
+	}
+	return fmt.Sprintf("%s partition id %d bucket %d", t.FullName(), b.PartitionID, b.Bucket)
+}
+
+// perBucket runs fn for every bucket of parts and returns the first error.
+// Buckets led elsewhere run concurrently (each waits on a forwarded call);
+// buckets led here run one after the other on this goroutine: they are
+// short CPU work, cheaper done in turn than each on a fresh goroutine whose
+// stack must grow to the KV store's depth.
+func (s *service) perBucket(parts map[raftmeta.BucketID][]int, fn func(b raftmeta.BucketID, idx []int) error) error {
 	if len(parts) == 1 { // the common 1-key lookup
 		for b, idx := range parts {
 			return fn(b, idx)
@@ -365,9 +443,9 @@ func (s *service) perBucket(table int64, parts map[int32][]int, fn func(b int32,
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(parts))
-	var here []int32
+	var here []raftmeta.BucketID
 	for b, idx := range parts {
-		if s.b.LeadsLocally(raftmeta.BucketID{TableID: table, Bucket: b}) {
+		if s.b.LeadsLocally(b) {
 			here = append(here, b)
 			continue
 		}
@@ -400,14 +478,16 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 		return nil, err
 	}
 	sch := t.Schema()
-	if len(t.BucketKeys) >= len(sch.PrimaryKey) {
-		return nil, fmt.Errorf("%w: PrefixLookup needs a bucket key that is a strict prefix of the primary key; %s has bucket key %v and primary key %v (use Lookup)", ErrWrongTableKind, t.FullName(), t.BucketKeys, sch.PrimaryKey)
+	if len(t.BucketKeys)+len(t.PartitionKeys) >= len(sch.PrimaryKey) {
+		return nil, fmt.Errorf("%w: PrefixLookup needs a bucket key that is a strict prefix of the primary key (without partition keys); %s has bucket key %v and primary key %v (use Lookup)", ErrWrongTableKind, t.FullName(), t.BucketKeys, sch.PrimaryKey)
 	}
 	w, err := newRowWriter(t, m.GetColumns())
 	if err != nil {
 		return nil, err
 	}
-	rec, err := s.decodeKeys(t, m.GetPrefixes(), t.BucketKeys, "PrefixLookup", "prefixes")
+	// A partitioned table's prefixes also name their partition.
+	cols := append(slices.Clip(t.BucketKeys), t.PartitionKeys...)
+	rec, err := s.decodeKeys(t, m.GetPrefixes(), cols, "PrefixLookup", "prefixes")
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +498,6 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 	}
 	bkeys := keyIndexes(sch, t.BucketKeys)
 	prefixes := make([][]byte, len(rows))
-	byBucket := map[int32][]int{}
 	for i, r := range rows {
 		vals := make([]kvstore.Value, len(bkeys))
 		for j, c := range bkeys {
@@ -427,11 +506,10 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 		if prefixes[i], err = w.codec.AppendBucketKey(nil, vals); err != nil {
 			return nil, fmt.Errorf("%w: prefix %d: %w", ErrInvalidRequest, i, err)
 		}
-		b := int32(0)
-		if t.BucketCount > 1 {
-			b = record.BucketOf(rec, i, bkeys, t.BucketCount)
-		}
-		byBucket[b] = append(byBucket[b], i)
+	}
+	byBucket, err := s.keyBuckets(ctx, t, rec, t.BucketKeys)
+	if err != nil {
+		return nil, err
 	}
 	// One budget of max_rows_per_request rows for the whole answer; a scan
 	// asks for one row more than is left, to tell "exactly the rest" from
@@ -439,12 +517,12 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 	var left atomic.Int64
 	left.Store(int64(s.lim.MaxRowsPerRequest))
 	results := make([]*flussv1.PrefixLookupResult, len(rows))
-	err = s.perBucket(t.ID, byBucket, func(b int32, idx []int) error {
+	err = s.perBucket(byBucket, func(b raftmeta.BucketID, idx []int) error {
 		for _, i := range idx {
 			budget := left.Load()
-			got, err := s.b.PrefixScan(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, prefixes[i], int(max(budget, 0))+1)
+			got, err := s.b.PrefixScan(ctx, b, prefixes[i], int(max(budget, 0))+1)
 			if err != nil {
-				return fmt.Errorf("prefix lookup in %s bucket %d: %w", t.FullName(), b, err)
+				return fmt.Errorf("prefix lookup in %s: %w", s.bucketName(ctx, t, b), err)
 			}
 			if left.Add(-int64(len(got))) < 0 {
 				return fmt.Errorf("%w: the prefixes match more than max_rows_per_request (%d) rows; ask for fewer prefixes per request", ErrResourceExhausted, s.lim.MaxRowsPerRequest)
@@ -460,6 +538,11 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 	if err != nil {
 		return nil, err
 	}
+	for i, r := range results {
+		if r == nil { // its partition does not exist
+			results[i] = &flussv1.PrefixLookupResult{Rows: []byte("[]")}
+		}
+	}
 	return connect.NewResponse(&flussv1.PrefixLookupResponse{Results: results}), nil
 }
 
@@ -472,7 +555,8 @@ func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.Li
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
+	p, err := s.namedPartition(ctx, t, m.GetPartition())
+	if err != nil {
 		return nil, err
 	}
 	limit := int(m.GetLimit())
@@ -492,7 +576,7 @@ func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.Li
 		return nil, err
 	}
 	if !t.HasPrimaryKey() {
-		rows, err := s.latestRows(ctx, t, bs, limit)
+		rows, err := s.latestRows(ctx, t, p, bs, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -508,9 +592,9 @@ func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.Li
 		if n >= limit {
 			break
 		}
-		vals, err := s.b.PrefixScan(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: b}, nil, limit-n)
+		vals, err := s.b.PrefixScan(ctx, bucketOf(t, p, b), nil, limit-n)
 		if err != nil {
-			return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+			return nil, fmt.Errorf("limit scan of %s: %w", where(t, p, b), err)
 		}
 		if len(vals) == 0 {
 			continue
@@ -525,7 +609,7 @@ func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.Li
 
 // latestRows reads the last rows of each bucket of a log table, at most
 // limit in all (the earlier buckets first).
-func (s *service) latestRows(ctx context.Context, t *raftmeta.Table, bs []int32, limit int) ([]byte, error) {
+func (s *service) latestRows(ctx context.Context, t *raftmeta.Table, p *raftmeta.Partition, bs []int32, limit int) ([]byte, error) {
 	plan, err := newReadPlan(t, viewLog, nil, "", flussv1.Format_JSON)
 	if err != nil {
 		return nil, err
@@ -537,20 +621,20 @@ func (s *service) latestRows(ctx context.Context, t *raftmeta.Table, bs []int32,
 		if n >= limit {
 			break
 		}
-		bid := raftmeta.BucketID{TableID: t.ID, Bucket: b}
+		bid := bucketOf(t, p, b)
 		hw, err := s.b.ListOffset(ctx, bid, OffsetLatest, 0)
 		if err != nil {
-			return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+			return nil, fmt.Errorf("limit scan of %s: %w", where(t, p, b), err)
 		}
 		start, err := s.b.ListOffset(ctx, bid, OffsetEarliest, 0)
 		if err != nil {
-			return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+			return nil, fmt.Errorf("limit scan of %s: %w", where(t, p, b), err)
 		}
 		off := max(start, hw-int64(limit-n))
 		for off < hw && n < limit {
 			res, err := s.b.Fetch(ctx, bid, off, maxBytes, 0)
 			if err != nil {
-				return nil, fmt.Errorf("limit scan of %s bucket %d: %w", t.FullName(), b, err)
+				return nil, fmt.Errorf("limit scan of %s: %w", where(t, p, b), err)
 			}
 			o, err := plan.convert(res.Batches, off, limit-n, maxBytes)
 			if err != nil {

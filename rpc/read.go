@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -376,7 +377,8 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
+	p, err := s.namedPartition(ctx, t, m.GetPartition())
+	if err != nil {
 		return nil, err
 	}
 	if err := checkBucket(t, m.GetBucket()); err != nil {
@@ -398,13 +400,12 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 		return nil, err
 	}
 	maxBytes, wait := s.fetchLimits(m.GetMaxBytes(), m.GetMaxWaitMs())
-	bid := raftmeta.BucketID{TableID: t.ID, Bucket: m.GetBucket()}
-	res, err := s.b.Fetch(ctx, bid, m.GetOffset(), maxBytes, wait)
+	res, err := s.b.Fetch(ctx, bucketOf(t, p, m.GetBucket()), m.GetOffset(), maxBytes, wait)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s bucket %d at offset %d: %w", t.FullName(), m.GetBucket(), m.GetOffset(), err)
+		return nil, fmt.Errorf("fetch %s at offset %d: %w", where(t, p, m.GetBucket()), m.GetOffset(), err)
 	}
 	if m.GetOffset() > res.HighWatermark || m.GetOffset() < res.LogStartOffset {
-		return nil, fmt.Errorf("%w: offset %d of %s bucket %d is outside the log [%d, %d]", ErrOffsetOutOfRange, m.GetOffset(), t.FullName(), m.GetBucket(), res.LogStartOffset, res.HighWatermark)
+		return nil, fmt.Errorf("%w: offset %d of %s is outside the log [%d, %d]", ErrOffsetOutOfRange, m.GetOffset(), where(t, p, m.GetBucket()), res.LogStartOffset, res.HighWatermark)
 	}
 	out, err := plan.convert(res.Batches, m.GetOffset(), int(m.GetMaxRecords()), maxBytes)
 	if err != nil {
@@ -422,88 +423,126 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 // Scan streams a table's buckets from a start position: until the high
 // watermark each bucket had when the scan started, or, with follow, until
 // the client cancels. One goroutine per bucket fetches (long-polling when
-// following); the handler goroutine alone sends on the stream.
+// following); the handler goroutine alone sends on the stream. A
+// partitioned table is scanned in the partition the request names, or in
+// all of them; a following scan of all partitions also picks up the
+// partitions created while it runs (from their start).
 func (s *service) Scan(ctx context.Context, req *connect.Request[flussv1.ScanRequest], stream *connect.ServerStream[flussv1.ScanResponse]) error {
 	m := req.Msg
 	t, v, err := s.readTable(ctx, m.GetTable())
 	if err != nil {
 		return err
 	}
-	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
-		return err
-	}
 	plan, err := newReadPlan(t, v, m.GetColumns(), m.GetFilter(), m.GetFormat())
 	if err != nil {
 		return err
 	}
-	start := map[int32]int64{}
-	var bs []int32
+	bs, err := buckets(t, m.GetBuckets())
+	if err != nil {
+		return err
+	}
+	// The partitions to scan: nil alone for an unpartitioned table.
+	parts := []*raftmeta.Partition{nil}
+	all := len(t.PartitionKeys) > 0 && m.GetPartition() == ""
+	switch {
+	case all:
+		if parts, err = s.b.Partitions(ctx, t.ID); err != nil {
+			return fmt.Errorf("scan %s: %w", t.FullName(), err)
+		}
+	case m.GetPartition() != "" || len(t.PartitionKeys) > 0:
+		p, err := s.namedPartition(ctx, t, m.GetPartition())
+		if err != nil {
+			return err
+		}
+		parts = []*raftmeta.Partition{p}
+	}
+	var targets []scanTarget
+	start := map[raftmeta.BucketID]int64{}
 	if m.GetFrom() == flussv1.ScanRequest_OFFSETS {
 		if len(m.GetOffsets()) == 0 {
-			return fmt.Errorf("%w: from OFFSETS needs offsets [{bucket, offset}]", ErrInvalidRequest)
+			return fmt.Errorf("%w: from OFFSETS needs offsets [{partition, bucket, offset}]", ErrInvalidRequest)
 		}
 		for _, bo := range m.GetOffsets() {
 			if err := checkBucket(t, bo.GetBucket()); err != nil {
 				return err
 			}
-			start[bo.GetBucket()] = bo.GetOffset()
-		}
-		if bs, err = buckets(t, m.GetBuckets()); err != nil {
-			return err
-		}
-		if len(m.GetBuckets()) == 0 {
-			bs = bs[:0]
-			for b := range start {
-				bs = append(bs, b)
+			p, err := s.namedPartition(ctx, t, bo.GetPartition())
+			if err != nil {
+				return err
 			}
-			slices.Sort(bs)
+			if m.GetPartition() != "" && bo.GetPartition() != m.GetPartition() {
+				return fmt.Errorf("%w: offsets name partition %s, the request partition %s", ErrInvalidRequest, quoteClipped(bo.GetPartition()), quoteClipped(m.GetPartition()))
+			}
+			id := bucketOf(t, p, bo.GetBucket())
+			if _, dup := start[id]; !dup && (len(m.GetBuckets()) == 0 || slices.Contains(bs, bo.GetBucket())) {
+				targets = append(targets, scanTarget{p, bo.GetBucket()})
+			}
+			start[id] = bo.GetOffset()
 		}
-	} else if bs, err = buckets(t, m.GetBuckets()); err != nil {
-		return err
+		all = false // the offsets say what to scan
+		if len(m.GetBuckets()) > 0 {
+			for _, p := range parts {
+				for _, b := range bs {
+					if _, ok := start[bucketOf(t, p, b)]; !ok {
+						return fmt.Errorf("%w: from OFFSETS: no offset given for %s", ErrInvalidRequest, where(t, p, b))
+					}
+				}
+			}
+		}
+	} else {
+		for _, p := range parts {
+			for _, b := range bs {
+				targets = append(targets, scanTarget{p, b})
+			}
+		}
 	}
-	ends := map[int32]int64{}
-	for _, b := range bs {
-		bid := raftmeta.BucketID{TableID: t.ID, Bucket: b}
-		if _, ok := start[b]; !ok {
-			var spec OffsetSpec
-			switch m.GetFrom() {
-			case flussv1.ScanRequest_EARLIEST:
-				spec = OffsetEarliest
-			case flussv1.ScanRequest_LATEST:
-				spec = OffsetLatest
-			case flussv1.ScanRequest_TIMESTAMP:
-				spec = OffsetTimestamp
-			case flussv1.ScanRequest_OFFSETS:
-				return fmt.Errorf("%w: from OFFSETS: no offset given for bucket %d", ErrInvalidRequest, b)
-			default:
-				return fmt.Errorf("%w: unknown scan start %d (want EARLIEST, LATEST, TIMESTAMP or OFFSETS)", ErrInvalidRequest, m.GetFrom())
-			}
-			off, err := s.b.ListOffset(ctx, bid, spec, m.GetTimestampMs())
-			if err != nil {
-				return fmt.Errorf("scan %s bucket %d: start offset: %w", t.FullName(), b, err)
-			}
-			start[b] = off
-		}
-		if !m.GetFollow() {
-			end, err := s.b.ListOffset(ctx, bid, OffsetLatest, 0)
-			if err != nil {
-				return fmt.Errorf("scan %s bucket %d: end offset: %w", t.FullName(), b, err)
-			}
-			ends[b] = end
+	var spec OffsetSpec
+	switch m.GetFrom() {
+	case flussv1.ScanRequest_EARLIEST:
+		spec = OffsetEarliest
+	case flussv1.ScanRequest_LATEST:
+		spec = OffsetLatest
+	case flussv1.ScanRequest_TIMESTAMP:
+		spec = OffsetTimestamp
+	case flussv1.ScanRequest_OFFSETS:
+	default:
+		return fmt.Errorf("%w: unknown scan start %d (want EARLIEST, LATEST, TIMESTAMP or OFFSETS)", ErrInvalidRequest, m.GetFrom())
+	}
+	sc := &scan{s: s, plan: plan, follow: m.GetFollow(), start: start, ends: map[raftmeta.BucketID]int64{}}
+	for _, tg := range targets {
+		if err := sc.position(ctx, tg, spec, m.GetTimestampMs()); err != nil {
+			return err
 		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs := make(chan *flussv1.ScanResponse)
-	errc := make(chan error, len(bs))
+	errc := make(chan error, 1)
+	fail := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+		cancel()
+	}
 	var wg sync.WaitGroup
 	maxBytes, _ := s.fetchLimits(0, 0)
-	for _, b := range bs {
+	run := func(tg scanTarget) {
 		wg.Go(func() {
-			if err := s.scanBucket(ctx, plan, b, start[b], ends, m.GetFollow(), maxBytes, msgs); err != nil {
-				errc <- err
-				cancel()
+			if err := sc.bucket(ctx, tg, maxBytes, msgs); err != nil {
+				fail(err)
+			}
+		})
+	}
+	for _, tg := range targets {
+		run(tg)
+	}
+	if all && m.GetFollow() {
+		// Counted in wg, so the Go calls it makes never race a Wait at zero.
+		wg.Go(func() {
+			if err := sc.newPartitions(ctx, parts, bs, run); err != nil {
+				fail(err)
 			}
 		})
 	}
@@ -528,32 +567,152 @@ func (s *service) Scan(ctx context.Context, req *connect.Request[flussv1.ScanReq
 	}
 }
 
-// scanBucket reads one bucket from offset and hands each non-empty step to
-// msgs. Without follow it stops at ends[b].
-func (s *service) scanBucket(ctx context.Context, plan *readPlan, b int32, offset int64, ends map[int32]int64, follow bool, maxBytes int, msgs chan<- *flussv1.ScanResponse) error {
-	bid := raftmeta.BucketID{TableID: plan.t.ID, Bucket: b}
-	end, bounded := ends[b]
+// scanTarget is one bucket a Scan reads.
+type scanTarget struct {
+	part   *raftmeta.Partition // nil: unpartitioned table
+	bucket int32
+}
+
+// scan is the state one Scan shares between its bucket goroutines. start
+// and ends are written before the goroutines start, or (for partitions
+// found later) under mu.
+type scan struct {
+	s      *service
+	plan   *readPlan
+	follow bool
+	mu     sync.Mutex
+	start  map[raftmeta.BucketID]int64
+	ends   map[raftmeta.BucketID]int64 // without follow: where each bucket ends
+}
+
+// position sets where target starts (unless the request gave an offset)
+// and, without follow, where it ends.
+func (sc *scan) position(ctx context.Context, tg scanTarget, spec OffsetSpec, tsMs int64) error {
+	t := sc.plan.t
+	id := bucketOf(t, tg.part, tg.bucket)
+	sc.mu.Lock()
+	_, given := sc.start[id]
+	sc.mu.Unlock()
+	if !given {
+		off, err := sc.s.b.ListOffset(ctx, id, spec, tsMs)
+		if err != nil {
+			return fmt.Errorf("scan %s: start offset: %w", where(t, tg.part, tg.bucket), err)
+		}
+		sc.mu.Lock()
+		sc.start[id] = off
+		sc.mu.Unlock()
+	}
+	if !sc.follow {
+		end, err := sc.s.b.ListOffset(ctx, id, OffsetLatest, 0)
+		if err != nil {
+			return fmt.Errorf("scan %s: end offset: %w", where(t, tg.part, tg.bucket), err)
+		}
+		sc.mu.Lock()
+		sc.ends[id] = end
+		sc.mu.Unlock()
+	}
+	return nil
+}
+
+// newPartitionsEvery is how often a following Scan of a partitioned table
+// looks for partitions created since it started.
+const newPartitionsEvery = time.Second
+
+// newPartitions runs until ctx ends, starting run for every bucket of each
+// partition of the table that is not in known, from its earliest offset.
+// A new partition's buckets may not have leaders yet when the catalog
+// shows it: such a bucket is tried again on the next round.
+func (sc *scan) newPartitions(ctx context.Context, known []*raftmeta.Partition, bs []int32, run func(scanTarget)) error {
+	t := sc.plan.t
+	seen := map[int64]bool{}
+	for _, p := range known {
+		seen[p.ID] = true
+	}
+	started := map[raftmeta.BucketID]bool{}
+	tick := time.NewTicker(newPartitionsEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		ps, err := sc.s.b.Partitions(ctx, t.ID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("scan %s: partitions: %w", t.FullName(), err)
+		}
+		for _, p := range ps {
+			if seen[p.ID] {
+				continue
+			}
+			all := true
+			for _, b := range bs {
+				tg := scanTarget{p, b}
+				id := bucketOf(t, p, b)
+				if started[id] {
+					continue
+				}
+				err := sc.position(ctx, tg, OffsetEarliest, 0)
+				switch {
+				case err == nil:
+					started[id] = true
+					run(tg)
+				case ctx.Err() != nil:
+					return nil
+				case errors.Is(err, ErrNoBucketLeader), errors.Is(err, ErrNotLeader), errors.Is(err, ErrBucketNotFound):
+					all = false // not open yet, or gone: seen again next round
+				default:
+					return err
+				}
+			}
+			seen[p.ID] = all
+		}
+	}
+}
+
+// dropped reports whether partition p is gone from the catalog: its
+// buckets then end a scan quietly.
+func (sc *scan) dropped(ctx context.Context, p *raftmeta.Partition) bool {
+	if p == nil {
+		return false
+	}
+	_, err := sc.s.b.Partition(ctx, sc.plan.t.ID, p.Name)
+	return errors.Is(err, raftmeta.ErrPartitionNotFound)
+}
+
+// bucket reads one bucket from its start offset and hands each non-empty
+// step to msgs. Without follow it stops at its end offset.
+func (sc *scan) bucket(ctx context.Context, tg scanTarget, maxBytes int, msgs chan<- *flussv1.ScanResponse) error {
+	t := sc.plan.t
+	id := bucketOf(t, tg.part, tg.bucket)
+	sc.mu.Lock()
+	offset := sc.start[id]
+	end, bounded := sc.ends[id]
+	sc.mu.Unlock()
 	for {
 		if bounded && offset >= end {
 			return nil
 		}
 		wait := time.Duration(0)
-		if follow {
-			wait = s.lim.MaxWait
+		if sc.follow {
+			wait = sc.s.lim.MaxWait
 		}
-		res, err := s.b.Fetch(ctx, bid, offset, maxBytes, wait)
+		res, err := sc.s.b.Fetch(ctx, id, offset, maxBytes, wait)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || sc.dropped(ctx, tg.part) {
 				return nil
 			}
-			return fmt.Errorf("scan %s bucket %d at offset %d: %w", plan.t.FullName(), b, offset, err)
+			return fmt.Errorf("scan %s at offset %d: %w", where(t, tg.part, tg.bucket), offset, err)
 		}
-		out, err := plan.convert(res.Batches, offset, 0, maxBytes)
+		out, err := sc.plan.convert(res.Batches, offset, 0, maxBytes)
 		if err != nil {
 			return err
 		}
 		if out.nextOffset == offset {
-			if !follow {
+			if !sc.follow {
 				return nil // nothing more below the end
 			}
 			if ctx.Err() != nil {
@@ -561,10 +720,10 @@ func (s *service) scanBucket(ctx context.Context, plan *readPlan, b int32, offse
 			}
 			continue
 		}
-		msg := &flussv1.ScanResponse{Bucket: b, NextOffset: out.nextOffset}
-		if plan.arrow {
+		msg := &flussv1.ScanResponse{Partition: partitionName(tg.part), Bucket: tg.bucket, NextOffset: out.nextOffset}
+		if sc.plan.arrow {
 			if len(out.arrowMsgs) > 0 {
-				msg.Arrow = plan.arrowStream(out.arrowMsgs)
+				msg.Arrow = sc.plan.arrowStream(out.arrowMsgs)
 			}
 		} else if out.records > 0 {
 			msg.Rows = out.rows

@@ -56,14 +56,12 @@ func (s *service) pkTable(ctx context.Context, name, op string) (*raftmeta.Table
 	if !t.HasPrimaryKey() {
 		return nil, fmt.Errorf("%w: %s is for primary-key tables; %q is a log table (use Append, Fetch or Scan)", ErrWrongTableKind, op, t.FullName())
 	}
-	if err := noPartition(t, name, ""); err != nil {
-		return nil, err
-	}
 	return t, nil
 }
 
 // bucketBatches is what one Append stores in one bucket.
 type bucketBatches struct {
+	part    *raftmeta.Partition // nil for an unpartitioned table
 	bucket  int32
 	batches [][]byte
 	count   int64
@@ -81,9 +79,6 @@ func (s *service) Append(ctx context.Context, req *connect.Request[flussv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	if err := noPartition(t, m.GetTable(), m.GetPartition()); err != nil {
-		return nil, err
-	}
 	if m.Bucket != nil {
 		if err := checkBucket(t, m.GetBucket()); err != nil {
 			return nil, err
@@ -93,6 +88,10 @@ func (s *service) Append(ctx context.Context, req *connect.Request[flussv1.Appen
 	switch {
 	case len(m.GetRows()) > 0 && len(m.GetArrow()) > 0:
 		return nil, fmt.Errorf("%w: send either rows or arrow, not both", ErrInvalidRequest)
+	case len(t.PartitionKeys) > 0:
+		parts, err = s.preparePartitioned(ctx, t, m)
+	case m.GetPartition() != "":
+		_, err = s.namedPartition(ctx, t, m.GetPartition())
 	case len(m.GetRows()) > 0:
 		parts, err = s.prepareJSON(t, m)
 	case len(m.GetArrow()) > 0:
@@ -116,12 +115,12 @@ func (s *service) store(ctx context.Context, t *raftmeta.Table, parts []bucketBa
 	errs := make([]error, len(parts))
 	one := func(i int) {
 		p := parts[i]
-		r, err := s.b.Append(ctx, raftmeta.BucketID{TableID: t.ID, Bucket: p.bucket}, p.batches, writerID, seq)
+		r, err := s.b.Append(ctx, bucketOf(t, p.part, p.bucket), p.batches, writerID, seq)
 		if err != nil {
-			errs[i] = fmt.Errorf("append to %s bucket %d: %w", t.FullName(), p.bucket, err)
+			errs[i] = fmt.Errorf("append to %s: %w", where(t, p.part, p.bucket), err)
 			return
 		}
-		results[i] = &flussv1.AppendResult{Bucket: p.bucket, BaseOffset: r.BaseOffset, Count: r.Count}
+		results[i] = &flussv1.AppendResult{Partition: partitionName(p.part), Bucket: p.bucket, BaseOffset: r.BaseOffset, Count: r.Count}
 	}
 	if len(parts) == 1 {
 		one(0)
@@ -219,23 +218,35 @@ func (s *service) prepareJSON(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bu
 	if err != nil {
 		return nil, err
 	}
-	defer releaseAll(split)
 	var out []bucketBatches
+	err = encodeSplit(split, sch.ID, comp, level, m, func(b int32, batch []byte, n int64) error {
+		if err := s.checkBatch(t, b, len(batch)); err != nil {
+			return err
+		}
+		out = append(out, bucketBatches{bucket: b, batches: [][]byte{batch}, count: n})
+		return nil
+	})
+	return out, err
+}
+
+// encodeSplit encodes each bucket's record of split as one batch, in
+// bucket order, hands it to add, and releases the records.
+func encodeSplit(split map[int32]arrow.Record, schemaID int32, comp record.Compression, level int, m *flussv1.AppendRequest, add func(b int32, batch []byte, n int64) error) error {
+	defer releaseAll(split)
 	for _, b := range sortedBuckets(split) {
 		part := split[b]
 		if part.NumRows() == 0 {
 			continue
 		}
-		batch, err := encodeBatch(recordSource{part}, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+		batch, err := encodeBatch(recordSource{part}, schemaID, comp, level, m.GetWriterId(), m.GetBatchSequence())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := s.checkBatch(t, b, len(batch)); err != nil {
-			return nil, err
+		if err := add(b, batch, part.NumRows()); err != nil {
+			return err
 		}
-		out = append(out, bucketBatches{bucket: b, batches: [][]byte{batch}, count: part.NumRows()})
 	}
-	return out, nil
+	return nil
 }
 
 // smallBatchRows: batches with fewer rows are stored uncompressed.
@@ -289,20 +300,9 @@ func encodeBatch[S batchSource](src S, schemaID int32, comp record.Compression, 
 // multi-bucket table with bucket keys, batches are split by key and
 // re-encoded: clients should send per-bucket streams.
 func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bucketBatches, error) {
-	schemaMsg, msgs, err := arrowipc.SplitStream(m.GetArrow())
+	sch, msgs, err := arrowInput(t, m.GetArrow())
 	if err != nil {
-		return nil, fmt.Errorf("%w: arrow for %s: %w", ErrInvalidRequest, t.FullName(), err)
-	}
-	got, err := readSchemaMessage(schemaMsg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: arrow for %s: schema message: %v", ErrInvalidRequest, t.FullName(), err)
-	}
-	// A writer that has not seen the latest AlterTable still writes: its
-	// batches name the schema version they match.
-	sch := schemaVersionOf(t, got)
-	want := sch.ArrowSchema()
-	if err := sameFields(sch, got); err != nil {
-		return nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
+		return nil, err
 	}
 	var total int64
 	fixed, whole := s.oneBucket(t, m)
@@ -325,15 +325,12 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 		return nil, err
 	}
 	for i, msg := range msgs {
-		rec, err := record.DecodeBody(want, msg, memory.DefaultAllocator)
+		rec, err := decodeArrowBatch(t, sch, i, msg)
 		if err != nil {
-			return nil, fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)
+			return nil, err
 		}
 		err = func() error {
 			defer rec.Release()
-			if err := record.ValidateRecord(sch, rec); err != nil {
-				return fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)
-			}
 			n := rec.NumRows()
 			if n == 0 {
 				return nil
@@ -355,21 +352,7 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 			if err != nil {
 				return err
 			}
-			defer releaseAll(parts)
-			for _, b := range sortedBuckets(parts) {
-				p := parts[b]
-				if p.NumRows() == 0 {
-					continue
-				}
-				batch, err := encodeBatch(recordSource{p}, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
-				if err != nil {
-					return err
-				}
-				if err := add(b, batch, p.NumRows()); err != nil {
-					return err
-				}
-			}
-			return nil
+			return encodeSplit(parts, sch.ID, comp, level, m, add)
 		}()
 		if err != nil {
 			return nil, err
@@ -380,6 +363,152 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 		out = append(out, *p)
 	}
 	slices.SortFunc(out, func(a, b bucketBatches) int { return int(a.bucket - b.bucket) })
+	return out, nil
+}
+
+// arrowInput splits a client's Arrow IPC stream and checks its schema
+// against the table: it returns the table's schema version the stream
+// matches (a writer that has not seen the latest AlterTable still writes;
+// its batches name the version they match) and the record-batch messages.
+func arrowInput(t *raftmeta.Table, stream []byte) (*record.Schema, [][]byte, error) {
+	schemaMsg, msgs, err := arrowipc.SplitStream(stream)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: arrow for %s: %w", ErrInvalidRequest, t.FullName(), err)
+	}
+	got, err := readSchemaMessage(schemaMsg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: arrow for %s: schema message: %v", ErrInvalidRequest, t.FullName(), err)
+	}
+	sch := schemaVersionOf(t, got)
+	if err := sameFields(sch, got); err != nil {
+		return nil, nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
+	}
+	return sch, msgs, nil
+}
+
+// decodeArrowBatch decodes and validates (buffer bounds, NOT NULL) record
+// batch i of a client's stream. The caller releases the record.
+func decodeArrowBatch(t *raftmeta.Table, sch *record.Schema, i int, msg []byte) (arrow.Record, error) {
+	rec, err := record.DecodeBody(sch.ArrowSchema(), msg, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)
+	}
+	if err := record.ValidateRecord(sch, rec); err != nil {
+		rec.Release()
+		return nil, fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)
+	}
+	return rec, nil
+}
+
+// preparePartitioned is prepareJSON and prepareArrow for a partitioned
+// table: rows go to the partition their partition-key values name
+// (created when it does not exist, unless the request names a partition,
+// which then must hold every row), then to buckets as in an unpartitioned
+// table. Every batch is re-encoded.
+func (s *service) preparePartitioned(ctx context.Context, t *raftmeta.Table, m *flussv1.AppendRequest) ([]bucketBatches, error) {
+	var fixed *raftmeta.Partition
+	missing := createMissing
+	if m.GetPartition() != "" {
+		p, err := s.namedPartition(ctx, t, m.GetPartition())
+		if err != nil {
+			return nil, err
+		}
+		fixed, missing = p, keepMissing
+	}
+	sch := t.Schema()
+	var recs []arrow.Record
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	switch {
+	case len(m.GetRows()) > 0:
+		rows, err := record.DecodeJSON(sch, m.GetRows())
+		if err != nil {
+			return nil, fmt.Errorf("rows for %s: %w", t.FullName(), err)
+		}
+		recs = append(recs, rows.Record(memory.DefaultAllocator))
+		rows.Release()
+	case len(m.GetArrow()) > 0:
+		var msgs [][]byte
+		var err error
+		if sch, msgs, err = arrowInput(t, m.GetArrow()); err != nil {
+			return nil, err
+		}
+		for i, msg := range msgs {
+			rec, err := decodeArrowBatch(t, sch, i, msg)
+			if err != nil {
+				return nil, err
+			}
+			recs = append(recs, rec)
+		}
+	default:
+		return nil, fmt.Errorf("%w: Append needs rows (a JSON array of objects) or arrow (an Arrow IPC stream)", ErrInvalidRequest)
+	}
+	var total int64
+	for _, rec := range recs {
+		total += rec.NumRows()
+	}
+	if err := s.checkRows(total); err != nil {
+		return nil, err
+	}
+	comp, level, err := tableCompression(t)
+	if err != nil {
+		return nil, err
+	}
+	byBucket := map[raftmeta.BucketID]*bucketBatches{}
+	var order []raftmeta.BucketID
+	for _, rec := range recs {
+		groups, err := s.partitionRows(ctx, t, rec, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range groups {
+			if fixed != nil && g.name != fixed.Name {
+				return nil, fmt.Errorf("%w: row %d belongs to partition %s of %s, not to %s, which the request names", ErrInvalidRequest, g.rows[0], g.name, t.FullName(), fixed.Name)
+			}
+			if fixed != nil {
+				g.part = fixed
+			}
+			sub, err := takeAll(rec, g.rows)
+			if err != nil {
+				return nil, err
+			}
+			var split map[int32]arrow.Record
+			if b, ok := s.oneBucket(t, m); ok {
+				split = map[int32]arrow.Record{b: sub}
+			} else {
+				split, err = splitByBucketKey(t, sub)
+				sub.Release()
+				if err != nil {
+					return nil, err
+				}
+			}
+			err = encodeSplit(split, sch.ID, comp, level, m, func(b int32, batch []byte, n int64) error {
+				if err := s.checkBatch(t, b, len(batch)); err != nil {
+					return err
+				}
+				id := bucketOf(t, g.part, b)
+				p := byBucket[id]
+				if p == nil {
+					p = &bucketBatches{part: g.part, bucket: b}
+					byBucket[id] = p
+					order = append(order, id)
+				}
+				p.batches = append(p.batches, batch)
+				p.count += n
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]bucketBatches, len(order))
+	for i, id := range order {
+		out[i] = *byBucket[id]
+	}
 	return out, nil
 }
 

@@ -86,13 +86,18 @@ func (c *Client) PrefixLookup(ctx context.Context, table string, prefixesJSON []
 // a primary-key table, the latest rows of a log table. bucket nil reads
 // every bucket; a bucket is read from its leader when routing is on.
 func (c *Client) LimitScan(ctx context.Context, table string, bucket *int32, limit int32) ([]byte, error) {
-	req := &flussv1.LimitScanRequest{Table: table, Bucket: bucket, Limit: limit}
+	return c.LimitScanRequest(ctx, &flussv1.LimitScanRequest{Table: table, Bucket: bucket, Limit: limit})
+}
+
+// LimitScanRequest is LimitScan with every field of the request (a
+// partitioned table's partition).
+func (c *Client) LimitScanRequest(ctx context.Context, req *flussv1.LimitScanRequest) ([]byte, error) {
 	var out []byte
 	err := c.do(ctx, func() error {
 		rc := c.read
 		var done func(error)
-		if bucket != nil {
-			rc, done = c.readFor(ctx, table, "", *bucket)
+		if req.Bucket != nil {
+			rc, done = c.readFor(ctx, req.GetTable(), req.GetPartition(), req.GetBucket())
 		}
 		res, err := rc.LimitScan(ctx, connect.NewRequest(req))
 		if done != nil {

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,8 @@ type Backend struct {
 	tables  map[string]*raftmeta.Table
 	buckets map[raftmeta.BucketID]*bucket
 	nextID  int64
+	parts   map[int64][]*raftmeta.Partition // by table id, sorted by name
+	nextPID int64
 	appends int // Append calls that stored something
 	now     func() int64
 
@@ -59,6 +62,7 @@ func New() *Backend {
 	return &Backend{
 		dbs: map[string]bool{}, tables: map[string]*raftmeta.Table{},
 		buckets: map[raftmeta.BucketID]*bucket{}, nextID: 1,
+		parts: map[int64][]*raftmeta.Partition{}, nextPID: 1,
 		now: func() int64 { return time.Now().UnixMilli() },
 	}
 }
@@ -231,6 +235,79 @@ func (m *Backend) AddColumns(ctx context.Context, name string, cols []record.Col
 	nt.Schemas = append(slices.Clip(t.Schemas), next)
 	m.tables[name] = &nt
 	return next.ID, nil
+}
+
+func (m *Backend) tableLocked(name string) (*raftmeta.Table, error) {
+	t, ok := m.tables[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", raftmeta.ErrTableNotFound, name)
+	}
+	return t, nil
+}
+
+func (m *Backend) CreatePartition(ctx context.Context, table string, values map[string]string, ignoreIfExists bool) (*raftmeta.Partition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.tableLocked(table)
+	if err != nil {
+		return nil, err
+	}
+	name, err := raftmeta.PartitionName(t, values)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range m.parts[t.ID] {
+		if p.Name == name {
+			if ignoreIfExists {
+				return p, nil
+			}
+			return nil, fmt.Errorf("%w: %q", raftmeta.ErrPartitionExists, name)
+		}
+	}
+	p := &raftmeta.Partition{ID: m.nextPID, TableID: t.ID, Name: name, Values: maps.Clone(values), CreatedAtMs: m.now()}
+	m.nextPID++
+	m.parts[t.ID] = append(m.parts[t.ID], p)
+	slices.SortFunc(m.parts[t.ID], func(a, b *raftmeta.Partition) int { return strings.Compare(a.Name, b.Name) })
+	return p, nil
+}
+
+func (m *Backend) DropPartition(ctx context.Context, table string, values map[string]string, ignoreIfNotExists bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.tableLocked(table)
+	if err != nil {
+		return err
+	}
+	name, err := raftmeta.PartitionName(t, values)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(m.parts[t.ID], func(p *raftmeta.Partition) bool { return p.Name == name })
+	if i < 0 {
+		if ignoreIfNotExists {
+			return nil
+		}
+		return fmt.Errorf("%w: %q", raftmeta.ErrPartitionNotFound, name)
+	}
+	m.parts[t.ID] = slices.Delete(slices.Clone(m.parts[t.ID]), i, i+1)
+	return nil
+}
+
+func (m *Backend) Partitions(ctx context.Context, tableID int64) ([]*raftmeta.Partition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.parts[tableID]), nil
+}
+
+func (m *Backend) Partition(ctx context.Context, tableID int64, name string) (*raftmeta.Partition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.parts[tableID] {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("partition %q: %w", name, raftmeta.ErrPartitionNotFound)
 }
 
 func (m *Backend) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
+)
+
+// partitionCmd manages the partitions of a partitioned table. Writes
+// create the partitions their rows name; these commands create them ahead
+// of time, drop them with their data, and list them.
+func partitionCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "partition", Short: "Create, drop and list the partitions of a partitioned table"}
+	var ifNotExists, ifExists bool
+	create := &cobra.Command{
+		Use:     "create DB.TABLE KEY=VALUE...",
+		Short:   "Create a partition: one value per partition key",
+		Example: `  fluss-node partition create shop.events dt=2026-12-03`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			values, err := partitionValues(args[1:])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			res, err := newClient().Admin().CreatePartition(ctx, connect.NewRequest(&flussv1.CreatePartitionRequest{
+				Table: args[0], Values: values, IgnoreIfExists: ifNotExists}))
+			if err != nil {
+				return err
+			}
+			for _, p := range res.Msg.GetPartitions() {
+				fmt.Fprintf(cmd.OutOrStdout(), "partition %s of %s (id %d)\n", p.GetName(), args[0], p.GetId())
+			}
+			return nil
+		},
+	}
+	create.Flags().BoolVar(&ifNotExists, "if-not-exists", false, "succeed if the partition exists")
+	drop := &cobra.Command{
+		Use:     "drop DB.TABLE KEY=VALUE...",
+		Short:   "Drop a partition and its data",
+		Example: `  fluss-node partition drop shop.events dt=2026-11-01`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			values, err := partitionValues(args[1:])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			_, err = newClient().Admin().DropPartition(ctx, connect.NewRequest(&flussv1.DropPartitionRequest{
+				Table: args[0], Values: values, IgnoreIfNotExists: ifExists}))
+			return err
+		},
+	}
+	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the partition does not exist")
+	list := &cobra.Command{
+		Use:     "list DB.TABLE [KEY=VALUE...]",
+		Short:   "List a table's partitions (those with the given values)",
+		Example: `  fluss-node partition list shop.events`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			values, err := partitionValues(args[1:])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			res, err := newClient().Admin().ListPartitions(ctx, connect.NewRequest(&flussv1.ListPartitionsRequest{Table: args[0], Values: values}))
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PARTITION\tID\tVALUES")
+			for _, p := range res.Msg.GetPartitions() {
+				keys := make([]string, 0, len(p.GetValues()))
+				for k := range p.GetValues() {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for i, k := range keys {
+					keys[i] = k + "=" + p.GetValues()[k]
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", p.GetName(), p.GetId(), strings.Join(keys, " "))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(create, drop, list)
+	return cmd
+}
+
+// partitionValues parses KEY=VALUE arguments.
+func partitionValues(args []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q: want KEY=VALUE (a partition key and its value)", a)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("%q: partition key %s given twice", a, k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
