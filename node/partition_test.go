@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -136,13 +138,16 @@ func TestPartitionedPKTable(t *testing.T) {
 	if _, err := c.Admin().DropPartition(ctx, connect.NewRequest(&flussv1.DropPartitionRequest{Table: "db.cart", Values: map[string]string{"day": "d1"}})); err != nil {
 		t.Fatal(err)
 	}
+	// Its replicas close and nothing of it is left on disk: no bucket,
+	// nor partition directory.
 	waitFor(t, 10*time.Second, func() bool {
 		for _, b := range d1 {
 			if n.replica(b) != nil {
 				return false
 			}
 		}
-		return true
+		_, err := os.Stat(filepath.Dir(n.bucketDir(d1[0])))
+		return os.IsNotExist(err)
 	})
 	if _, err := c.LimitScanRequest(ctx, &flussv1.LimitScanRequest{Table: "db.cart", Partition: "d1", Limit: 10}); codeOf(err) != connect.CodeNotFound {
 		t.Fatalf("limit scan of a dropped partition: %v, want not_found", err)

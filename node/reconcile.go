@@ -144,7 +144,7 @@ func (n *Node) closeUnassignedLocked() {
 		if err := n.closeReplica(id); err != nil {
 			n.logger.Warn("close unassigned bucket replica", "bucket", id, "err", err)
 		}
-		if err := os.RemoveAll(n.bucketDir(id)); err != nil {
+		if err := n.removeBucketDir(id); err != nil {
 			n.logger.Warn("remove unassigned bucket data", "bucket", id, "err", err)
 		}
 		if err := n.dropKV(id); err != nil {
@@ -176,6 +176,8 @@ func (n *Node) sweepBucketDirs() bool {
 	if err != nil || self.PeerAddr != n.peers.Addr() {
 		return false
 	}
+	n.reconcileMu.Lock() // no replica opens meanwhile (removeBucketDir)
+	defer n.reconcileMu.Unlock()
 	want := map[raftmeta.BucketID]bool{}
 	for _, a := range n.meta.Assignments() {
 		want[a.BucketID] = true
@@ -203,7 +205,7 @@ func (n *Node) sweepBucketDirs() bool {
 				if want[id] || n.replica(id) != nil {
 					continue
 				}
-				if err := os.RemoveAll(n.bucketDir(id)); err != nil {
+				if err := n.removeBucketDir(id); err != nil {
 					n.logger.Warn("remove the data of a bucket that no longer exists", "bucket", id, "err", err)
 					continue
 				}
@@ -221,6 +223,22 @@ func (n *Node) sweepBucketDirs() bool {
 func (n *Node) bucketDir(id raftmeta.BucketID) string {
 	return filepath.Join(n.cfg.DataDir, "buckets",
 		strconv.FormatInt(id.TableID, 10), strconv.FormatInt(id.PartitionID, 10), strconv.Itoa(int(id.Bucket)))
+}
+
+// removeBucketDir deletes a bucket replica's directory, then its partition's
+// and its table's directories once they are empty (a dropped partition or
+// table leaves nothing behind; an auto-partitioned table drops one
+// partition per time unit).
+func (n *Node) removeBucketDir(id raftmeta.BucketID) error {
+	dir := n.bucketDir(id)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	part := filepath.Dir(dir)
+	if os.Remove(part) == nil { // fails, as it should, while not empty
+		os.Remove(filepath.Dir(part))
+	}
+	return nil
 }
 
 // closeReplica closes one open replica and unregisters its transport.
