@@ -213,8 +213,13 @@ func (n *Node) CreatePartition(ctx context.Context, table string, values map[str
 			return p, nil
 		}
 	}
-	// Dropped again between the create and this read.
-	return nil, fmt.Errorf("partition id %d of table %s: %w", id, table, raftmeta.ErrPartitionNotFound)
+	// Created, and dropped again since (by a client, or auto-partitioning):
+	// the create succeeded all the same.
+	pname, err := raftmeta.PartitionName(t, values)
+	if err != nil {
+		return nil, err
+	}
+	return &raftmeta.Partition{ID: id, TableID: t.ID, Name: pname, Values: values}, nil
 }
 
 func (n *Node) DropPartition(ctx context.Context, table string, values map[string]string, ignoreIfNotExists bool) error {

@@ -80,8 +80,12 @@ func (n *Node) controllerLoop() {
 			continue
 		}
 		n.replaceDeadReplicas(downSince, time.Now())
+		now := time.Now()
+		if n.autoPartitionNow != nil {
+			now = n.autoPartitionNow()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		parts.pass(ctx, time.Now())
+		parts.pass(ctx, now)
 		cancel()
 	}
 }

@@ -74,8 +74,11 @@ type Node struct {
 
 	gossip        gossipState
 	gossipProfile string // membership profile ("" = LAN); tests use ProfileLocal
-	deadMu        sync.Mutex
-	deadSince     map[raftmeta.NodeID]time.Time // nodes gossip declared failed (hook for re-replication)
+	// autoPartitionNow is the controller's clock for auto-partitioning
+	// (nil: time.Now); tests set it before Start.
+	autoPartitionNow func() time.Time
+	deadMu           sync.Mutex
+	deadSince        map[raftmeta.NodeID]time.Time // nodes gossip declared failed (hook for re-replication)
 
 	registered chan struct{} // closed once this node is in the catalog
 	quit       chan struct{}

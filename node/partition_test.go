@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,9 +174,21 @@ func TestPartitionedPKTable(t *testing.T) {
 
 // TestAutoPartition: the controller creates an auto-partitioned table's
 // partitions ahead and drops the ones past retention, never one whose
-// value is not a time of the table's unit.
+// value is not a time of the table's unit; a partition already past
+// retention is refused rather than created and dropped with its rows. The
+// controller's clock runs ten days ahead of the catalog's.
 func TestAutoPartition(t *testing.T) {
-	n := startNode(t, testConfig(t.TempDir()))
+	ahead := time.Now().UTC().AddDate(0, 0, 10)
+	n, err := New(testConfig(t.TempDir()), testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.gossipProfile = "local"
+	n.autoPartitionNow = func() time.Time { return ahead }
+	if err := n.Start(context.Background()); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -200,32 +213,36 @@ func TestAutoPartition(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"20000101", "manual"} {
-		if _, err := c.Admin().CreatePartition(ctx, connect.NewRequest(&flussv1.CreatePartitionRequest{Table: "db.ev", Values: map[string]string{"dt": v}})); err != nil {
+	create := func(v string) error {
+		_, err := c.Admin().CreatePartition(ctx, connect.NewRequest(&flussv1.CreatePartitionRequest{Table: "db.ev", Values: map[string]string{"dt": v}}))
+		return err
+	}
+	day := func(t time.Time, d int) string { return t.AddDate(0, 0, d).Format("20060102") }
+	now := time.Now().UTC()
+	if err := create("20000101"); codeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "retention") {
+		t.Fatalf("create a partition past retention: %v, want invalid_argument about retention", err)
+	}
+	// Today's partition is within retention for the catalog's clock, and
+	// past it for the controller's: the controller drops it.
+	for _, v := range []string{day(now, 0), "manual"} {
+		if err := create(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	day := func(d int) string { return time.Now().UTC().AddDate(0, 0, d).Format("20060102") }
+	want := []string{day(ahead, 0), day(ahead, 1), day(ahead, 2), "manual"}
 	var got []string
 	waitFor(t, 20*time.Second, func() bool {
 		got = listPartitions(t, ctx, c, "db.ev")
-		// Around midnight UTC the window moves: accept either day's set.
-		for _, base := range []int{0, 1} {
-			want := []string{day(base), day(base + 1), day(base + 2), "manual"}
-			if slices.Equal(got, want) {
-				return true
-			}
-		}
-		return false
+		return slices.Equal(got, want)
 	})
 	// The precreated partitions take writes at once.
-	row, _ := json.Marshal([]map[string]any{{"id": 1, "dt": got[0]}})
+	row, _ := json.Marshal([]map[string]any{{"id": 1, "dt": want[1]}})
 	res, err := c.Append(ctx, "db.ev", row)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 1 || res[0].GetPartition() != got[0] || res[0].GetCount() != 1 {
-		t.Fatalf("append to %s: %v", got[0], res)
+	if len(res) != 1 || res[0].GetPartition() != want[1] || res[0].GetCount() != 1 {
+		t.Fatalf("append to %s: %v", want[1], res)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -467,6 +468,9 @@ func (m *Meta) CreatePartition(ctx context.Context, db, table string, values map
 		}
 		return 0, fmt.Errorf("partition %q of table %s: %w", name, t.FullName(), ErrPartitionExists)
 	}
+	if err := m.checkRetention(t, name, values); err != nil {
+		return 0, err
+	}
 	as, err := m.place(t)
 	if err != nil {
 		return 0, err
@@ -478,6 +482,21 @@ func (m *Meta) CreatePartition(ctx context.Context, db, table string, values map
 		return 0, err
 	}
 	return res.ID, nil
+}
+
+// checkRetention refuses a partition of an auto-partitioned table that is
+// already past the table's retention: the controller would drop it, with
+// the rows written to it, at its next pass.
+func (m *Meta) checkRetention(t *Table, name string, values map[string]string) error {
+	ap, on, err := AutoPartitionOf(t)
+	if !on || err != nil {
+		return nil
+	}
+	p := &Partition{TableID: t.ID, Name: name, Values: values}
+	if _, drop := PlanAutoPartitions(t, ap, []*Partition{p}, m.cfg.Now()); slices.Contains(drop, name) {
+		return fmt.Errorf("%w: partition %q of %s is older than the table's auto-partition retention (%d %s partitions before the current one): it would be dropped at once", ErrInvalid, name, t.FullName(), ap.Retention, ap.Unit)
+	}
+	return nil
 }
 
 // DropPartition drops the partition of db.table with the given values.
