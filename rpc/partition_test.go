@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
 // setupEvents creates s.ev, a log table partitioned by dt with 2 buckets.
@@ -187,5 +190,72 @@ func TestPartitionedScan(t *testing.T) {
 	got := collect(&flussv1.ScanRequest{Table: "s.ev", From: flussv1.ScanRequest_LATEST, Follow: true}, 2)
 	if fmt.Sprint(got) != "map[a:[3] new:[4]]" {
 		t.Fatalf("following scan read %v, want a:[3] new:[4]", got)
+	}
+}
+
+// TestPartitionedAppendArrow: an Arrow stream's rows are split by
+// partition (and re-encoded) like JSON rows.
+func TestPartitionedAppendArrow(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.pa","bucketCount":2,"partitionKeys":["city"],
+		"schema":{"columns":[{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING"}]}}`)
+	rec := recordWith([]row{{"id": int64(1), "city": "a"}, {"id": int64(2), "city": "b"}, {"id": int64(3), "city": "a"}}, "id", "city")
+	defer rec.Release()
+	res, err := e.c.AppendRecord(context.Background(), "s.pa", client.NoBucket, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int32{}
+	for _, r := range res {
+		n[r.GetPartition()] += r.GetCount()
+	}
+	if fmt.Sprint(n) != "map[a:2 b:1]" {
+		t.Fatalf("appended %v, want a:2 b:1", n)
+	}
+	for p, want := range map[string]string{"a": "[1 3]", "b": "[2]"} {
+		rows := e.mustPost(t, "/fluss.v1.ReadService/LimitScan", fmt.Sprintf(`{"table":"s.pa","partition":%q,"limit":10}`, p))["rows"].([]any)
+		var ids []float64
+		for _, r := range rows {
+			ids = append(ids, r.(map[string]any)["id"].(float64))
+		}
+		slices.Sort(ids)
+		if fmt.Sprint(ids) != want {
+			t.Fatalf("partition %s holds ids %v, want %s", p, ids, want)
+		}
+	}
+	// A null partition key in an Arrow stream is refused, nothing stored.
+	bad := recordWith([]row{{"id": int64(4), "city": "a"}, {"id": int64(5), "city": nil}}, "id", "city")
+	defer bad.Release()
+	if _, err := e.c.AppendRecord(context.Background(), "s.pa", client.NoBucket, bad); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("null partition key: %v, want invalid_argument", err)
+	}
+	if rows := e.mustPost(t, "/fluss.v1.ReadService/LimitScan", `{"table":"s.pa","partition":"a","limit":10}`)["rows"].([]any); len(rows) != 2 {
+		t.Fatalf("partition a after a refused append: %v", rows)
+	}
+}
+
+// TestPartitionKeysOfEveryType: partition names join the values of every
+// partition key (STRING, DATE, INT, BIGINT) in key order with '$'.
+func TestPartitionKeysOfEveryType(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.m","partitionKeys":["region","day","n","big"],
+		"schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"region","type":"STRING"},{"name":"day","type":"DATE"},
+		{"name":"n","type":"INT"},{"name":"big","type":"BIGINT"}]}}`)
+	out := e.mustPost(t, "/fluss.v1.WriteService/Append", `{"table":"s.m","rows":[
+		{"id":1,"region":"eu","day":"2026-12-03","n":-5,"big":"9007199254740993"},
+		{"id":2,"region":"us","day":"1969-12-31","n":0,"big":1}]}`)
+	var names []string
+	for _, r := range out["results"].([]any) {
+		names = append(names, r.(map[string]any)["partition"].(string))
+	}
+	slices.Sort(names)
+	if want := []string{"eu$2026-12-03$-5$9007199254740993", "us$1969-12-31$0$1"}; !slices.Equal(names, want) {
+		t.Fatalf("partitions %v, want %v", names, want)
+	}
+	ps := e.mustPost(t, "/fluss.v1.AdminService/ListPartitions", `{"table":"s.m","values":{"region":"us"}}`)["partitions"].([]any)
+	if len(ps) != 1 || ps[0].(map[string]any)["name"] != "us$1969-12-31$0$1" {
+		t.Fatalf("partitions of region us: %v", ps)
 	}
 }
