@@ -618,11 +618,16 @@ func TestFetchIsLeaderOnly(t *testing.T) {
 		if i == li {
 			continue
 		}
-		_, _, _, err := r.Fetch(ctx, 0, 0, 0)
-		var nl *NotLeaderError
-		if !errors.As(err, &nl) || nl.Leader != c.layout[li].ID {
-			t.Fatalf("follower Fetch: %v, want NotLeaderError naming %s", err, c.layout[li].ID)
-		}
+		// A follower that has not heard from the new leader yet (the
+		// append needed only a quorum) answers "no leader" until it does.
+		waitFor(t, 5*time.Second, func() error {
+			_, _, _, err := r.Fetch(ctx, 0, 0, 0)
+			var nl *NotLeaderError
+			if !errors.As(err, &nl) || nl.Leader != c.layout[li].ID {
+				return fmt.Errorf("follower Fetch: %v, want NotLeaderError naming %s", err, c.layout[li].ID)
+			}
+			return nil
+		})
 		waitFor(t, 5*time.Second, func() error {
 			bs, hw, _, err := r.FetchLocal(ctx, 0, 0, 0)
 			if err != nil || hw != 2 || len(bs) != 1 {
