@@ -72,6 +72,10 @@ const MaxKeyBytes = 16 << 10
 // replica's limits (Replica.CheckRow).
 var ErrRowTooLarge = errors.New("kvstore: row too large")
 
+// ErrOverBudget wraps a read whose answer would be over the byte budget
+// its caller gave.
+var ErrOverBudget = errors.New("kvstore: answer over its byte budget")
+
 // withDefaults replaces zero fields of o by DefaultOptions' values.
 func (o Options) withDefaults() Options {
 	d := DefaultOptions()
@@ -231,7 +235,7 @@ func (r *Replica) Get(key []byte) (row Row, ok bool, err error) {
 // allocation-free lookup path); ok=false when absent.
 func (r *Replica) AppendValue(dst, key []byte) (out []byte, ok bool, err error) {
 	var val [1][]byte
-	out, err = r.AppendValues(dst, [][]byte{key}, val[:])
+	out, err = r.AppendValues(dst, [][]byte{key}, val[:], 0)
 	return out, val[0] != nil, err
 }
 
@@ -239,7 +243,9 @@ func (r *Replica) AppendValue(dst, key []byte) (out []byte, ok bool, err error) 
 // value of each found key to dst and sets vals[i] (len(keys) of them) to
 // it, or to nil when keys[i] has no row. Slices set earlier keep pointing
 // into dst's earlier arrays when dst grows; append never overwrites those.
-func (r *Replica) AppendValues(dst []byte, keys, vals [][]byte) ([]byte, error) {
+// With maxBytes > 0 it stops with ErrOverBudget once the values appended
+// total more than maxBytes.
+func (r *Replica) AppendValues(dst []byte, keys, vals [][]byte, maxBytes int) ([]byte, error) {
 	var buf [128]byte
 	out := dst
 	err := r.db.View(func(txn *badger.Txn) error {
@@ -260,6 +266,9 @@ func (r *Replica) AppendValues(dst []byte, keys, vals [][]byte) ([]byte, error) 
 				return err
 			}
 			vals[i] = out[start:len(out):len(out)]
+			if maxBytes > 0 && len(out)-len(dst) > maxBytes {
+				return fmt.Errorf("%w: the rows of %d of %d keys hold more than %d bytes", ErrOverBudget, i+1, len(keys), maxBytes)
+			}
 		}
 		return nil
 	})

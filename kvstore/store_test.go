@@ -142,7 +142,7 @@ func TestAppendValues(t *testing.T) {
 	}
 	vals := make([][]byte, len(keys))
 	// A small dst forces several grows while the values are appended.
-	if _, err := r.AppendValues(make([]byte, 0, 8), keys, vals); err != nil {
+	if _, err := r.AppendValues(make([]byte, 0, 8), keys, vals, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range vals {
@@ -164,6 +164,17 @@ func TestAppendValues(t *testing.T) {
 	}
 	if _, ok, err := r.AppendValue(nil, key(t, c, 3)); ok || err != nil {
 		t.Fatalf("AppendValue of a missing key: ok=%v err=%v", ok, err)
+	}
+	// A budget: the exact total of the values fits, a byte less does not.
+	total := 0
+	for _, v := range vals {
+		total += len(v)
+	}
+	if _, err := r.AppendValues(nil, keys, vals, total); err != nil {
+		t.Fatalf("AppendValues within a budget of exactly %d bytes: %v", total, err)
+	}
+	if _, err := r.AppendValues(nil, keys, vals, total-1); !errors.Is(err, ErrOverBudget) {
+		t.Fatalf("AppendValues over a budget of %d bytes: %v, want ErrOverBudget", total-1, err)
 	}
 }
 

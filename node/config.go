@@ -115,7 +115,8 @@ type LimitsConfig struct {
 	MaxRequestBytes int64 `toml:"max_request_bytes"`
 	// MaxBatchBytes bounds one encoded batch for one bucket. Default 16 MiB.
 	MaxBatchBytes int64 `toml:"max_batch_bytes"`
-	// MaxFetchBytes bounds one Fetch response. Default 16 MiB.
+	// MaxFetchBytes bounds one Fetch response, and the stored row bytes of
+	// one Lookup, PrefixLookup or LimitScan answer. Default 16 MiB.
 	MaxFetchBytes int64 `toml:"max_fetch_bytes"`
 	// MaxRowsPerRequest bounds the rows one request carries (Append, Upsert,
 	// Delete, Lookup keys) or returns (PrefixLookup, LimitScan). Default

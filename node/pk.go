@@ -170,11 +170,11 @@ func (n *Node) LeadsLocally(b raftmeta.BucketID) bool {
 }
 
 // Lookup reads rows by key on the bucket leader: here, or forwarded once.
-func (n *Node) Lookup(ctx context.Context, b raftmeta.BucketID, keys [][]byte) ([][]byte, error) {
+func (n *Node) Lookup(ctx context.Context, b raftmeta.BucketID, keys [][]byte, maxBytes int) ([][]byte, error) {
 	var out [][]byte
-	q := &bucketReq{Bucket: b, Batches: keys}
+	q := &bucketReq{Bucket: b, Batches: keys, MaxBytes: int64(maxBytes)}
 	err := n.route(ctx, b, q, callBucketLookup, func(r *replica.Replica) error {
-		vals, err := r.Lookup(ctx, keys)
+		vals, err := r.Lookup(ctx, keys, maxBytes)
 		if err != nil {
 			return replicaError(err)
 		}
@@ -196,11 +196,11 @@ func (n *Node) Lookup(ctx context.Context, b raftmeta.BucketID, keys [][]byte) (
 
 // PrefixScan reads rows by key prefix on the bucket leader: here, or
 // forwarded once.
-func (n *Node) PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byte, limit int) ([][]byte, error) {
+func (n *Node) PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byte, limit, maxBytes int) ([][]byte, error) {
 	var out [][]byte
-	q := &bucketReq{Bucket: b, Batches: [][]byte{prefix}, MaxBytes: int64(limit)}
+	q := &bucketReq{Bucket: b, Batches: [][]byte{prefix}, MaxBytes: int64(limit), Offset: int64(maxBytes)}
 	err := n.route(ctx, b, q, callBucketPrefix, func(r *replica.Replica) error {
-		vals, err := r.PrefixScan(ctx, prefix, limit)
+		vals, err := r.PrefixScan(ctx, prefix, limit, maxBytes)
 		if err != nil {
 			return replicaError(err)
 		}
@@ -294,7 +294,7 @@ func (n *Node) servePK(ctx context.Context, call string, r *replica.Replica, q *
 		p.BaseOffset, p.Count, err = r.Write(ctx, w, q.WriterID, q.Seq)
 		return err
 	case callBucketLookup:
-		vals, err := r.Lookup(ctx, q.Batches)
+		vals, err := r.Lookup(ctx, q.Batches, int(q.MaxBytes))
 		if err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func (n *Node) servePK(ctx context.Context, call string, r *replica.Replica, q *
 			return fmt.Errorf("%w: prefix lookup needs one prefix", ErrBadMessage)
 		}
 		var err error
-		p.Batches, err = r.PrefixScan(ctx, q.Batches[0], int(q.MaxBytes))
+		p.Batches, err = r.PrefixScan(ctx, q.Batches[0], int(q.MaxBytes), int(q.Offset))
 		return err
 	}
 	return fmt.Errorf("%w: unknown call %q", ErrBadMessage, call)

@@ -444,3 +444,46 @@ func TestPrefixLookupRowBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPKReadByteBudget: Lookup, PrefixLookup and LimitScan answer at most
+// max_fetch_bytes of stored rows: the first two refuse more
+// (resource_exhausted, never a partial answer), LimitScan answers fewer
+// rows than its limit, as Fetch does.
+func TestPKReadByteBudget(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Limits.MaxFetchBytes = 2048
+	n := startNode(t, cfg)
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := client.New("http://" + n.ClientAddr())
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	createPKTable(t, ctx, c, "cart", nil)
+	note := strings.Repeat("x", 500) // a stored row is a little over 500 bytes
+	var rows, keys []string
+	for i := range 10 {
+		rows = append(rows, fmt.Sprintf(`{"user_id":1,"item":%d,"note":%q}`, i, note))
+		keys = append(keys, fmt.Sprintf(`{"user_id":1,"item":%d}`, i))
+	}
+	if _, err := c.Upsert(ctx, "db.cart", []byte("["+strings.Join(rows, ",")+"]"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Lookup(ctx, "db.cart", []byte("["+strings.Join(keys[:3], ",")+"]"), []string{"item"}); err != nil || string(got) != `[{"item":0},{"item":1},{"item":2}]` {
+		t.Fatalf("lookup of 3 rows within the budget: %s, %v", got, err)
+	}
+	if _, err := c.Lookup(ctx, "db.cart", []byte("["+strings.Join(keys, ",")+"]"), nil); codeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "max_fetch_bytes") {
+		t.Fatalf("lookup of 10 rows over the budget: %v, want resource_exhausted", err)
+	}
+	if _, err := c.PrefixLookup(ctx, "db.cart", []byte(`[{"user_id":1}]`), nil); codeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "max_fetch_bytes") {
+		t.Fatalf("prefix lookup of 10 rows over the budget: %v, want resource_exhausted", err)
+	}
+	got, err := c.LimitScan(ctx, "db.cart", nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := strings.Count(string(got), `"item"`); k < 1 || k > 4 {
+		t.Fatalf("limit scan answered %d rows; want 1 to 4 (2048 bytes of ~510-byte rows)", k)
+	}
+}

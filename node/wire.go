@@ -189,6 +189,11 @@ func (r *reader) done() error {
 
 // bucketReq is a forwarded data-path request. Forwarded requests are never
 // forwarded again (the hop limit is one).
+//
+// The fields are positional on the wire, so calls that came later reuse
+// the fields of earlier ones rather than add new: a Lookup's byte budget is
+// MaxBytes; a PrefixScan's prefix is Batches[0], its row limit MaxBytes
+// and its byte budget Offset. A node that predates a budget ignores it.
 type bucketReq struct {
 	Bucket    raftmeta.BucketID
 	TimeoutMs uint64 // the caller's remaining deadline

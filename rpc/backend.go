@@ -71,12 +71,14 @@ type Backend interface {
 	Write(ctx context.Context, b raftmeta.BucketID, w *PKWrite, writerID int64, seq int32) (AppendResult, error)
 	// Lookup returns, on the bucket leader and linearizably, the stored row
 	// (kvstore row encoding) of each encoded primary key
-	// (kvstore.Codec.AppendKey), nil where the key has no row.
-	Lookup(ctx context.Context, b raftmeta.BucketID, keys [][]byte) ([][]byte, error)
+	// (kvstore.Codec.AppendKey), nil where the key has no row. Rows
+	// totalling more than maxBytes (> 0) fail it with ErrResourceExhausted.
+	Lookup(ctx context.Context, b raftmeta.BucketID, keys [][]byte, maxBytes int) ([][]byte, error)
 	// PrefixScan returns, like Lookup, the rows whose encoded key starts
 	// with prefix (kvstore.Codec.AppendBucketKey; empty: all), in key order,
-	// at most limit (0: no limit).
-	PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byte, limit int) ([][]byte, error)
+	// at most limit (0: no limit), and with maxBytes > 0 stops after the
+	// row that takes them past maxBytes bytes in all.
+	PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byte, limit, maxBytes int) ([][]byte, error)
 	// LeadsLocally reports whether this node leads b right now, so that a
 	// read of b is served here without a network hop. A hint for how to
 	// schedule calls: the calls route themselves whatever it says.

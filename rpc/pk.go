@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -355,14 +356,30 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 		return nil, err
 	}
 	vals := make([][]byte, len(rows))
+	// One budget of max_fetch_bytes stored row bytes for the whole answer.
+	var left atomic.Int64
+	left.Store(int64(s.lim.MaxFetchBytes))
+	overBudget := func() error {
+		return fmt.Errorf("%w: the rows of these keys hold more than max_fetch_bytes (%d bytes); ask for fewer keys per request", ErrResourceExhausted, s.lim.MaxFetchBytes)
+	}
 	err = s.perBucket(byBucket, func(b raftmeta.BucketID, idx []int) error {
 		keys := make([][]byte, len(idx))
 		for j, i := range idx {
 			keys[j] = encoded[i]
 		}
-		got, err := s.b.Lookup(ctx, b, keys)
+		budget := left.Load()
+		if budget <= 0 {
+			return overBudget()
+		}
+		got, err := s.b.Lookup(ctx, b, keys, int(budget))
+		if errors.Is(err, ErrResourceExhausted) {
+			return overBudget()
+		}
 		if err != nil {
 			return fmt.Errorf("lookup in %s: %w", s.bucketName(ctx, t, b), err)
+		}
+		if left.Add(-int64(valueBytes(got))) < 0 {
+			return overBudget()
 		}
 		for j, i := range idx {
 			vals[i] = got[j]
@@ -377,6 +394,15 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 		return nil, err
 	}
 	return connect.NewResponse(&flussv1.LookupResponse{Rows: append(out, ']')}), nil
+}
+
+// valueBytes is the total length of vals.
+func valueBytes(vals [][]byte) int {
+	n := 0
+	for _, v := range vals {
+		n += len(v)
+	}
+	return n
 }
 
 // keyBuckets groups the rows of rec (keys or prefixes of t) by the bucket
@@ -514,18 +540,24 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 	// One budget of max_rows_per_request rows for the whole answer; a scan
 	// asks for one row more than is left, to tell "exactly the rest" from
 	// "over".
-	var left atomic.Int64
+	// Likewise one budget of max_fetch_bytes stored row bytes, the scan
+	// stopping after the row that goes past it.
+	var left, bytesLeft atomic.Int64
 	left.Store(int64(s.lim.MaxRowsPerRequest))
+	bytesLeft.Store(int64(s.lim.MaxFetchBytes))
 	results := make([]*flussv1.PrefixLookupResult, len(rows))
 	err = s.perBucket(byBucket, func(b raftmeta.BucketID, idx []int) error {
 		for _, i := range idx {
 			budget := left.Load()
-			got, err := s.b.PrefixScan(ctx, b, prefixes[i], int(max(budget, 0))+1)
+			got, err := s.b.PrefixScan(ctx, b, prefixes[i], int(max(budget, 0))+1, int(max(bytesLeft.Load(), 1)))
 			if err != nil {
 				return fmt.Errorf("prefix lookup in %s: %w", s.bucketName(ctx, t, b), err)
 			}
 			if left.Add(-int64(len(got))) < 0 {
 				return fmt.Errorf("%w: the prefixes match more than max_rows_per_request (%d) rows; ask for fewer prefixes per request", ErrResourceExhausted, s.lim.MaxRowsPerRequest)
+			}
+			if bytesLeft.Add(-int64(valueBytes(got))) < 0 {
+				return fmt.Errorf("%w: the rows of these prefixes hold more than max_fetch_bytes (%d bytes); ask for fewer prefixes per request", ErrResourceExhausted, s.lim.MaxFetchBytes)
 			}
 			out, err := w.appendObjects([]byte{'['}, got, true)
 			if err != nil {
@@ -586,15 +618,25 @@ func (s *service) LimitScan(ctx context.Context, req *connect.Request[flussv1.Li
 	if err != nil {
 		return nil, err
 	}
+	// At most max_fetch_bytes stored row bytes (but at least one row), as
+	// Fetch's maxBytes: the answer may hold fewer than limit rows.
 	out := []byte{'['}
-	n := 0
+	n, size := 0, 0
 	for _, b := range bs {
-		if n >= limit {
+		if n >= limit || size >= s.lim.MaxFetchBytes {
 			break
 		}
-		vals, err := s.b.PrefixScan(ctx, bucketOf(t, p, b), nil, limit-n)
+		vals, err := s.b.PrefixScan(ctx, bucketOf(t, p, b), nil, limit-n, s.lim.MaxFetchBytes-size)
 		if err != nil {
 			return nil, fmt.Errorf("limit scan of %s: %w", where(t, p, b), err)
+		}
+		for i, v := range vals {
+			if size+len(v) > s.lim.MaxFetchBytes && n+i > 0 {
+				vals = vals[:i]
+				size = s.lim.MaxFetchBytes // full
+				break
+			}
+			size += len(v)
 		}
 		if len(vals) == 0 {
 			continue
@@ -648,10 +690,13 @@ func (s *service) latestRows(ctx context.Context, t *raftmeta.Table, p *raftmeta
 				out = append(out, rows...)
 				n += o.records
 			}
-			if o.nextOffset == off {
+			if o.nextOffset == off || len(out) >= maxBytes {
 				break
 			}
 			off = o.nextOffset
+		}
+		if len(out) >= maxBytes {
+			break // as much as one Fetch answers: enough
 		}
 	}
 	return append(out, ']'), nil

@@ -25,7 +25,10 @@ type Limits struct {
 	// MaxBatchBytes bounds one encoded bucket batch of an Append. Default 16 MiB.
 	MaxBatchBytes int
 	// MaxFetchBytes bounds the record bytes one Fetch (or one Scan message)
-	// returns; a request's maxBytes is clamped to it. Default 16 MiB.
+	// returns; a request's maxBytes is clamped to it. It also bounds the
+	// stored row bytes of a Lookup or PrefixLookup answer (more is
+	// resource_exhausted) and of a LimitScan answer (fewer rows, at least
+	// one). Default 16 MiB.
 	MaxFetchBytes int
 	// MaxRowsPerRequest bounds the rows one request carries (Append, Upsert,
 	// Delete, Lookup keys) or returns (PrefixLookup, LimitScan). Default

@@ -104,7 +104,7 @@ func TestPKLookupOnCutOffLeaderWithCachedHeartbeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, err := c.reps[old].Lookup(ctx, [][]byte{key})
+	vals, err := c.reps[old].Lookup(ctx, [][]byte{key}, 0)
 	if err == nil {
 		t.Fatalf("lookup on the cut-off leader answered %q; the new leader holds a newer row", vals[0])
 	}

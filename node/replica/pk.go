@@ -364,14 +364,18 @@ func (r *Replica) soleVoter() bool {
 
 // Lookup returns the stored row value (kvstore row encoding) of each
 // encoded primary key (kvstore.Codec.AppendKey), nil where the key has no
-// row. Linearizable (pkRead).
-func (r *Replica) Lookup(ctx context.Context, keys [][]byte) ([][]byte, error) {
+// row. Linearizable (pkRead). With maxBytes > 0, rows totalling more than
+// maxBytes fail the lookup with ErrTooLarge.
+func (r *Replica) Lookup(ctx context.Context, keys [][]byte, maxBytes int) ([][]byte, error) {
 	pk, err := r.pkRead(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(keys))
-	if _, err := pk.KV.AppendValues(nil, keys, out); err != nil {
+	if _, err := pk.KV.AppendValues(nil, keys, out, maxBytes); err != nil {
+		if errors.Is(err, kvstore.ErrOverBudget) {
+			return nil, fmt.Errorf("%w: bucket %v lookup: %w", ErrTooLarge, r.cfg.ID, err)
+		}
 		return nil, fmt.Errorf("bucket %v lookup: %w", r.cfg.ID, err)
 	}
 	return out, nil
@@ -382,18 +386,23 @@ var errLimit = errors.New("limit reached")
 
 // PrefixScan returns the values (kvstore row encoding) of the rows whose
 // encoded key starts with prefix (kvstore.Codec.AppendBucketKey; empty: every
-// row), in key order, at most limit (0: no limit). Linearizable (pkRead).
-func (r *Replica) PrefixScan(ctx context.Context, prefix []byte, limit int) ([][]byte, error) {
+// row), in key order, at most limit (0: no limit). With maxBytes > 0 it
+// also stops after the row that takes the values past maxBytes bytes in
+// all (so the caller can tell "over" from "exactly"). Linearizable
+// (pkRead).
+func (r *Replica) PrefixScan(ctx context.Context, prefix []byte, limit, maxBytes int) ([][]byte, error) {
 	pk, err := r.pkRead(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out [][]byte
+	total := 0
 	err = pk.KV.PrefixScan(prefix, func(_, v []byte) error {
-		if limit > 0 && len(out) >= limit {
+		if (limit > 0 && len(out) >= limit) || (maxBytes > 0 && total > maxBytes) {
 			return errLimit
 		}
 		out = append(out, append([]byte(nil), v...))
+		total += len(v)
 		return nil
 	})
 	if err != nil && err != errLimit {

@@ -67,7 +67,7 @@ func lookupRow(t testing.TB, r *Replica, id int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, err := r.Lookup(context.Background(), [][]byte{key})
+	vals, err := r.Lookup(context.Background(), [][]byte{key}, 0)
 	if err != nil {
 		t.Fatalf("Lookup(%d): %v", id, err)
 	}
@@ -305,7 +305,7 @@ func TestPKOversizedRowIsRefusedBeforeProposing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vals, err := r.Lookup(context.Background(), [][]byte{key}); err != nil || vals[0] == nil {
+	if vals, err := r.Lookup(context.Background(), [][]byte{key}, 0); err != nil || vals[0] == nil {
 		t.Fatalf("lookup of the large row: %v, %v", vals, err)
 	}
 }

@@ -460,11 +460,11 @@ func (m *Backend) Write(context.Context, raftmeta.BucketID, *rpc.PKWrite, int64,
 	return rpc.AppendResult{}, errNoPK
 }
 
-func (m *Backend) Lookup(context.Context, raftmeta.BucketID, [][]byte) ([][]byte, error) {
+func (m *Backend) Lookup(context.Context, raftmeta.BucketID, [][]byte, int) ([][]byte, error) {
 	return nil, errNoPK
 }
 
-func (m *Backend) PrefixScan(context.Context, raftmeta.BucketID, []byte, int) ([][]byte, error) {
+func (m *Backend) PrefixScan(context.Context, raftmeta.BucketID, []byte, int, int) ([][]byte, error) {
 	return nil, errNoPK
 }
 
