@@ -449,9 +449,12 @@ func cmpServerID(a, b raft.ServerID) int {
 //
 // Seeds may be gossip addresses. A node that gossips already (it has an
 // id) asks the peer addresses of its gossip members instead. A fresh node
-// gets its gossip name only with its id, so a seed that does not answer as
-// a peer is probed as a gossip address (membership.Probe), and the peer
-// addresses of the members it reports are asked next.
+// gets its gossip name only with its id, so it first probes a seed not yet
+// known to be a peer as a gossip address (membership.Probe) and asks the
+// peer addresses of the members it reports; a seed that is no gossip
+// address is asked as a peer. Probing first sends a peer listener a gossip
+// message, which it closes quietly (peer.Mux.admit), rather than a gossip
+// listener peer bytes, which memberlist logs as a protocol error.
 func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: n.peers.Addr()}}
 	var lastErr error
@@ -474,6 +477,23 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 		}
 		for i := 0; i < len(round); i++ { // a probe may add to round
 			seed := round[i]
+			if !n.gossipStarted() && !isPeer[seed] && slices.Contains(seeds, seed) {
+				members, perr := n.probeGossip(seed)
+				if perr == nil {
+					isGossip[seed] = true
+					n.gossip.markGossipSeed(seed)
+					for _, mb := range members {
+						isGossip[mb.GossipAddr] = true
+						if mb.PeerAddr != "" && !slices.Contains(learned, mb.PeerAddr) {
+							learned = append(learned, mb.PeerAddr)
+							add(mb.PeerAddr)
+						}
+					}
+					n.logger.Info("join: seed is a gossip address; asking its members' peer addresses", "seed", seed, "peers", learned)
+					continue
+				}
+				n.logger.Debug("join: seed is no gossip address (or does not answer); asking it as a peer", "seed", seed, "err", perr)
+			}
 			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			resp, err := n.callMetaOp(cctx, seed, op, false)
 			cancel()
@@ -486,23 +506,6 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 			}
 			lastErr = err
 			n.logger.Info("join: seed did not admit this node yet", "seed", seed, "err", err)
-			if n.gossipStarted() || isPeer[seed] || !slices.Contains(seeds, seed) {
-				continue
-			}
-			members, perr := n.probeGossip(seed)
-			if perr != nil {
-				n.logger.Debug("join: seed is no gossip address either", "seed", seed, "err", perr)
-				continue
-			}
-			isGossip[seed] = true
-			for _, mb := range members {
-				isGossip[mb.GossipAddr] = true
-				if mb.PeerAddr != "" && !slices.Contains(learned, mb.PeerAddr) {
-					learned = append(learned, mb.PeerAddr)
-					add(mb.PeerAddr)
-				}
-			}
-			n.logger.Info("join: seed is a gossip address; asking its members' peer addresses", "seed", seed, "peers", learned)
 		}
 		select {
 		case <-ctx.Done():

@@ -74,8 +74,10 @@ func startCluster(t *testing.T, cfg Config) *Node {
 }
 
 // newStarted is New + Start (bounded), safe to call off the test goroutine.
-func newStarted(cfg Config) (*Node, error) {
-	n, err := New(cfg, testLogger())
+func newStarted(cfg Config) (*Node, error) { return newStartedLog(cfg, testLogger()) }
+
+func newStartedLog(cfg Config, logger *slog.Logger) (*Node, error) {
+	n, err := New(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -543,7 +545,14 @@ func freeAddrs(t *testing.T, n int) []string {
 // through node 1's, node 3 through node 2's, which exists only since node
 // 2 joined.
 func TestClusterJoinThroughGossipAddress(t *testing.T) {
-	nodes := []*Node{startCluster(t, clusterConfig(t.TempDir()))}
+	// The seeds see no protocol errors: a joining node never sends a
+	// gossip listener peer bytes (memberlist logs them as errors).
+	logs := &errorLog{}
+	first, err := newStartedLog(clusterConfig(t.TempDir()), slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*Node{first}
 	defer func() {
 		for _, n := range nodes {
 			n.Close()
@@ -552,7 +561,7 @@ func TestClusterJoinThroughGossipAddress(t *testing.T) {
 	for i := 1; i < 3; i++ {
 		cfg := clusterConfig(t.TempDir())
 		cfg.Join = []string{nodes[i-1].gossip.m.GossipAddr()}
-		n, err := newStarted(cfg)
+		n, err := newStartedLog(cfg, slog.New(logs))
 		if err != nil {
 			t.Fatalf("node %d joining through gossip address %s: %v", i+1, cfg.Join[0], err)
 		}
@@ -569,6 +578,37 @@ func TestClusterJoinThroughGossipAddress(t *testing.T) {
 		}
 		return true
 	})
+	if bad := logs.matching("decode"); len(bad) > 0 {
+		t.Fatalf("the seeds logged protocol errors: %q", bad)
+	}
+}
+
+// errorLog is a slog handler that keeps the messages of error records.
+type errorLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *errorLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelError }
+func (l *errorLog) WithAttrs([]slog.Attr) slog.Handler            { return l }
+func (l *errorLog) WithGroup(string) slog.Handler                 { return l }
+func (l *errorLog) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+func (l *errorLog) matching(sub string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, m := range l.msgs {
+		if strings.Contains(m, sub) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // TestClusterStaticBootstrap starts 3 nodes at once with bootstrap_expect

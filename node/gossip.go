@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/fluss-node/fluss-node/node/membership"
@@ -44,6 +45,26 @@ type gossipState struct {
 	m       *membership.Membership
 	started chan struct{} // closed once m is set
 	events  chan struct{} // closed when the event logger returned
+
+	// probed are the join-list entries a join probe found to be gossip
+	// addresses (joinCluster): gossipSeeds uses them as they are.
+	probedMu sync.Mutex
+	probed   []string
+}
+
+// markGossipSeed records that the join-list entry a is a gossip address.
+func (g *gossipState) markGossipSeed(a string) {
+	g.probedMu.Lock()
+	defer g.probedMu.Unlock()
+	if !slices.Contains(g.probed, a) {
+		g.probed = append(g.probed, a)
+	}
+}
+
+func (g *gossipState) isGossipSeed(a string) bool {
+	g.probedMu.Lock()
+	defer g.probedMu.Unlock()
+	return slices.Contains(g.probed, a)
 }
 
 // startGossip starts membership on gossip_addr with this node's meta
@@ -177,7 +198,9 @@ func ctxOf(ch <-chan struct{}) (context.Context, context.CancelFunc) {
 // gossipSeeds are the addresses to join through: the gossip addresses of
 // the other catalog nodes, and for each join-list entry its gossip address
 // when it is a peer address (asked with node.hello), else the entry itself
-// (a gossip address). Own addresses are left out.
+// (a gossip address). An entry known to be a gossip address (a catalog
+// node's, or found by the join's probe) is not asked: a gossip listener
+// logs peer bytes as a protocol error. Own addresses are left out.
 func (n *Node) gossipSeeds() []string {
 	self := n.gossip.m.GossipAddr()
 	var out []string
@@ -194,7 +217,11 @@ func (n *Node) gossipSeeds() []string {
 		}
 	}
 	for _, a := range n.cfg.Join {
-		if a == n.peers.Addr() || a == self {
+		if a == n.peers.Addr() || a == self || slices.Contains(out, a) {
+			continue
+		}
+		if n.gossip.isGossipSeed(a) {
+			add(a)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

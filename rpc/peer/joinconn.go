@@ -8,6 +8,7 @@ import (
 // yamux's frame header (its spec.md): version(1) type(1) flags(2)
 // stream id(4) length(4); for a data frame, length body bytes follow.
 const (
+	yamuxVersion    = 0 // the first byte of every frame
 	yamuxHeaderSize = 12
 	yamuxTypeData   = 0
 	// joinCopyMax is the largest body joinConn copies behind its header;

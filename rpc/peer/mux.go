@@ -250,22 +250,67 @@ func (m *Mux) acceptLoop() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		sess, err := yamux.Server(&joinConn{Conn: conn}, m.ymcfg)
-		if err != nil {
-			conn.Close()
-			continue
-		}
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
-			sess.Close()
+			conn.Close()
 			return
 		}
-		m.in[sess] = struct{}{}
 		m.wg.Add(1)
 		m.mu.Unlock()
-		go m.serveSession(sess)
+		go m.admit(conn)
 	}
+}
+
+// admit starts a yamux session on an accepted connection once its first
+// byte is a yamux frame's (version 0). Anything else (a gossip probe of a
+// node asking whether this is a gossip address, a port scanner, a client
+// of another protocol) is closed at once with a debug log, so yamux never
+// logs its bytes as a protocol error; a connection that sends nothing is
+// closed after RPCTimeout. It runs on its own goroutine: a slow client
+// must not hold up the accept loop.
+func (m *Mux) admit(conn net.Conn) {
+	defer m.wg.Done()
+	var first [1]byte
+	conn.SetReadDeadline(time.Now().Add(m.opts.RPCTimeout))
+	_, err := io.ReadFull(conn, first[:])
+	conn.SetReadDeadline(time.Time{})
+	if err != nil || first[0] != yamuxVersion {
+		m.opts.Logger.Debug("peer: closed a connection that is no fluss-node peer", "remote", conn.RemoteAddr(), "first_byte", first[0], "err", err)
+		conn.Close()
+		return
+	}
+	sess, err := yamux.Server(&joinConn{Conn: &peekedConn{Conn: conn, first: first[:]}}, m.ymcfg)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		sess.Close()
+		return
+	}
+	m.in[sess] = struct{}{}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go m.serveSession(sess)
+}
+
+// peekedConn is a connection whose first bytes were read already: Read
+// returns them before reading on.
+type peekedConn struct {
+	net.Conn
+	first []byte
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) {
+	if len(c.first) > 0 {
+		n := copy(p, c.first)
+		c.first = c.first[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
 }
 
 func (m *Mux) serveSession(sess *yamux.Session) {

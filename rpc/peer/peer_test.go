@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,5 +313,56 @@ func TestBadStreamHeader(t *testing.T) {
 	}
 	if err := errorForStatus(status, body); !errors.Is(err, ErrBadHeader) || !strings.Contains(err.Error(), "version 9") {
 		t.Fatalf("err = %v, want ErrBadHeader about version 9", err)
+	}
+}
+
+// TestForeignConnection: a connection that does not start with a yamux
+// frame (a gossip push/pull, a scanner) or that sends nothing is closed
+// by the listener; peers keep being served meanwhile.
+func TestForeignConnection(t *testing.T) {
+	opts := testOpts()
+	opts.RPCTimeout = 300 * time.Millisecond
+	b, err := Listen("127.0.0.1:0", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.Handle("echo", func(_ context.Context, req []byte) ([]byte, error) { return req, nil })
+	closed := func(c net.Conn) error {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var buf [64]byte
+		// Closed with unread bytes in its buffer, the kernel resets it.
+		if n, err := c.Read(buf[:]); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+			return fmt.Errorf("read %d bytes, %v; want EOF or a reset", n, err)
+		}
+		return nil
+	}
+	// memberlist's push/pull message type is 6.
+	gossip, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gossip.Close()
+	if _, err := gossip.Write([]byte{6, 0x80, 0x81}); err != nil {
+		t.Fatal(err)
+	}
+	if err := closed(gossip); err != nil {
+		t.Fatalf("gossip bytes: %v", err)
+	}
+	// Silent, and opened before a real peer: it must not hold the peer up.
+	silent, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	a := listen(t, "127.0.0.1:0")
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if got, err := a.Call(ctx, b.Addr(), "echo", []byte("hi")); err != nil || string(got) != "hi" {
+		t.Fatalf("peer call next to foreign connections: %q, %v", got, err)
+	}
+	if err := closed(silent); err != nil {
+		t.Fatalf("silent connection: %v", err)
 	}
 }
