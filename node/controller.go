@@ -26,6 +26,8 @@ import (
 //     table's replication factor (placed while fewer nodes were active)
 //     the missing ones on the active nodes holding the fewest replicas
 //     (raftmeta.Grow), once none of its replicas is down.
+//   - controllerLoop also spreads the preferred leaders (first replicas)
+//     evenly over the nodes once the cluster is settled (spreadLeaders).
 //   - controllerLoop also keeps the partitions of auto-partitioned tables
 //     (autoPartitioner): the ones due ahead exist, the ones past retention
 //     are dropped.
@@ -172,6 +174,35 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 	down := func(id raftmeta.NodeID) bool { return !alive[id] }
 	if changes := raftmeta.Grow(n.meta.Assignments(), n.meta.ReplicationFactor, down, targets); len(changes) > 0 {
 		n.setAssignments(ctx, changes, "added up to the replication factor")
+		return
+	}
+	n.spreadLeaders(ctx, nodes, targets)
+}
+
+// spreadLeaders makes the preferred leaders even over the nodes (at most
+// one apart; raftmeta.SpreadLeaders), as Redpanda's leader balancer does:
+// buckets grown from one node to their replication factor, or left after
+// tables were dropped, would otherwise keep their leaders where they were
+// until `cluster rebalance`. The balance loop's handback then moves each
+// leadership. It acts only on a settled cluster: every node that holds a
+// replica active and up, none draining (drains and failovers move leaders
+// on purpose).
+func (n *Node) spreadLeaders(ctx context.Context, nodes []raftmeta.Node, targets []raftmeta.NodeID) {
+	for _, m := range nodes {
+		if m.State == raftmeta.NodeDraining {
+			return
+		}
+	}
+	as := n.meta.Assignments()
+	for _, a := range as {
+		for _, r := range a.Replicas {
+			if !slices.Contains(targets, r) {
+				return
+			}
+		}
+	}
+	if changes := raftmeta.SpreadLeaders(as, targets); len(changes) > 0 {
+		n.setAssignments(ctx, changes, "reordered to spread the preferred leaders")
 	}
 }
 

@@ -526,6 +526,19 @@ func TestClusterGrowsReplicasToTheFactor(t *testing.T) {
 		return true
 	})
 	checkReplicasIdentical(t, nodes, tableID)
+	// The preferred leaders, all on node 1 when the table was placed,
+	// spread over the three nodes, and the leaderships follow.
+	waitFor(t, 60*time.Second, func() bool {
+		leaders := map[raftmeta.NodeID]bool{}
+		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+			pref := a.Replicas[0]
+			if r := nodes[pref-1].replica(a.BucketID); r == nil || !r.IsLeader() {
+				return false
+			}
+			leaders[pref] = true
+		}
+		return len(leaders) == 3
+	})
 	appendTo(t, ctx, retryClient(nodes[2]), buckets, 9, 12)
 	checkRows(t, ctx, c, buckets, 12)
 	checkReplicasIdentical(t, nodes, tableID)

@@ -306,3 +306,53 @@ func TestRebalance(t *testing.T) {
 		})
 	}
 }
+
+func TestSpreadLeaders(t *testing.T) {
+	mk := bucketsOf
+	cases := []struct {
+		name  string
+		in    []Assignment
+		nodes []NodeID
+		want  string
+	}{
+		{"grown on one node: leaders spread, replicas kept", mk(1, []NodeID{1, 2, 3}, []NodeID{1, 2, 3}, []NodeID{1, 3, 2}), []NodeID{3, 2, 1},
+			"[{1 0 [2 1 3] 0} {1 1 [3 2 1] 1}]"},
+		{"already spread", mk(1, []NodeID{1, 2, 3}, []NodeID{2, 3, 1}, []NodeID{3, 1, 2}), []NodeID{1, 2, 3}, "[]"},
+		{"one apart is even", mk(1, []NodeID{1, 2}, []NodeID{1, 2}, []NodeID{2, 1}), []NodeID{1, 2}, "[]"},
+		{"factor 1 cannot move", mk(1, []NodeID{1}, []NodeID{1}, []NodeID{1}), []NodeID{1, 2, 3}, "[]"},
+		{"one node", mk(1, []NodeID{1, 2}, []NodeID{1, 2}), []NodeID{1}, "[]"},
+		{"nodes outside the set are not chosen", mk(1, []NodeID{1, 4}, []NodeID{1, 4}, []NodeID{1, 4}, []NodeID{1, 2}), []NodeID{1, 2},
+			"[{1 3 [2 1] 3}]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var in [][]NodeID
+			for _, a := range c.in {
+				in = append(in, slices.Clone(a.Replicas))
+			}
+			got := SpreadLeaders(c.in, c.nodes)
+			var parts []string
+			for _, a := range got {
+				parts = append(parts, fmt.Sprintf("{%d %d %v %d}", a.TableID, a.Bucket, a.Replicas, a.Epoch))
+				if !sameSet(a.Replicas, c.in[a.Bucket].Replicas) {
+					t.Fatalf("bucket %d replicas %v changed from %v", a.Bucket, a.Replicas, c.in[a.Bucket].Replicas)
+				}
+			}
+			if s := "[" + strings.Join(parts, " ") + "]"; s != c.want {
+				t.Fatalf("got %s, want %s", s, c.want)
+			}
+			for i := range in {
+				if !slices.Equal(in[i], c.in[i].Replicas) {
+					t.Fatal("input modified")
+				}
+			}
+		})
+	}
+}
+
+func sameSet(a, b []NodeID) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}

@@ -185,6 +185,27 @@ func leastLoaded(ts []NodeID, count map[NodeID]int, skip func(NodeID) bool) Node
 // after the moves finished continues. The input is not modified; the result is
 // a pure function of the arguments (nodes in any order).
 func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
+	return reassign(as, nodes, func(out []Assignment, ids []NodeID) {
+		spreadReplicas(out, ids)
+		spreadLeaders(out, ids)
+	})
+}
+
+// SpreadLeaders returns the assignments among as whose preferred leader
+// (first replica) changes so that the preferred leaders are spread evenly
+// over nodes, at most one apart between any two of them: Rebalance's second
+// half, without moving any replica. A preferred leader changes by swapping
+// a bucket's replica on a node with the fewest to the front, in place of
+// one on a node with the most. The input is not modified; the result is a
+// pure function of the arguments (nodes in any order).
+func SpreadLeaders(as []Assignment, nodes []NodeID) []Assignment {
+	return reassign(as, nodes, spreadLeaders)
+}
+
+// reassign runs spread on a copy of as with nodes sorted and without
+// duplicates (nothing with fewer than two nodes) and returns the
+// assignments it changed.
+func reassign(as []Assignment, nodes []NodeID, spread func(out []Assignment, ids []NodeID)) []Assignment {
 	ids := slices.Clone(nodes)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -195,20 +216,19 @@ func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
 	for i, a := range as {
 		out[i] = Assignment{BucketID: a.BucketID, Replicas: slices.Clone(a.Replicas), Epoch: a.Epoch}
 	}
-	// extremes returns the nodes with the most and the fewest of count
-	// (ties: the smallest id).
-	extremes := func(count map[NodeID]int) (NodeID, NodeID) {
-		hi, lo := ids[0], ids[0]
-		for _, id := range ids {
-			if count[id] > count[hi] {
-				hi = id
-			}
-			if count[id] < count[lo] {
-				lo = id
-			}
+	spread(out, ids)
+	var changed []Assignment
+	for i, a := range out {
+		if !slices.Equal(a.Replicas, as[i].Replicas) {
+			changed = append(changed, a)
 		}
-		return hi, lo
 	}
+	return changed
+}
+
+// spreadReplicas moves replicas of out (in place) from the nodes of ids
+// holding the most to those holding the fewest, at most one per bucket.
+func spreadReplicas(out []Assignment, ids []NodeID) {
 	count := map[NodeID]int{}
 	for _, a := range out {
 		for _, r := range a.Replicas {
@@ -217,7 +237,7 @@ func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
 	}
 	movedBucket := make([]bool, len(out))
 	for range len(out) * len(ids) {
-		hi, lo := extremes(count)
+		hi, lo := extremes(ids, count)
 		if count[hi]-count[lo] <= 1 {
 			break
 		}
@@ -242,12 +262,17 @@ func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
 			break
 		}
 	}
+}
+
+// spreadLeaders reorders the replicas of out (in place) so that the first
+// replicas are spread evenly over ids (sorted, without duplicates).
+func spreadLeaders(out []Assignment, ids []NodeID) {
 	lead := map[NodeID]int{}
 	for _, a := range out {
 		lead[a.Replicas[0]]++
 	}
 	for range len(out) * len(ids) {
-		hi, lo := extremes(lead)
+		hi, lo := extremes(ids, lead)
 		if lead[hi]-lead[lo] <= 1 {
 			break
 		}
@@ -268,11 +293,19 @@ func Rebalance(as []Assignment, nodes []NodeID) []Assignment {
 			break
 		}
 	}
-	var changed []Assignment
-	for i, a := range out {
-		if !slices.Equal(a.Replicas, as[i].Replicas) {
-			changed = append(changed, a)
+}
+
+// extremes returns the nodes of ids (sorted) with the most and the fewest
+// of count (ties: the smallest id).
+func extremes(ids []NodeID, count map[NodeID]int) (hi, lo NodeID) {
+	hi, lo = ids[0], ids[0]
+	for _, id := range ids {
+		if count[id] > count[hi] {
+			hi = id
+		}
+		if count[id] < count[lo] {
+			lo = id
 		}
 	}
-	return changed
+	return hi, lo
 }
