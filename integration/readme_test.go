@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -335,5 +336,47 @@ func TestReadmePKExamples(t *testing.T) {
 	}
 	if got := strings.Join(types, " "); got != "+I -U +U -D" {
 		t.Errorf("README changelog scan printed change types %q, want +I -U +U -D", got)
+	}
+}
+
+// TestReadmePartitionExamples runs README.md's partitioned-table block
+// with the CLI against a fresh server: the append creates its partition,
+// the scan reads the row back, and after the create and drop the list
+// holds the new partition only.
+func TestReadmePartitionExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	addr := startNode(t, t.TempDir()).addr
+	if err := call(context.Background(), addr, "AdminService/CreateDatabase", map[string]any{"name": "shop"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var outs []string
+	for _, words := range shellCommands(t, readmeBlock(t, "## Partitioned tables"), map[string]string{}) {
+		stdin := ""
+		if pipe := indexOf(words, "|"); pipe >= 0 {
+			stdin = strings.Join(words[1:pipe], " ") + "\n"
+			words = words[pipe+1:]
+		}
+		if words[0] != "./fluss-node" {
+			t.Fatalf("unexpected command in the partitioned-table block: %q", words)
+		}
+		r := runCLI(t, addr, stdin, words[1:]...)
+		if r.code != 0 {
+			t.Fatalf("README command %q: exit %d: %s", strings.Join(words, " "), r.code, strings.TrimSpace(r.stderr))
+		}
+		outs = append(outs, r.stdout)
+	}
+	if len(outs) != 7 {
+		t.Fatalf("ran %d commands, want 7", len(outs))
+	}
+	if !strings.Contains(outs[2], "2026-12-03") {
+		t.Errorf("partition list after the append printed %q, want partition 2026-12-03", outs[2])
+	}
+	if want := `{"id":1,"day":"2026-12-03","page":"/"}`; strings.TrimSpace(outs[3]) != want {
+		t.Errorf("scan printed %q, want %s", outs[3], want)
+	}
+	if !strings.Contains(outs[6], "2026-12-04") || strings.Contains(outs[6], "2026-12-03") {
+		t.Errorf("partition list after create and drop printed %q, want 2026-12-04 only", outs[6])
 	}
 }
