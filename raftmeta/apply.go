@@ -216,6 +216,8 @@ func (st *state) createPartition(c *metapb.CreatePartition) (int64, bool, error)
 	}
 	if n := len(st.partNames[t.ID]); n >= MaxPartitionsPerTable {
 		return 0, false, fmt.Errorf("create partition %q: table %s has %d partitions, the most a table may have (drop old ones first): %w", name, t.FullName(), n, ErrTooManyPartitions)
+	} else if total := (n + 1) * int(t.BucketCount); total > MaxBucketsPerTable {
+		return 0, false, fmt.Errorf("create partition %q: table %s would have %d buckets in %d partitions of %d, over the %d a table may have (drop old partitions first): %w", name, t.FullName(), total, n+1, t.BucketCount, MaxBucketsPerTable, ErrTooManyPartitions)
 	}
 	pid := st.nextPartitionID
 	as, err := st.checkNewBuckets(t, pid, c.Assignments)

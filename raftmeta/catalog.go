@@ -82,6 +82,11 @@ type Partition struct {
 // writes create partitions on demand.
 const MaxPartitionsPerTable = 1000
 
+// MaxBucketsPerTable bounds a partitioned table's buckets over all its
+// partitions (Fluss's default max.bucket.num): a table of 4096 buckets
+// holds at most 31 partitions.
+const MaxBucketsPerTable = 128000
+
 // NoPartition is the partition id of the buckets of an unpartitioned table.
 const NoPartition int64 = 0
 

@@ -607,3 +607,50 @@ type memSink struct {
 func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { return nil }
+
+// TestFSMPartitionLimits: a table holds at most MaxPartitionsPerTable
+// partitions and MaxBucketsPerTable buckets over them; the next create is
+// ErrTooManyPartitions and changes nothing, and a drop makes room again.
+func TestFSMPartitionLimits(t *testing.T) {
+	for _, tc := range []struct {
+		buckets int32
+		fits    int
+	}{
+		{1, MaxPartitionsPerTable},
+		{4096, MaxBucketsPerTable / 4096},
+	} {
+		t.Run(fmt.Sprint(tc.buckets, " buckets"), func(t *testing.T) {
+			a := newApplier(t)
+			a.apply(cCreateDB("shop", false))
+			spec := partitionedSpec("shop", "events")
+			spec.BucketCount = tc.buckets
+			if res := a.apply(cCreateTable(t, spec, false)); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			tableID := a.f.AllTables()[0].ID
+			// The same assignments for every partition: the FSM stamps ids.
+			as := testAssignments(t, tc.buckets)
+			create := func(dt string) error {
+				return a.apply(&metapb.Command{Cmd: &metapb.Command_CreatePartition{CreatePartition: &metapb.CreatePartition{
+					TableId: tableID, Name: dt, Values: map[string]string{"dt": dt}, Assignments: as, CreatedAtMs: 3000}}}).Err
+			}
+			for i := range tc.fits {
+				if err := create(fmt.Sprintf("p%d", i)); err != nil {
+					t.Fatalf("partition %d of %d: %v", i+1, tc.fits, err)
+				}
+			}
+			if err := create("over"); !errors.Is(err, ErrTooManyPartitions) {
+				t.Fatalf("partition %d: %v, want ErrTooManyPartitions", tc.fits+1, err)
+			}
+			if ps, _ := a.f.Partitions(tableID); len(ps) != tc.fits {
+				t.Fatalf("%d partitions after the refused create, want %d", len(ps), tc.fits)
+			}
+			if res := a.apply(cDropPartition(tableID, "p0", false)); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if err := create("over"); err != nil {
+				t.Fatalf("create after a drop: %v", err)
+			}
+		})
+	}
+}
