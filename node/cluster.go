@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
@@ -447,14 +448,14 @@ func cmpServerID(a, b raft.ServerID) int {
 // node, and adopts the id the leader gives it. It retries until ctx ends or
 // the node closes.
 //
-// Seeds may be gossip addresses. A node that gossips already (it has an
-// id) asks the peer addresses of its gossip members instead. A fresh node
-// gets its gossip name only with its id, so it first probes a seed not yet
-// known to be a peer as a gossip address (membership.Probe) and asks the
-// peer addresses of the members it reports; a seed that is no gossip
-// address is asked as a peer. Probing first sends a peer listener a gossip
-// message, which it closes quietly (peer.Mux.admit), rather than a gossip
-// listener peer bytes, which memberlist logs as a protocol error.
+// Seeds may be gossip addresses. The peer addresses of this node's gossip
+// members (if it gossips already) are asked too. A seed not known to be a
+// peer address is first probed as a gossip address (membership.Probe; a
+// fresh node has no gossip name before it has an id) and the peer
+// addresses of the members it reports are asked next; a seed that is no
+// gossip address is asked as a peer. Probing first sends a peer listener a
+// gossip message, which it closes quietly (peer.Mux.admit), rather than a
+// gossip listener peer bytes, which memberlist logs as a protocol error.
 func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: n.peers.Addr()}}
 	var lastErr error
@@ -477,11 +478,12 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 		}
 		for i := 0; i < len(round); i++ { // a probe may add to round
 			seed := round[i]
-			if !n.gossipStarted() && !isPeer[seed] && slices.Contains(seeds, seed) {
+			gossip, known := n.gossip.seedKind(seed)
+			if !isPeer[seed] && slices.Contains(seeds, seed) && (!known || gossip) {
 				members, perr := n.probeGossip(seed)
 				if perr == nil {
 					isGossip[seed] = true
-					n.gossip.markGossipSeed(seed)
+					n.gossip.markSeed(seed, true)
 					for _, mb := range members {
 						isGossip[mb.GossipAddr] = true
 						if mb.PeerAddr != "" && !slices.Contains(learned, mb.PeerAddr) {
@@ -492,6 +494,9 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 					n.logger.Info("join: seed is a gossip address; asking its members' peer addresses", "seed", seed, "peers", learned)
 					continue
 				}
+				if gossip || errors.Is(perr, membership.ErrUnreachable) {
+					continue // a gossip address that does not answer now, or nothing listens yet
+				}
 				n.logger.Debug("join: seed is no gossip address (or does not answer); asking it as a peer", "seed", seed, "err", perr)
 			}
 			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -499,6 +504,7 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 			cancel()
 			if err == nil {
 				isPeer[seed] = true
+				n.gossip.markSeed(seed, false)
 				err = decodeError(resp.Code, resp.Msg)
 			}
 			if err == nil {
@@ -559,6 +565,11 @@ func (n *Node) awaitBootstrap(ctx context.Context) (bool, error) {
 			if addr == n.peers.Addr() {
 				continue
 			}
+			if slices.Contains(n.cfg.Join, addr) {
+				if gossip, ok := n.seedIsGossip(addr); !ok || gossip {
+					continue // its members' peer addresses stand for a gossip address
+				}
+			}
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			b, err := n.peers.Call(cctx, addr, callHello, nil)
 			cancel()
@@ -568,6 +579,9 @@ func (n *Node) awaitBootstrap(ctx context.Context) (bool, error) {
 			var h helloResp
 			if err := json.Unmarshal(b, &h); err != nil || h.ID <= 0 {
 				continue
+			}
+			if slices.Contains(n.cfg.Join, addr) {
+				n.gossip.markSeed(addr, false)
 			}
 			seen[h.ID] = true
 			existing = existing || h.HasState

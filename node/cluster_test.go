@@ -547,7 +547,7 @@ func freeAddrs(t *testing.T, n int) []string {
 func TestClusterJoinThroughGossipAddress(t *testing.T) {
 	// The seeds see no protocol errors: a joining node never sends a
 	// gossip listener peer bytes (memberlist logs them as errors).
-	logs := &errorLog{}
+	logs := newErrorLog()
 	first, err := newStartedLog(clusterConfig(t.TempDir()), slog.New(logs))
 	if err != nil {
 		t.Fatal(err)
@@ -583,27 +583,48 @@ func TestClusterJoinThroughGossipAddress(t *testing.T) {
 	}
 }
 
-// errorLog is a slog handler that keeps the messages of error records.
+// errorLog is a slog handler that keeps the messages of error records
+// (shared by the handlers derived from it) and passes every record on to
+// next.
 type errorLog struct {
+	next slog.Handler
+	rec  *errorRecords
+}
+
+type errorRecords struct {
 	mu   sync.Mutex
 	msgs []string
 }
 
-func (l *errorLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelError }
-func (l *errorLog) WithAttrs([]slog.Attr) slog.Handler            { return l }
-func (l *errorLog) WithGroup(string) slog.Handler                 { return l }
-func (l *errorLog) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, r.Message)
+func newErrorLog() *errorLog { return &errorLog{next: testLogger().Handler(), rec: &errorRecords{}} }
+
+func (l *errorLog) Enabled(ctx context.Context, lv slog.Level) bool {
+	return lv >= slog.LevelError || l.next.Enabled(ctx, lv)
+}
+func (l *errorLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &errorLog{next: l.next.WithAttrs(as), rec: l.rec}
+}
+func (l *errorLog) WithGroup(g string) slog.Handler {
+	return &errorLog{next: l.next.WithGroup(g), rec: l.rec}
+}
+func (l *errorLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		l.rec.mu.Lock()
+		l.rec.msgs = append(l.rec.msgs, r.Message)
+		l.rec.mu.Unlock()
+	}
+	if l.next.Enabled(ctx, r.Level) {
+		return l.next.Handle(ctx, r)
+	}
 	return nil
 }
 
+// matching returns the error messages that contain sub.
 func (l *errorLog) matching(sub string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.rec.mu.Lock()
+	defer l.rec.mu.Unlock()
 	var out []string
-	for _, m := range l.msgs {
+	for _, m := range l.rec.msgs {
 		if strings.Contains(m, sub) {
 			out = append(out, m)
 		}
@@ -630,7 +651,15 @@ func testStaticBootstrap(t *testing.T, gossipSeeds bool) {
 	var cfgs []Config
 	for attempt := 1; ; attempt++ {
 		var errs []error
-		nodes, cfgs, errs = startStatic(t, gossipSeeds)
+		logs := newErrorLog()
+		nodes, cfgs, errs = startStatic(t, gossipSeeds, slog.New(logs))
+		t.Cleanup(func() {
+			// No node ever spoke peer bytes to a gossip listener (the join
+			// list may be gossip addresses; memberlist logs them as errors).
+			if bad := logs.matching("decode"); len(bad) > 0 {
+				t.Errorf("protocol errors logged: %q", bad)
+			}
+		})
 		if errors.Join(errs...) == nil {
 			break
 		}
@@ -694,7 +723,7 @@ func testStaticBootstrap(t *testing.T, gossipSeeds bool) {
 // meta_voters = 2 and each other's peer (or gossip) addresses as join list.
 // It returns the nodes (closed when the test ends), their configurations and
 // each one's Start error.
-func startStatic(t *testing.T, gossipSeeds bool) ([]*Node, []Config, []error) {
+func startStatic(t *testing.T, gossipSeeds bool, logger *slog.Logger) ([]*Node, []Config, []error) {
 	peers := freeAddrs(t, 3)
 	gossips := freeAddrs(t, 3)
 	nodes := make([]*Node, 3)
@@ -719,7 +748,7 @@ func startStatic(t *testing.T, gossipSeeds bool) ([]*Node, []Config, []error) {
 		if gossipSeeds {
 			cfgs[i].Join = gossips
 		}
-		n, err := New(cfgs[i], testLogger())
+		n, err := New(cfgs[i], logger)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,25 +46,63 @@ type gossipState struct {
 	started chan struct{} // closed once m is set
 	events  chan struct{} // closed when the event logger returned
 
-	// probed are the join-list entries a join probe found to be gossip
-	// addresses (joinCluster): gossipSeeds uses them as they are.
-	probedMu sync.Mutex
-	probed   []string
+	// The join-list entries known to be gossip addresses (a probe
+	// answered) and peer addresses (a peer call answered): seedIsGossip.
+	seedsMu     sync.Mutex
+	gossipSeeds []string
+	peerSeeds   []string
 }
 
-// markGossipSeed records that the join-list entry a is a gossip address.
-func (g *gossipState) markGossipSeed(a string) {
-	g.probedMu.Lock()
-	defer g.probedMu.Unlock()
-	if !slices.Contains(g.probed, a) {
-		g.probed = append(g.probed, a)
+// markSeed records what kind of address the join-list entry a is.
+func (g *gossipState) markSeed(a string, gossip bool) {
+	g.seedsMu.Lock()
+	defer g.seedsMu.Unlock()
+	list := &g.peerSeeds
+	if gossip {
+		list = &g.gossipSeeds
+	}
+	if !slices.Contains(*list, a) {
+		*list = append(*list, a)
 	}
 }
 
-func (g *gossipState) isGossipSeed(a string) bool {
-	g.probedMu.Lock()
-	defer g.probedMu.Unlock()
-	return slices.Contains(g.probed, a)
+// seedKind returns whether a is known to be a gossip address, and whether
+// its kind is known at all.
+func (g *gossipState) seedKind(a string) (gossip, known bool) {
+	g.seedsMu.Lock()
+	defer g.seedsMu.Unlock()
+	switch {
+	case slices.Contains(g.gossipSeeds, a):
+		return true, true
+	case slices.Contains(g.peerSeeds, a):
+		return false, true
+	}
+	return false, false
+}
+
+// seedIsGossip reports whether the join-list entry a is a gossip address:
+// known from an earlier answer, else probed now (membership.Probe). Join
+// lists may name either kind of address, and each must only be spoken to
+// in its own protocol: memberlist logs peer bytes as protocol errors (a
+// peer listener closes a gossip probe quietly, peer.Mux.admit). ok is
+// false while a accepts no connections (a node starting up may open its
+// peer listener before its gossip one): the caller tries again later
+// rather than guess. An entry that accepts connections but does not answer
+// the probe is taken for a peer address, unmarked, and probed again next
+// time.
+func (n *Node) seedIsGossip(a string) (gossip, ok bool) {
+	if gossip, known := n.gossip.seedKind(a); known {
+		return gossip, true
+	}
+	_, err := n.probeGossip(a)
+	switch {
+	case err == nil:
+		n.gossip.markSeed(a, true)
+		return true, true
+	case errors.Is(err, membership.ErrUnreachable):
+		return false, false
+	}
+	return false, true
 }
 
 // startGossip starts membership on gossip_addr with this node's meta
@@ -196,11 +234,10 @@ func ctxOf(ch <-chan struct{}) (context.Context, context.CancelFunc) {
 }
 
 // gossipSeeds are the addresses to join through: the gossip addresses of
-// the other catalog nodes, and for each join-list entry its gossip address
-// when it is a peer address (asked with node.hello), else the entry itself
-// (a gossip address). An entry known to be a gossip address (a catalog
-// node's, or found by the join's probe) is not asked: a gossip listener
-// logs peer bytes as a protocol error. Own addresses are left out.
+// the other catalog nodes, and for each join-list entry the entry itself
+// when it is a gossip address (seedIsGossip), else its gossip address as
+// its node.hello answers (a peer address; nothing while it does not
+// answer). Own addresses are left out.
 func (n *Node) gossipSeeds() []string {
 	self := n.gossip.m.GossipAddr()
 	var out []string
@@ -220,7 +257,9 @@ func (n *Node) gossipSeeds() []string {
 		if a == n.peers.Addr() || a == self || slices.Contains(out, a) {
 			continue
 		}
-		if n.gossip.isGossipSeed(a) {
+		if gossip, ok := n.seedIsGossip(a); !ok {
+			continue
+		} else if gossip {
 			add(a)
 			continue
 		}
@@ -229,10 +268,9 @@ func (n *Node) gossipSeeds() []string {
 		cancel()
 		var h helloResp
 		if err == nil && json.Unmarshal(b, &h) == nil && h.PeerAddr != "" {
+			n.gossip.markSeed(a, false)
 			add(h.GossipAddr) // a peer address: its gossip address, if running
-			continue
 		}
-		add(a)
 	}
 	return out
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -14,6 +16,13 @@ import (
 // errProbed cancels a probe's merge: the probe has read the remote state
 // and must not join.
 var errProbed = errors.New("membership: probe read the members; merge cancelled")
+
+// ErrUnreachable wraps a probe none of whose seeds accepted a TCP
+// connection: whether they are gossip addresses is unknown.
+var ErrUnreachable = errors.New("membership: no seed accepts connections")
+
+// probeDialTimeout bounds the TCP dial that checks a seed is reachable.
+const probeDialTimeout = time.Second
 
 // Probe asks the gossip members at seeds (gossip addresses, host:port) who
 // belongs to their cluster, without joining it. A node that has no id yet
@@ -27,12 +36,29 @@ var errProbed = errors.New("membership: probe read the members; merge cancelled"
 // id, so their NotifyAlive refuses it. cfg.Meta is not used.
 //
 // It returns the alive members the seeds reported, by id; an error when no
-// seed answered with any.
+// seed answered with any, wrapping ErrUnreachable when no seed even
+// accepted a TCP connection (each is dialled first and the connection
+// closed at once, which both memberlist and a peer listener ignore).
 func Probe(cfg Config, seeds []string) ([]Member, error) {
 	host, _, err := cfg.validateGossip()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	var reachable []string
+	var dialErr error
+	for _, s := range seeds {
+		c, err := net.DialTimeout("tcp", s, probeDialTimeout)
+		if err != nil {
+			dialErr = err
+			continue
+		}
+		c.Close()
+		reachable = append(reachable, s)
+	}
+	if len(reachable) == 0 {
+		return nil, fmt.Errorf("%w: %v: %w", ErrUnreachable, seeds, dialErr)
+	}
+	seeds = reachable
 	mc := memberlistConfig(cfg.Profile)
 	mc.Name = "probe-" + rand.Text()
 	mc.BindAddr, mc.BindPort = host, 0

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -84,7 +85,14 @@ func TestProbeOfNonGossipAddress(t *testing.T) {
 	}()
 	cfg := Config{BindAddr: "127.0.0.1:0", Profile: ProfileLocal, Logger: slog.New(slog.DiscardHandler)}
 	got, err := Probe(cfg, []string{l.Addr().String()})
-	if err == nil || !strings.Contains(err.Error(), "no members") {
+	if err == nil || !strings.Contains(err.Error(), "no members") || errors.Is(err, ErrUnreachable) {
 		t.Fatalf("Probe of a non-gossip address: %+v, %v", got, err)
+	}
+	// Nothing listening: unreachable, which says nothing of the kind of
+	// address.
+	addr := l.Addr().String()
+	l.Close()
+	if got, err := Probe(cfg, []string{addr}); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("Probe of a closed port: %+v, %v; want ErrUnreachable", got, err)
 	}
 }
