@@ -8,6 +8,10 @@ import (
 
 // slogWriter turns memberlist's "[LEVEL] memberlist: message" lines into
 // slog records.
+// probeRefusal starts memberlist's warning when NotifyAlive refuses the
+// alive message of a Probe's throwaway member (probeNamePrefix).
+var probeRefusal = []byte("ignoring alive message for '" + probeNamePrefix)
+
 type slogWriter struct {
 	logger  *slog.Logger
 	verbose bool // pass DEBUG and INFO too
@@ -42,6 +46,10 @@ func (w *slogWriter) writeLine(line []byte) {
 		}
 	}
 	line = bytes.TrimPrefix(line, []byte("memberlist: "))
+	if level == slog.LevelWarn && bytes.HasPrefix(line, probeRefusal) {
+		// A joining node's Probe, refused by NotifyAlive by design.
+		level = slog.LevelDebug
+	}
 	if level < slog.LevelWarn && !w.verbose {
 		return
 	}

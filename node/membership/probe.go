@@ -21,6 +21,9 @@ var errProbed = errors.New("membership: probe read the members; merge cancelled"
 // connection: whether they are gossip addresses is unknown.
 var ErrUnreachable = errors.New("membership: no seed accepts connections")
 
+// probeNamePrefix starts the name of a Probe's throwaway member.
+const probeNamePrefix = "probe-"
+
 // probeDialTimeout bounds the TCP dial that checks a seed is reachable.
 const probeDialTimeout = time.Second
 
@@ -60,7 +63,7 @@ func Probe(cfg Config, seeds []string) ([]Member, error) {
 	}
 	seeds = reachable
 	mc := memberlistConfig(cfg.Profile)
-	mc.Name = "probe-" + rand.Text()
+	mc.Name = probeNamePrefix + rand.Text()
 	mc.BindAddr, mc.BindPort = host, 0
 	if cfg.Advertise != "" {
 		// As Start: binding 0.0.0.0 on a host without a private IP needs it.

@@ -79,6 +79,12 @@ func TestSlogWriter(t *testing.T) {
 		{"debug filtered", false, "[DEBUG] memberlist: Stream connection\n", ""},
 		{"info verbose", true, "[INFO] memberlist: Marking 3 as failed\n", "level=INFO msg=\"Marking 3 as failed\""},
 		{"no level", true, "plain line\n", "level=INFO msg=\"plain line\""},
+		{"a probe's refused alive message is no warning", false,
+			"[WARN] memberlist: ignoring alive message for 'probe-ABC': node \"probe-ABC\" at 127.0.0.1:1: membership: corrupt node meta: empty\n", ""},
+		{"a probe's refused alive message, verbose", true,
+			"[WARN] memberlist: ignoring alive message for 'probe-ABC': corrupt node meta\n", "level=DEBUG msg=\"ignoring alive message for 'probe-ABC'"},
+		{"another refused alive message warns", false,
+			"[WARN] memberlist: ignoring alive message for '7': node id in use\n", "level=WARN msg=\"ignoring alive message for '7'"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
