@@ -37,7 +37,7 @@ func (ap *autoPartitioner) pass(ctx context.Context, now time.Time) {
 		create, drop := raftmeta.PlanAutoPartitions(t, cfg, parts, now)
 		err = nil
 		for _, values := range create {
-			if _, e := n.meta.CreatePartition(ctx, t.Database, t.Name, values, true); e != nil {
+			if _, e := n.createPartition(ctx, t.Database, t.Name, values, true); e != nil {
 				err = errors.Join(err, e)
 				continue
 			}
@@ -78,4 +78,13 @@ func partitionValuesOf(parts []*raftmeta.Partition, name string) map[string]stri
 		}
 	}
 	return nil
+}
+
+// createPartition creates a partition on the metadata leader once every
+// alive node supports partitioned tables (featurePartitions).
+func (n *Node) createPartition(ctx context.Context, db, table string, values map[string]string, ignoreIfExists bool) (int64, error) {
+	if err := n.requireFeature(featurePartitions, "creating a partition"); err != nil {
+		return 0, err
+	}
+	return n.meta.CreatePartition(ctx, db, table, values, ignoreIfExists)
 }

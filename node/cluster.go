@@ -170,7 +170,7 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 		id, err := n.meta.AddColumns(ctx, op.Database, op.Name, op.Columns)
 		return int64(id), err
 	case opCreatePartition:
-		return n.meta.CreatePartition(ctx, op.Database, op.Name, op.Values, op.IgnoreIfExists)
+		return n.createPartition(ctx, op.Database, op.Name, op.Values, op.IgnoreIfExists)
 	case opDropPartition:
 		return 0, n.meta.DropPartition(ctx, op.Database, op.Name, op.Values, op.IgnoreIfNotExists)
 	case opRegister:

@@ -154,11 +154,12 @@ func (n *Node) gossipConfig() (membership.Config, error) {
 // gossipMeta is what this node gossips about itself.
 func (n *Node) gossipMeta(clientAddr, state string) membership.Meta {
 	return membership.Meta{
-		ID:         int32(n.id),
-		ClientAddr: clientAddr,
-		PeerAddr:   n.peers.Addr(),
-		Version:    Version,
-		State:      state,
+		ID:           int32(n.id),
+		ClientAddr:   clientAddr,
+		PeerAddr:     n.peers.Addr(),
+		Version:      Version,
+		State:        state,
+		FeatureLevel: n.featureLevel,
 	}
 }
 

@@ -74,6 +74,9 @@ type Node struct {
 
 	gossip        gossipState
 	gossipProfile string // membership profile ("" = LAN); tests use ProfileLocal
+	// featureLevel is the cluster feature level this node gossips
+	// (featureLevel; tests play an older binary with less).
+	featureLevel uint32
 	// autoPartitionNow is the controller's clock for auto-partitioning
 	// (nil: time.Now); tests set it before Start.
 	autoPartitionNow func() time.Time
@@ -95,18 +98,19 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		logger = slog.Default()
 	}
 	n := &Node{
-		cfg:        cfg,
-		logger:     logger,
-		baseLog:    logger,
-		registry:   prometheus.NewRegistry(),
-		replicas:   make(map[raftmeta.BucketID]*replica.Replica),
-		transports: make(map[raftmeta.BucketID]*peer.Transport),
-		quit:       make(chan struct{}),
-		registered: make(chan struct{}),
-		metaReady:  make(chan struct{}),
-		leaders:    make(map[raftmeta.BucketID]raftmeta.NodeID),
-		gossip:     gossipState{started: make(chan struct{}), events: make(chan struct{})},
-		deadSince:  make(map[raftmeta.NodeID]time.Time),
+		cfg:          cfg,
+		logger:       logger,
+		baseLog:      logger,
+		registry:     prometheus.NewRegistry(),
+		replicas:     make(map[raftmeta.BucketID]*replica.Replica),
+		transports:   make(map[raftmeta.BucketID]*peer.Transport),
+		quit:         make(chan struct{}),
+		registered:   make(chan struct{}),
+		metaReady:    make(chan struct{}),
+		leaders:      make(map[raftmeta.BucketID]raftmeta.NodeID),
+		gossip:       gossipState{started: make(chan struct{}), events: make(chan struct{})},
+		featureLevel: featureLevel,
+		deadSince:    make(map[raftmeta.NodeID]time.Time),
 	}
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registerMetrics()

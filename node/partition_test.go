@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc/client"
@@ -268,5 +269,61 @@ func TestKVPrefix(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("kvPrefix(%+v) = %#x, %v; want %#x, ok %v", tc.b, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestPartitionsNeedTheFeatureLevel: while an alive node runs a binary
+// without partitioned tables (it gossips feature level 0), no partition is
+// created, by CreatePartition or by a write (failed_precondition, nothing
+// stored); once that node is gone (upgraded), partitions are created.
+func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
+	nodes, _ := opsCluster(t, 2) // the metadata quorum outlives the old node
+	first := nodes[0]
+	cfg := clusterConfig(t.TempDir())
+	cfg.Join = []string{first.peers.Addr()}
+	old, err := New(cfg, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.gossipProfile = membership.ProfileLocal
+	old.featureLevel = 0 // a binary from before partitioned tables
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := old.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	waitFor(t, 20*time.Second, func() bool { return len(first.members()) == 3 && first.clusterFeatureLevel() == 0 })
+
+	c := retryClient(first)
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:         "db.ev",
+		Schema:        &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "dt", Type: "STRING", Nullable: &no}}},
+		PartitionKeys: []string{"dt"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	create := func() error {
+		_, err := c.Admin().CreatePartition(ctx, connect.NewRequest(&flussv1.CreatePartitionRequest{Table: "db.ev", Values: map[string]string{"dt": "a"}}))
+		return err
+	}
+	if err := create(); codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "feature level") {
+		t.Fatalf("create a partition next to an old node: %v, want failed_precondition", err)
+	}
+	if _, err := c.Append(ctx, "db.ev", []byte(`[{"id":1,"dt":"a"}]`)); codeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("append creating a partition next to an old node: %v, want failed_precondition", err)
+	}
+	if got := listPartitions(t, ctx, c, "db.ev"); len(got) != 0 {
+		t.Fatalf("partitions %v after refused creates", got)
+	}
+	// The old node leaves (to be upgraded): the alive nodes all support it.
+	old.Close()
+	waitFor(t, 20*time.Second, func() bool { return first.clusterFeatureLevel() == featureLevel })
+	if err := create(); err != nil {
+		t.Fatalf("create a partition once every alive node supports it: %v", err)
 	}
 }

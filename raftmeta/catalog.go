@@ -157,9 +157,12 @@ var (
 	ErrPartitionExists   = errors.New("partition already exists")
 	// ErrTooManyPartitions: a table holds MaxPartitionsPerTable partitions.
 	ErrTooManyPartitions = errors.New("too many partitions")
-	ErrNotLeader         = errors.New("not the metadata leader")
-	ErrNoLeader          = errors.New("no metadata leader")
-	ErrClosed            = errors.New("metadata store closed")
-	ErrNodeNotFound      = errors.New("node not found")
-	ErrNoActiveNodes     = errors.New("no active nodes to place buckets on")
+	// ErrFeatureLevel: an alive node runs a binary without the feature an
+	// operation needs (a rolling upgrade is not finished).
+	ErrFeatureLevel  = errors.New("cluster feature level too low")
+	ErrNotLeader     = errors.New("not the metadata leader")
+	ErrNoLeader      = errors.New("no metadata leader")
+	ErrClosed        = errors.New("metadata store closed")
+	ErrNodeNotFound  = errors.New("node not found")
+	ErrNoActiveNodes = errors.New("no active nodes to place buckets on")
 )

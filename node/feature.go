@@ -1,0 +1,51 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/fluss-node/fluss-node/node/membership"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// Cluster feature levels (DESIGN §8: the minimum supported by all live
+// nodes gates new on-disk and wire formats, so that old and new binaries
+// interoperate during a rolling upgrade). A node gossips the highest level
+// its binary supports; binaries from before levels gossip none (0).
+const (
+	// featurePartitions: partitioned tables. Their buckets use KV prefixes
+	// (kvPrefix) and metadata operations (create_partition,
+	// drop_partition) that earlier binaries do not know: an earlier node
+	// would open a partition's PK bucket under another prefix and lose its
+	// KV state when upgraded.
+	featurePartitions uint32 = 1
+
+	// featureLevel is the highest level this binary supports.
+	featureLevel = featurePartitions
+)
+
+// clusterFeatureLevel is the lowest feature level the alive gossip members
+// (this node included) support.
+func (n *Node) clusterFeatureLevel() uint32 {
+	level := n.featureLevel
+	for _, mb := range n.members() {
+		if mb.Status == membership.StatusAlive {
+			level = min(level, mb.FeatureLevel)
+		}
+	}
+	return level
+}
+
+// requireFeature refuses an operation that needs feature level want while
+// an alive node supports less.
+func (n *Node) requireFeature(want uint32, what string) error {
+	if n.clusterFeatureLevel() >= want {
+		return nil
+	}
+	var old []int32
+	for _, mb := range n.members() {
+		if mb.Status == membership.StatusAlive && mb.FeatureLevel < want {
+			old = append(old, mb.ID)
+		}
+	}
+	return fmt.Errorf("%w: %s needs cluster feature level %d, and node(s) %v run an older version; upgrade every node first", raftmeta.ErrFeatureLevel, what, want, old)
+}
