@@ -299,22 +299,7 @@ func TestReadmePKExamples(t *testing.T) {
 	}
 	addr := startNode(t, t.TempDir()).addr
 	mustCall(t, addr, "AdminService/ListDatabases", map[string]any{}, nil)
-	var outs []string
-	for _, words := range shellCommands(t, readmeBlock(t, "## Primary-key tables"), map[string]string{}) {
-		stdin := ""
-		if pipe := indexOf(words, "|"); pipe >= 0 {
-			stdin = strings.Join(words[1:pipe], " ") + "\n"
-			words = words[pipe+1:]
-		}
-		if words[0] != "./fluss-node" {
-			t.Fatalf("unexpected command in the primary-key block: %q", words)
-		}
-		r := runCLI(t, addr, stdin, words[1:]...)
-		if r.code != 0 {
-			t.Fatalf("README command %q: exit %d: %s", strings.Join(words, " "), r.code, strings.TrimSpace(r.stderr))
-		}
-		outs = append(outs, r.stdout)
-	}
+	outs := runReadmeCLIBlock(t, addr, "## Primary-key tables")
 	if len(outs) != 8 {
 		t.Fatalf("ran %d commands, want 8", len(outs))
 	}
@@ -351,22 +336,7 @@ func TestReadmePartitionExamples(t *testing.T) {
 	if err := call(context.Background(), addr, "AdminService/CreateDatabase", map[string]any{"name": "shop"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var outs []string
-	for _, words := range shellCommands(t, readmeBlock(t, "## Partitioned tables"), map[string]string{}) {
-		stdin := ""
-		if pipe := indexOf(words, "|"); pipe >= 0 {
-			stdin = strings.Join(words[1:pipe], " ") + "\n"
-			words = words[pipe+1:]
-		}
-		if words[0] != "./fluss-node" {
-			t.Fatalf("unexpected command in the partitioned-table block: %q", words)
-		}
-		r := runCLI(t, addr, stdin, words[1:]...)
-		if r.code != 0 {
-			t.Fatalf("README command %q: exit %d: %s", strings.Join(words, " "), r.code, strings.TrimSpace(r.stderr))
-		}
-		outs = append(outs, r.stdout)
-	}
+	outs := runReadmeCLIBlock(t, addr, "## Partitioned tables")
 	if len(outs) != 7 {
 		t.Fatalf("ran %d commands, want 7", len(outs))
 	}
@@ -379,4 +349,29 @@ func TestReadmePartitionExamples(t *testing.T) {
 	if !strings.Contains(outs[6], "2026-12-04") || strings.Contains(outs[6], "2026-12-03") {
 		t.Errorf("partition list after create and drop printed %q, want 2026-12-04 only", outs[6])
 	}
+}
+
+// runReadmeCLIBlock runs the ./fluss-node commands of the README block
+// after heading against addr (`echo ... | ./fluss-node ...` feeds the
+// echoed words on stdin), fails the test on any non-zero exit, and returns
+// each command's stdout.
+func runReadmeCLIBlock(t *testing.T, addr, heading string) []string {
+	t.Helper()
+	var outs []string
+	for _, words := range shellCommands(t, readmeBlock(t, heading), map[string]string{}) {
+		stdin := ""
+		if pipe := indexOf(words, "|"); pipe >= 0 {
+			stdin = strings.Join(words[1:pipe], " ") + "\n"
+			words = words[pipe+1:]
+		}
+		if words[0] != "./fluss-node" {
+			t.Fatalf("unexpected command in the README block %q: %q", heading, words)
+		}
+		r := runCLI(t, addr, stdin, words[1:]...)
+		if r.code != 0 {
+			t.Fatalf("README command %q: exit %d: %s", strings.Join(words, " "), r.code, strings.TrimSpace(r.stderr))
+		}
+		outs = append(outs, r.stdout)
+	}
+	return outs
 }
