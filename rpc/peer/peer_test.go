@@ -144,7 +144,11 @@ func TestRaftGroupsOverMux(t *testing.T) {
 		reps[f].stop(t) // Shutdown closes the group transport, unregistering it on that Mux
 		reps[f].logs, reps[f].snaps = raft.NewInmemStore(), raft.NewInmemSnapshotStore()
 		reps[f].start(t, newTransport(node, g))
-		waitFor(t, 15*time.Second, func() error { return sameState(reps[l].fsm, reps[f].fsm) })
+		// While the follower was down the leader's sends failed, and
+		// hashicorp/raft backs off exponentially per failure (up to ~10 s a
+		// retry): on a loaded machine (-race in CI) the entries after the
+		// snapshot can wait a few such rounds.
+		waitFor(t, 60*time.Second, func() error { return sameState(reps[l].fsm, reps[f].fsm) })
 		if _, _, restored := reps[f].fsm.state(); !restored {
 			t.Fatal("wiped follower caught up without restoring a snapshot: InstallSnapshot not exercised")
 		}
