@@ -6,10 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
-
-	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 )
 
 // partitionCmd manages the partitions of a partitioned table. Writes
@@ -30,14 +27,11 @@ func partitionCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
-			res, err := newClient().Admin().CreatePartition(ctx, connect.NewRequest(&flussv1.CreatePartitionRequest{
-				Table: args[0], Values: values, IgnoreIfExists: ifNotExists}))
+			p, err := newClient().CreatePartition(ctx, args[0], values, ifNotExists)
 			if err != nil {
 				return err
 			}
-			for _, p := range res.Msg.GetPartitions() {
-				fmt.Fprintf(cmd.OutOrStdout(), "partition %s of %s (id %d)\n", p.GetName(), args[0], p.GetId())
-			}
+			fmt.Fprintf(cmd.OutOrStdout(), "partition %s of %s (id %d)\n", p.GetName(), args[0], p.GetId())
 			return nil
 		},
 	}
@@ -54,9 +48,7 @@ func partitionCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
-			_, err = newClient().Admin().DropPartition(ctx, connect.NewRequest(&flussv1.DropPartitionRequest{
-				Table: args[0], Values: values, IgnoreIfNotExists: ifExists}))
-			return err
+			return newClient().DropPartition(ctx, args[0], values, ifExists)
 		},
 	}
 	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the partition does not exist")
@@ -72,13 +64,13 @@ func partitionCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
-			res, err := newClient().Admin().ListPartitions(ctx, connect.NewRequest(&flussv1.ListPartitionsRequest{Table: args[0], Values: values}))
+			ps, err := newClient().ListPartitions(ctx, args[0], values)
 			if err != nil {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PARTITION\tID\tVALUES")
-			for _, p := range res.Msg.GetPartitions() {
+			for _, p := range ps {
 				keys := make([]string, 0, len(p.GetValues()))
 				for k := range p.GetValues() {
 					keys = append(keys, k)

@@ -21,12 +21,12 @@ import (
 
 func listPartitions(t *testing.T, ctx context.Context, c *client.Client, table string) []string {
 	t.Helper()
-	res, err := c.Admin().ListPartitions(ctx, connect.NewRequest(&flussv1.ListPartitionsRequest{Table: table}))
+	ps, err := c.ListPartitions(ctx, table, nil)
 	if err != nil {
 		t.Fatalf("list partitions of %s: %v", table, err)
 	}
 	var names []string
-	for _, p := range res.Msg.GetPartitions() {
+	for _, p := range ps {
 		names = append(names, p.GetName())
 	}
 	return names
@@ -137,7 +137,7 @@ func TestPartitionedPKTable(t *testing.T) {
 	if len(d1) != 2 {
 		t.Fatalf("partition d1 has buckets %v, want 2", d1)
 	}
-	if _, err := c.Admin().DropPartition(ctx, connect.NewRequest(&flussv1.DropPartitionRequest{Table: "db.cart", Values: map[string]string{"day": "d1"}})); err != nil {
+	if err := c.DropPartition(ctx, "db.cart", map[string]string{"day": "d1"}, false); err != nil {
 		t.Fatal(err)
 	}
 	// Its replicas close and nothing of it is left on disk: no bucket,
@@ -154,8 +154,8 @@ func TestPartitionedPKTable(t *testing.T) {
 	if _, err := c.LimitScanRequest(ctx, &flussv1.LimitScanRequest{Table: "db.cart", Partition: "d1", Limit: 10}); codeOf(err) != connect.CodeNotFound {
 		t.Fatalf("limit scan of a dropped partition: %v, want not_found", err)
 	}
-	if _, err := c.Admin().CreatePartition(ctx, connect.NewRequest(&flussv1.CreatePartitionRequest{Table: "db.cart", Values: map[string]string{"day": "d1"}})); err != nil {
-		t.Fatal(err)
+	if p, err := c.CreatePartition(ctx, "db.cart", map[string]string{"day": "d1"}, false); err != nil || p.GetName() != "d1" {
+		t.Fatalf("re-create partition d1: %v, %v", p, err)
 	}
 	if got, want := lookup(`[{"day":"d1","user_id":1,"item":10}]`), `[null]`; got != want {
 		t.Fatalf("lookup in the re-created partition = %s, want %s", got, want)

@@ -329,6 +329,40 @@ func (c *Client) CreateTable(ctx context.Context, spec *flussv1.CreateTableReque
 	return res.Msg.GetTableId(), nil
 }
 
+// CreatePartition creates the partition of a partitioned table ("db.table")
+// with one value per partition key and returns it.
+func (c *Client) CreatePartition(ctx context.Context, table string, values map[string]string, ignoreIfExists bool) (*flussv1.Partition, error) {
+	res, err := c.admin.CreatePartition(ctx, connect.NewRequest(&flussv1.CreatePartitionRequest{Table: table, Values: values, IgnoreIfExists: ignoreIfExists}))
+	if err != nil {
+		return nil, err
+	}
+	if ps := res.Msg.GetPartitions(); len(ps) > 0 {
+		return ps[0], nil
+	}
+	return nil, fmt.Errorf("create partition of %s: the server answered no partition", table)
+}
+
+// DropPartition drops the partition of a table with the given values, and
+// its data.
+func (c *Client) DropPartition(ctx context.Context, table string, values map[string]string, ignoreIfNotExists bool) error {
+	_, err := c.admin.DropPartition(ctx, connect.NewRequest(&flussv1.DropPartitionRequest{Table: table, Values: values, IgnoreIfNotExists: ignoreIfNotExists}))
+	return err
+}
+
+// ListPartitions lists a partitioned table's partitions by name; with
+// values, only those whose values include them.
+func (c *Client) ListPartitions(ctx context.Context, table string, values map[string]string) ([]*flussv1.Partition, error) {
+	var out []*flussv1.Partition
+	err := c.do(ctx, func() error {
+		res, err := c.admin.ListPartitions(ctx, connect.NewRequest(&flussv1.ListPartitionsRequest{Table: table, Values: values}))
+		if err == nil {
+			out = res.Msg.GetPartitions()
+		}
+		return err
+	})
+	return out, err
+}
+
 // GetTable describes a table ("db.table").
 func (c *Client) GetTable(ctx context.Context, table string) (*flussv1.GetTableResponse, error) {
 	var out *flussv1.GetTableResponse
