@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -257,5 +258,41 @@ func TestPartitionKeysOfEveryType(t *testing.T) {
 	ps := e.mustPost(t, "/fluss.v1.AdminService/ListPartitions", `{"table":"s.m","values":{"region":"us"}}`)["partitions"].([]any)
 	if len(ps) != 1 || ps[0].(map[string]any)["name"] != "us$1969-12-31$0$1" {
 		t.Fatalf("partitions of region us: %v", ps)
+	}
+}
+
+// TestRetryWithoutBucketIsStoredOnce: a table without bucket keys, and an
+// idempotent request that names no bucket (a client without routing,
+// curl): every retry of the same (writer id, batch sequence) goes to the
+// bucket of the first attempt, where it is remembered, so it is stored
+// once — also in a partitioned table, per partition. Before, the server
+// rotated such requests over the buckets, and a retry landed in another.
+func TestRetryWithoutBucketIsStoredOnce(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","bucketCount":4,"schema":{"columns":[{"name":"id","type":"BIGINT"}]}}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.p","bucketCount":4,"partitionKeys":["d"],
+		"schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"d","type":"STRING"}]}}`)
+	total := func(table string) int64 {
+		out := e.mustPost(t, "/fluss.v1.AdminService/ListOffsets", fmt.Sprintf(`{"table":%q,"spec":"LATEST"%s}`, table, map[string]string{"s.t": "", "s.p": `,"partition":"a"`}[table]))
+		var n int64
+		for _, o := range out["offsets"].([]any) {
+			v, _ := strconv.ParseInt(o.(map[string]any)["offset"].(string), 10, 64)
+			n += v
+		}
+		return n
+	}
+	for _, tc := range []struct{ table, rows string }{
+		{"s.t", `[{"id":1},{"id":2}]`},
+		{"s.p", `[{"id":1,"d":"a"},{"id":2,"d":"a"}]`},
+	} {
+		for seq := range 3 {
+			for range 4 { // the first attempt and three retries
+				e.mustPost(t, "/fluss.v1.WriteService/Append", fmt.Sprintf(`{"table":%q,"rows":%s,"writerId":"77","batchSequence":%d}`, tc.table, tc.rows, seq))
+			}
+		}
+		if got := total(tc.table); got != 6 {
+			t.Fatalf("%s holds %d records after 3 requests of 2 rows sent 4 times each, want 6", tc.table, got)
+		}
 	}
 }

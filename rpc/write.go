@@ -140,19 +140,38 @@ func (s *service) store(ctx context.Context, t *raftmeta.Table, parts []bucketBa
 }
 
 // oneBucket returns the bucket that all of a request's rows go to: the
-// requested one, bucket 0 of a one-bucket table, or a rotating one for a
-// table without bucket keys. ok is false when the rows are split by bucket
-// key (splitByBucketKey).
+// requested one, bucket 0 of a one-bucket table, or for a table without
+// bucket keys one picked by the server. ok is false when the rows are split
+// by bucket key (splitByBucketKey).
+//
+// An idempotent request (writer id set) without a bucket goes to the bucket
+// its (writer id, batch sequence) hashes to, so that a retry lands where
+// the first attempt is remembered and is not stored twice (buckets dedupe
+// on their own); other requests rotate over the buckets.
 func (s *service) oneBucket(t *raftmeta.Table, m *flussv1.AppendRequest) (b int32, ok bool) {
 	switch {
 	case m.Bucket != nil:
 		return m.GetBucket(), true
 	case t.BucketCount <= 1:
 		return 0, true
+	case len(t.BucketKeys) == 0 && m.GetWriterId() != 0:
+		return int32(writerBucketHash(m.GetWriterId(), m.GetBatchSequence()) % uint64(t.BucketCount)), true
 	case len(t.BucketKeys) == 0:
 		return int32(s.rr.Add(1) % uint32(t.BucketCount)), true
 	}
 	return 0, false
+}
+
+// writerBucketHash mixes a writer id and batch sequence (splitmix64's
+// finalizer), so that one writer's consecutive requests spread over the
+// buckets.
+func writerBucketHash(writerID int64, seq int32) uint64 {
+	x := uint64(writerID)*0x9e3779b97f4a7c15 + uint64(uint32(seq))
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // splitByBucketKey splits rec by the table's bucket key, for a request
