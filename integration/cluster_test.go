@@ -147,9 +147,26 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		"properties":  map[string]string{"table.replication.factor": "3"},
 	}, nil)
 
+	// And a partitioned table, whose rows name a new partition every 100
+	// rows of a writer: partitions are created (through the metadata
+	// leader, which is killed too) while the nodes die and come back.
+	mustCall(t, nodes[0].client, "AdminService/CreateTable", map[string]any{
+		"table": "ct.parted",
+		"schema": map[string]any{"columns": []map[string]any{
+			{"name": "g", "type": "INT", "nullable": false},
+			{"name": "i", "type": "INT", "nullable": false},
+			{"name": "p", "type": "STRING", "nullable": false},
+		}},
+		"partitionKeys": []string{"p"},
+		"bucketCount":   2,
+		"properties":    map[string]string{"table.replication.factor": "3"},
+	}, nil)
+
 	var stop atomic.Bool
 	wait := startAppenders(seed, "ct.events", buckets, writers, anyAddr, &stop)
-	waitBatched := startBatchedAppenders("ct.batched", []string{nodes[0].client, nodes[1].client, nodes[2].client}, &stop)
+	addrs := []string{nodes[0].client, nodes[1].client, nodes[2].client}
+	waitBatched := startBatchedAppenders("ct.batched", addrs, &stop, func(g, i int) []byte { return fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i) })
+	waitParted := startBatchedAppenders("ct.parted", addrs, &stop, func(g, i int) []byte { return fmt.Appendf(nil, `{"g":%d,"i":%d,"p":"p%d"}`, g, i, i/100) })
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
 		i := rng.IntN(3)
@@ -164,14 +181,34 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	acked, failed := waitBatched()
 	stored := checkStoredOnce(t, fetchAllRaw(t, nodes[0].client, "ct.batched", buckets), acked)
 	t.Logf("Appender: %d rows acknowledged, %d failed, %d stored", len(acked), failed, stored)
+
+	acked, failed = waitParted()
+	var parts struct {
+		Partitions []struct{ Name string } `json:"partitions"`
+	}
+	mustCall(t, nodes[1].client, "AdminService/ListPartitions", map[string]any{"table": "ct.parted"}, &parts)
+	var all [][]json.RawMessage
+	for _, p := range parts.Partitions {
+		for b, rows := range fetchPartitionRaw(t, nodes[2].client, "ct.parted", p.Name, 2) {
+			for _, r := range rows {
+				var row struct{ P string }
+				if err := json.Unmarshal(r, &row); err != nil || row.P != p.Name {
+					t.Errorf("partition %s bucket %d holds row %s", p.Name, b, r)
+				}
+			}
+			all = append(all, rows)
+		}
+	}
+	stored = checkStoredOnce(t, all, acked)
+	t.Logf("partitioned: %d rows acknowledged, %d failed, %d stored in %d partitions", len(acked), failed, stored, len(parts.Partitions))
 }
 
 // startBatchedAppenders runs 6 goroutines per address, each appending rows
-// {g, i} (i = 0, 1, ...) one at a time through one client.Appender per
-// address (with routing), until stop is set. A row whose Append fails is
+// row(g, i) (i = 0, 1, ...; the row holds g and i) one at a time through
+// one client.Appender per address (with routing), until stop is set. A row whose Append fails is
 // not sent again (its outcome is unknown: it may be stored, once). wait
 // returns the acknowledged rows and the number that failed.
-func startBatchedAppenders(table string, addrs []string, stop *atomic.Bool) (wait func() (acked map[[2]int]bool, failed int)) {
+func startBatchedAppenders(table string, addrs []string, stop *atomic.Bool, row func(g, i int) []byte) (wait func() (acked map[[2]int]bool, failed int)) {
 	var (
 		mu     sync.Mutex
 		wg     sync.WaitGroup
@@ -185,7 +222,7 @@ func startBatchedAppenders(table string, addrs []string, stop *atomic.Bool) (wai
 			wg.Go(func() {
 				for i := 0; !stop.Load(); i++ {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					err := a.Append(ctx, fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i))
+					err := a.Append(ctx, row(g, i))
 					cancel()
 					mu.Lock()
 					if err == nil {

@@ -295,6 +295,12 @@ func wantCode(t *testing.T, what string, err error, code string, words ...string
 // watermark as JSON and returns the rows' raw bytes per bucket.
 func fetchAllRaw(t *testing.T, addr, table string, buckets int) [][]json.RawMessage {
 	t.Helper()
+	return fetchPartitionRaw(t, addr, table, "", buckets)
+}
+
+// fetchPartitionRaw is fetchAllRaw for one partition ("": none).
+func fetchPartitionRaw(t *testing.T, addr, table, partition string, buckets int) [][]json.RawMessage {
+	t.Helper()
 	out := make([][]json.RawMessage, buckets)
 	for b := 0; b < buckets; b++ {
 		var offset int64
@@ -304,7 +310,7 @@ func fetchAllRaw(t *testing.T, addr, table string, buckets int) [][]json.RawMess
 				NextOffset    any               `json:"nextOffset"`
 				HighWatermark any               `json:"highWatermark"`
 			}
-			mustCall(t, addr, "ReadService/Fetch", map[string]any{"table": table, "bucket": b, "offset": offset}, &resp)
+			mustCall(t, addr, "ReadService/Fetch", map[string]any{"table": table, "partition": partition, "bucket": b, "offset": offset}, &resp)
 			out[b] = append(out[b], resp.Rows...)
 			next, hw := jsonInt(resp.NextOffset), jsonInt(resp.HighWatermark)
 			if next >= hw {
