@@ -43,12 +43,7 @@ func TestPartitionedPKTable(t *testing.T) {
 	cfg := testConfig(dir)
 	n := startNode(t, cfg)
 	defer func() { n.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + n.ClientAddr())
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := withDB(t, n)
 	no := false
 	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table: "db.cart",
@@ -191,12 +186,7 @@ func TestAutoPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + n.ClientAddr())
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := withDB(t, n)
 	no := false
 	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table: "db.ev",

@@ -19,6 +19,19 @@ import (
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
+// withDB returns a context bounded to 60 s (cancelled when the test ends)
+// and a client of n on which database "db" exists.
+func withDB(t *testing.T, n *Node) (context.Context, *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	c := client.New("http://" + n.ClientAddr())
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c
+}
+
 // createPKTable creates db.<name>: (user_id, item) primary key, bucket key
 // user_id (a strict prefix: prefix lookups), 4 buckets.
 func createPKTable(t *testing.T, ctx context.Context, c *client.Client, name string, props map[string]string) {
@@ -189,12 +202,7 @@ func TestPKTableEndToEnd(t *testing.T) {
 	cfg := testConfig(dir)
 	n := startNode(t, cfg)
 	defer func() { n.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + n.ClientAddr())
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := withDB(t, n)
 	createPKTable(t, ctx, c, "cart", nil)
 
 	if _, err := c.Upsert(ctx, "db.cart", []byte(`[
@@ -402,12 +410,7 @@ func TestPrefixLookupRowBudget(t *testing.T) {
 	cfg.Limits.MaxRowsPerRequest = 5
 	n := startNode(t, cfg)
 	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + n.ClientAddr())
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := withDB(t, n)
 	createPKTable(t, ctx, c, "cart", nil)
 	// Users 1 and 2 have 3 items each, user 3 has 5 (users 1..3 may share
 	// buckets or not: the budget is per request).
@@ -454,12 +457,7 @@ func TestPKReadByteBudget(t *testing.T) {
 	cfg.Limits.MaxFetchBytes = 2048
 	n := startNode(t, cfg)
 	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + n.ClientAddr())
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := withDB(t, n)
 	createPKTable(t, ctx, c, "cart", nil)
 	note := strings.Repeat("x", 500) // a stored row is a little over 500 bytes
 	var rows, keys []string
