@@ -135,9 +135,9 @@ func New(baseURL string, opts ...Option) *Client {
 // DefaultHTTPClient returns a new HTTP client as New makes one: HTTP/1.1,
 // or cleartext HTTP/2 (h2c, as gRPC needs) when h2c is true. Share one
 // between clients (WithHTTPClient) to share its connections.
-func DefaultHTTPClient(h2c bool) *http.Client { return defaultHTTPClient(h2c) }
+func DefaultHTTPClient(h2c bool) connect.HTTPClient { return defaultHTTPClient(h2c) }
 
-func defaultHTTPClient(h2c bool) *http.Client {
+func defaultHTTPClient(h2c bool) connect.HTTPClient {
 	t := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -154,7 +154,7 @@ func defaultHTTPClient(h2c bool) *http.Client {
 		t.Protocols = &p
 		return &http.Client{Transport: t}
 	}
-	return &http.Client{Transport: inMemoryBody{t}}
+	return newUnaryHTTP(&http.Client{Transport: inMemoryBody{t}})
 }
 
 // inMemoryBodyMax bounds the request bodies inMemoryBody copies.

@@ -15,9 +15,10 @@
 //     tries) and stop as soon as the context ends.
 //   - Admin writes (create/drop) are not retried: a lost reply would turn
 //     a success into already_exists / not_found.
-//   - The default HTTP/1.1 client hands small request bodies (up to 64 KiB)
-//     to net/http as in-memory readers, so headers and body leave in one
-//     write; the bytes sent are unchanged.
+//   - The default HTTP/1.1 client writes each unary call and reads its
+//     answer on the calling goroutine, over keep-alive connections (headers
+//     and a small body leave in one write); streams and anything but plain
+//     HTTP go through net/http's Transport.
 //   - Without WithRouting every call goes to the one base URL, which
 //     forwards to the bucket leader. With it, bucket-addressed calls
 //     (append with a bucket, fetch, limit scan of a bucket) go to the leader
