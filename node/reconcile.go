@@ -296,15 +296,16 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		return nil, nil, err
 	}
 	r, err := replica.Open(replica.Config{
-		PK:        pk,
-		ID:        a.BucketID,
-		Dir:       n.bucketDir(a.BucketID),
-		LocalID:   localID,
-		LocalAddr: addr,
-		Transport: transport,
-		Bootstrap: boot,
-		Syncer:    n.syncer,
-		Pump:      n.pump,
+		PK:              pk,
+		ID:              a.BucketID,
+		Dir:             n.bucketDir(a.BucketID),
+		LocalID:         localID,
+		LocalAddr:       addr,
+		Transport:       transport,
+		Bootstrap:       boot,
+		Syncer:          n.syncer,
+		Pump:            n.pump,
+		PreferredLeader: func() raft.ServerID { return n.preferredServer(a.BucketID) },
 		Log: logstore.Options{
 			SegmentBytes:  n.cfg.Storage.SegmentBytes,
 			SegmentMaxAge: n.cfg.Storage.SegmentMaxAge.Duration,
@@ -379,4 +380,15 @@ func (n *Node) retentionLoop() {
 			}
 		}
 	}
+}
+
+// preferredServer is the raft server id of bucket id's preferred leader:
+// its first replica in the catalog; "" when the catalog has no such bucket.
+func (n *Node) preferredServer(id raftmeta.BucketID) raft.ServerID {
+	as := n.meta.AssignmentsForTable(id.TableID)
+	i := slices.IndexFunc(as, func(a raftmeta.Assignment) bool { return a.BucketID == id })
+	if i < 0 || len(as[i].Replicas) == 0 {
+		return ""
+	}
+	return nodeServer(as[i].Replicas[0])
 }

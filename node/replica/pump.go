@@ -40,7 +40,8 @@ import (
 //     Every quarter of the configured HeartbeatTimeout the pump looks at the
 //     groups it follows: when the node of a group's leader does not answer
 //     the node's pings (Liveness: about a HeartbeatTimeout), the group's first
-//     surviving voter in a per-group order stands for election at once
+//     surviving voter in a per-group order (its preferred leader first, see
+//     rank) stands for election at once
 //     (campaign: raft's TimeoutNow, as a leadership transfer starts one, so
 //     the other voters vote though they still know the dead leader), the
 //     next one a tick later if there is still no leader (the first one's log
@@ -335,8 +336,11 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 
 // rank is this replica's place among the voters of its group that may
 // replace leader (not leader itself, alive), in an order every replica
-// computes alike and that differs between groups, so leadership spreads;
-// -1 when this replica is no voter.
+// computes alike: the preferred leader first (Config.PreferredLeader, read
+// from the catalog every node applies), then an order that differs between
+// groups, so the leaderships of a dead node spread; -1 when this replica
+// is no voter. Replicas that disagree for a moment on the preferred leader
+// both stand; the election's terms and log checks decide as always.
 func (p *HeartbeatPump) rank(r *Replica, leader raft.ServerAddress) int {
 	others, voters, err := r.otherVoters()
 	if err != nil || voters == len(others) || r.cfg.LocalAddr == leader {
@@ -357,8 +361,18 @@ func (p *HeartbeatPump) rank(r *Replica, leader raft.ServerAddress) int {
 			cands = append(cands, key(s.ID))
 		}
 	}
+	var pref raft.ServerID
+	if f := r.cfg.PreferredLeader; f != nil {
+		pref = f()
+	}
+	notPreferred := func(c cand) int {
+		if c.id == pref {
+			return 0
+		}
+		return 1
+	}
 	slices.SortFunc(cands, func(a, b cand) int {
-		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.id, b.id))
+		return cmp.Or(cmp.Compare(notPreferred(a), notPreferred(b)), cmp.Compare(a.key, b.key), cmp.Compare(a.id, b.id))
 	})
 	return slices.IndexFunc(cands, func(c cand) bool { return c.id == r.cfg.LocalID })
 }

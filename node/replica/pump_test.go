@@ -100,6 +100,93 @@ func TestPumpElectsNewGroupsAtOnce(t *testing.T) {
 	}
 }
 
+// TestPumpElectsPreferredLeaderFirst: a new group elects the voter its
+// configuration prefers (placement's first replica), whichever it is, so no
+// leadership transfer has to follow, and it wins the first election (term
+// 2: bootstrapping writes term 1).
+func TestPumpElectsPreferredLeaderFirst(t *testing.T) {
+	for want := range 3 {
+		t.Run(fmt.Sprintf("replica %d preferred", want), func(t *testing.T) {
+			pump := NewHeartbeatPump(PumpConfig{HeartbeatTimeout: pumpTuning().HeartbeatTimeout, Liveness: &fakeLiveness{}})
+			defer pump.Close()
+			preferred := raft.ServerID(fmt.Sprintf("n%d", want))
+			c := newTestClusterWith(t, 3, func(cfg *Config) {
+				cfg.Pump = pump
+				cfg.Raft = pumpTuning()
+				cfg.PreferredLeader = func() raft.ServerID { return preferred }
+			})
+			defer c.closeAll()
+			got, _ := c.waitLeader(t, -1)
+			if got != want {
+				t.Fatalf("replica %d leads the new group, want the preferred replica %d", got, want)
+			}
+			if term := c.reps[got].raft.CurrentTerm(); term != 2 {
+				t.Fatalf("leader in term %d, want 2 (one election after the bootstrap's term 1)", term)
+			}
+		})
+	}
+}
+
+// rankingCluster is a 3-replica group with a leader, its liveness view,
+// and a pump (not running) to compute ranks with.
+func rankingCluster(t *testing.T) (*testCluster, *fakeLiveness, *HeartbeatPump) {
+	t.Helper()
+	live := &fakeLiveness{}
+	c, pump := pumpedCluster(t, 3, live)
+	t.Cleanup(c.closeAll)
+	t.Cleanup(pump.Close) // runs first
+	c.waitLeader(t, -1)
+	return c, live, &HeartbeatPump{cfg: PumpConfig{HeartbeatTimeout: time.Second, Liveness: live}}
+}
+
+// TestPumpRanksPreferredLeaderFirst: the preferred voter ranks first while
+// it is alive and not the leader being replaced; otherwise the per-group
+// order decides, alike on every replica.
+func TestPumpRanksPreferredLeaderFirst(t *testing.T) {
+	c, live, p := rankingCluster(t)
+	// Copies of the replicas with another preferred leader (the running
+	// ones are read by the pump).
+	with := func(i int, pref raft.ServerID) *Replica {
+		r := &Replica{cfg: c.reps[i].cfg, raft: c.reps[i].raft}
+		r.cfg.PreferredLeader = func() raft.ServerID { return pref }
+		return r
+	}
+	for pref := range 3 {
+		id := c.layout[pref].ID
+		ranks := map[int]int{}
+		for i := range 3 {
+			ranks[p.rank(with(i, id), "nobody")] = i
+		}
+		if ranks[0] != pref || len(ranks) != 3 {
+			t.Errorf("no leader, %s preferred: ranks %v (rank: replica), want %d first and three distinct ranks", id, ranks, pref)
+		}
+		// The preferred voter is the dead leader: the other two rank 0
+		// and 1, as without a preference.
+		dead := c.addrs[pref]
+		seen := map[int]bool{}
+		for i := range 3 {
+			if i == pref {
+				continue
+			}
+			plain := p.rank(c.reps[i], dead)
+			if got := p.rank(with(i, id), dead); got != plain || seen[got] {
+				t.Errorf("leader %s dead and preferred: replica %d ranks %d, want %d as without a preference", id, i, got, plain)
+			}
+			seen[plain] = true
+		}
+	}
+	// A preferred voter whose node is dead does not rank: the others do.
+	live.kill(c.addrs[2])
+	seen := map[int]bool{}
+	for i := range 2 {
+		got := p.rank(with(i, "n2"), "nobody")
+		if got < 0 || got > 1 || seen[got] {
+			t.Errorf("preferred n2 dead: replica %d ranks %d, want a rank 0 or 1 of its own", i, got)
+		}
+		seen[got] = true
+	}
+}
+
 // TestPumpFailsOverWhenLeaderNodeDies: when the leader's node stops
 // answering, the followers elect one of them within about one configured
 // heartbeat timeout, not raft's raised one, and writes go on; every
@@ -149,12 +236,7 @@ func TestPumpFailsOverWhenLeaderNodeDies(t *testing.T) {
 // their order (distinct ranks 0..n-2), the dead leader and dead nodes have
 // none, and the order differs between groups so leadership spreads.
 func TestPumpRanksVotersAlike(t *testing.T) {
-	live := &fakeLiveness{}
-	c, pump := pumpedCluster(t, 3, live)
-	defer pump.Close()
-	defer c.closeAll()
-	c.waitLeader(t, -1)
-	p := &HeartbeatPump{cfg: PumpConfig{HeartbeatTimeout: time.Second, Liveness: live}}
+	c, live, p := rankingCluster(t)
 	for dead := range c.reps {
 		seen := map[int]bool{}
 		for i, r := range c.reps {

@@ -83,6 +83,12 @@ type Config struct {
 	// timers then run BackstopScale times slower (pump.go). nil: raft's own
 	// timers do it all.
 	Pump *HeartbeatPump
+	// PreferredLeader, when set, names the voter placement wants to lead
+	// the group (its first replica; "" when unknown). When the pump stands
+	// the group for election, that voter goes first if it is alive, so a
+	// new group, or one whose leader's node died, elects it directly
+	// instead of electing another and then handing leadership over.
+	PreferredLeader func() raft.ServerID
 
 	openLog func(dir string) (dataLog, error) // tests: replaces the logstore
 }
