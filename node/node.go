@@ -316,9 +316,15 @@ func (n *Node) Start(ctx context.Context) error {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		handler = mux
 	}
+	// Keep-alive connections idle for clientIdleTimeout are closed, so
+	// clients that went away without closing (a crashed pool, a NAT that
+	// dropped the flow) do not hold a connection and its goroutine forever.
+	// Clients reconnect on their next call (the Go client checks an idle
+	// connection before reusing it).
 	n.server = &http.Server{
-		Handler:           h2c.NewHandler(handler, &http2.Server{}),
+		Handler:           h2c.NewHandler(handler, &http2.Server{IdleTimeout: clientIdleTimeout}),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       clientIdleTimeout,
 	}
 	n.goFunc(func() {
 		if err := n.server.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -346,6 +352,10 @@ func (n *Node) Start(ctx context.Context) error {
 
 // startWait bounds how long Start waits for the catalog to be current.
 const startWait = 15 * time.Second
+
+// clientIdleTimeout closes client connections (HTTP/1.1 keep-alive and
+// HTTP/2) idle that long.
+const clientIdleTimeout = 5 * time.Minute
 
 // ClientAddr is the bound client listener address (after Start).
 func (n *Node) ClientAddr() string { return n.listener.Addr().String() }
