@@ -50,6 +50,11 @@ type unaryConn struct {
 // request or answer of a few rows fits in one syscall each way.
 const unaryBufferBytes = 16 << 10
 
+// unaryPreallocMax is the largest answer whose Content-Length is allocated
+// up front; larger ones grow as they arrive, so a wrong header cannot make
+// the client allocate what never comes.
+const unaryPreallocMax = 1 << 20
+
 // staleCheckAfter is how long a connection may sit idle before it is
 // checked for a close by the server before reuse (one non-blocking peek).
 // Under load connections come back within milliseconds and skip the check.
@@ -153,10 +158,10 @@ func (c *unaryConn) roundTrip(r *http.Request, body []byte) (*http.Response, err
 		return nil, err
 	}
 	var data []byte
-	if resp.ContentLength >= 0 {
+	if resp.ContentLength >= 0 && resp.ContentLength <= unaryPreallocMax {
 		data = make([]byte, resp.ContentLength)
 		_, err = io.ReadFull(resp.Body, data)
-	} else {
+	} else { // chunked, or too large to trust the header with an allocation
 		data, err = io.ReadAll(resp.Body)
 	}
 	resp.Body.Close()

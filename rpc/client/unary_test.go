@@ -261,14 +261,21 @@ func TestUnaryHTTPMalformedAnswer(t *testing.T) {
 			if err != nil {
 				return
 			}
-			accepted.Add(1)
+			n := accepted.Add(1)
 			go func() {
 				defer conn.Close()
 				br := bufio.NewReader(conn)
 				if _, err := http.ReadRequest(br); err != nil {
 					return
 				}
-				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: zebra\r\n\r\n")
+				// A Content-Length that is not a number, or one far beyond
+				// what follows (the client must not allocate it up front).
+				if n%2 == 1 {
+					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: zebra\r\n\r\n")
+				} else {
+					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\nshort")
+					return
+				}
 				io.Copy(io.Discard, br)
 			}()
 		}
