@@ -57,51 +57,64 @@ func RowsFromRecord(dst []Row, s *record.Schema, rec arrow.Record) ([]Row, error
 
 // readColumn fills value c of every row from a.
 func readColumn(rows []Row, c int, a arrow.Array) error {
-	for r := range rows {
-		if a.IsNull(r) {
-			rows[r][c] = Value{Null: true}
-		}
+	switch a := a.(type) {
+	case *array.String:
+		setVar(rows, c, a, a.ValueBytes(), a.ValueOffsets())
+		return nil
+	case *array.Binary:
+		setVar(rows, c, a, a.ValueBytes(), a.ValueOffsets())
+		return nil
 	}
-	set := func(f func(r int) Value) {
-		for r := range rows {
-			if !a.IsNull(r) {
-				rows[r][c] = f(r)
-			}
+	for r := range rows {
+		v, err := ValueAt(a, r)
+		if err != nil {
+			return err
 		}
+		rows[r][c] = v
+	}
+	return nil
+}
+
+// ValueAt returns value r of a, an array of one of the Arrow types of a
+// schema column (record.Schema.ArrowSchema). A STRING or BYTES value
+// aliases a's buffer.
+func ValueAt(a arrow.Array, r int) (Value, error) {
+	if a.IsNull(r) {
+		return Null(), nil
 	}
 	switch a := a.(type) {
 	case *array.Boolean:
-		set(func(r int) Value { return Bool(a.Value(r)) })
+		return Bool(a.Value(r)), nil
 	case *array.Int8:
-		set(func(r int) Value { return Int(int64(a.Value(r))) })
+		return Int(int64(a.Value(r))), nil
 	case *array.Int16:
-		set(func(r int) Value { return Int(int64(a.Value(r))) })
+		return Int(int64(a.Value(r))), nil
 	case *array.Int32:
-		set(func(r int) Value { return Int(int64(a.Value(r))) })
+		return Int(int64(a.Value(r))), nil
 	case *array.Int64:
-		set(func(r int) Value { return Int(a.Value(r)) })
+		return Int(a.Value(r)), nil
 	case *array.Date32:
-		set(func(r int) Value { return Int(int64(a.Value(r))) })
+		return Int(int64(a.Value(r))), nil
 	case *array.Time32:
-		set(func(r int) Value { return Int(int64(a.Value(r))) })
+		return Int(int64(a.Value(r))), nil
 	case *array.Time64:
-		set(func(r int) Value { return Int(int64(a.Value(r))) })
+		return Int(int64(a.Value(r))), nil
 	case *array.Timestamp:
-		set(func(r int) Value { return Int(int64(a.Value(r))) })
+		return Int(int64(a.Value(r))), nil
 	case *array.Float32:
-		set(func(r int) Value { return Float(float64(a.Value(r))) })
+		return Float(float64(a.Value(r))), nil
 	case *array.Float64:
-		set(func(r int) Value { return Float(a.Value(r)) })
+		return Float(a.Value(r)), nil
 	case *array.Decimal128:
-		set(func(r int) Value { v := a.Value(r); return Dec(v.HighBits(), v.LowBits()) })
+		v := a.Value(r)
+		return Dec(v.HighBits(), v.LowBits()), nil
 	case *array.String:
-		setVar(rows, c, a, a.ValueBytes(), a.ValueOffsets())
+		offs := a.ValueOffsets()
+		return Value{B: a.ValueBytes()[offs[r]-offs[0] : offs[r+1]-offs[0]]}, nil
 	case *array.Binary:
-		setVar(rows, c, a, a.ValueBytes(), a.ValueOffsets())
-	default:
-		return fmt.Errorf("%w: unsupported Arrow type %s", ErrBadRow, a.DataType())
+		return Value{B: a.Value(r)}, nil
 	}
-	return nil
+	return Value{}, fmt.Errorf("%w: unsupported Arrow type %s", ErrBadRow, a.DataType())
 }
 
 // setVar fills value c of every row from a STRING or BYTES column with one
@@ -109,10 +122,12 @@ func readColumn(rows []Row, c int, a arrow.Array) error {
 func setVar(rows []Row, c int, a arrow.Array, values []byte, offs []int32) {
 	data := append([]byte(nil), values...)
 	for r := range rows {
-		if !a.IsNull(r) {
-			s, e := offs[r]-offs[0], offs[r+1]-offs[0]
-			rows[r][c] = Value{B: data[s:e:e]}
+		if a.IsNull(r) {
+			rows[r][c] = Null()
+			continue
 		}
+		s, e := offs[r]-offs[0], offs[r+1]-offs[0]
+		rows[r][c] = Value{B: data[s:e:e]}
 	}
 }
 

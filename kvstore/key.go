@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/fluss-node/fluss-node/logstore/record"
 )
 
@@ -85,6 +87,25 @@ func (c *Codec) AppendKey(dst []byte, row Row) ([]byte, error) {
 	for _, ci := range c.keyCols {
 		var err error
 		if dst, err = appendKeyValue(dst, c.kinds[ci], row[ci]); err != nil {
+			return dst, fmt.Errorf("column %q: %w", c.schema.Columns[ci].Name, err)
+		}
+	}
+	return dst, nil
+}
+
+// AppendRecordKey appends the encoded primary key of row r of rec (the
+// table's columns in schema order, as RowsFromRecord reads them) to dst.
+// Only the key columns are read: a lookup's keys need no whole rows.
+func (c *Codec) AppendRecordKey(dst []byte, rec arrow.Record, r int) ([]byte, error) {
+	if int(rec.NumCols()) < len(c.kinds) {
+		return dst, fmt.Errorf("%w: record has %d columns, schema %d", ErrBadRow, rec.NumCols(), len(c.kinds))
+	}
+	for _, ci := range c.keyCols {
+		v, err := ValueAt(rec.Column(ci), r)
+		if err == nil {
+			dst, err = appendKeyValue(dst, c.kinds[ci], v)
+		}
+		if err != nil {
 			return dst, fmt.Errorf("column %q: %w", c.schema.Columns[ci].Name, err)
 		}
 	}
