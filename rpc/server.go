@@ -110,7 +110,7 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 	mux := http.NewServeMux()
 	ew := connect.NewErrorWriter(opts...)
 	mount := func(path string, h http.Handler) {
-		mux.Handle(path, limitBody(h, lim.MaxRequestBytes, ew, m))
+		mux.Handle(path, withLength(limitBody(h, lim.MaxRequestBytes, ew, m)))
 	}
 	mount(flussv1connect.NewAdminServiceHandler(s, opts...))
 	mount(flussv1connect.NewWriteServiceHandler(s, opts...))
