@@ -68,15 +68,14 @@ func (l *Lookuper) lookup(ctx context.Context, keys [][]byte) ([][]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	var rows []json.RawMessage
-	if err := json.Unmarshal(out, &rows); err != nil {
+	rows, err := splitJSONArray(out)
+	if err != nil {
 		return nil, fmt.Errorf("lookup response: %w", err)
 	}
-	res := make([][]byte, len(rows))
 	for i, r := range rows {
-		if string(r) != "null" {
-			res[i] = r
+		if string(r) == "null" {
+			rows[i] = nil
 		}
 	}
-	return res, nil
+	return rows, nil
 }
