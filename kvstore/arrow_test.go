@@ -71,7 +71,8 @@ func TestChangesFromRecordRejectsBadChangeType(t *testing.T) {
 
 // AppendRecordKey, which reads only the key columns of a record row, encodes
 // every key (and refuses every null key) exactly as AppendKey does from the
-// whole row, for each type a key column can have.
+// whole row, for each type a key column can have; AppendRecordBucketKey
+// likewise matches AppendBucketKey.
 func TestAppendRecordKeyMatchesAppendKey(t *testing.T) {
 	base := record.SampleSchema()
 	rec := record.SampleRecord(200, 3)
@@ -99,5 +100,25 @@ func TestAppendRecordKeyMatchesAppendKey(t *testing.T) {
 	}
 	if tried < 5 {
 		t.Fatalf("only %d of %d sample columns could be keys", tried, len(base.Columns))
+	}
+
+	// A two-column key with the first as bucket key: the record's prefix
+	// is AppendBucketKey of that column's value.
+	s := *base
+	s.PrimaryKey = []string{base.Columns[0].Name, base.Columns[1].Name}
+	codec, err := NewCodec(&s, s.PrimaryKey[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := RowsFromRecord(nil, &s, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rows {
+		want, wantErr := codec.AppendBucketKey(nil, []Value{r[0]})
+		got, err := codec.AppendRecordBucketKey(nil, rec, i)
+		if (err != nil) != (wantErr != nil) || string(got) != string(want) {
+			t.Fatalf("bucket key, row %d: got %x, %v; want %x, %v", i, got, err, want, wantErr)
+		}
 	}
 }

@@ -97,10 +97,23 @@ func (c *Codec) AppendKey(dst []byte, row Row) ([]byte, error) {
 // table's columns in schema order, as RowsFromRecord reads them) to dst.
 // Only the key columns are read: a lookup's keys need no whole rows.
 func (c *Codec) AppendRecordKey(dst []byte, rec arrow.Record, r int) ([]byte, error) {
+	return c.appendRecordCols(dst, rec, r, c.keyCols)
+}
+
+// AppendRecordBucketKey appends the encoded bucket-key prefix of row r of
+// rec (as AppendRecordKey) to dst: AppendBucketKey of that row's
+// bucket-key values.
+func (c *Codec) AppendRecordBucketKey(dst []byte, rec arrow.Record, r int) ([]byte, error) {
+	return c.appendRecordCols(dst, rec, r, c.keyCols[:c.nBucket])
+}
+
+// appendRecordCols appends the key encoding of the columns cols of row r
+// of rec to dst.
+func (c *Codec) appendRecordCols(dst []byte, rec arrow.Record, r int, cols []int) ([]byte, error) {
 	if int(rec.NumCols()) < len(c.kinds) {
 		return dst, fmt.Errorf("%w: record has %d columns, schema %d", ErrBadRow, rec.NumCols(), len(c.kinds))
 	}
-	for _, ci := range c.keyCols {
+	for _, ci := range cols {
 		v, err := ValueAt(rec.Column(ci), r)
 		if err == nil {
 			dst, err = appendKeyValue(dst, c.kinds[ci], v)

@@ -532,18 +532,9 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 		return nil, err
 	}
 	defer rec.Release()
-	rows, err := kvstore.RowsFromRecord(nil, sch, rec)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-	}
-	bkeys := keyIndexes(sch, t.BucketKeys)
-	prefixes := make([][]byte, len(rows))
-	for i, r := range rows {
-		vals := make([]kvstore.Value, len(bkeys))
-		for j, c := range bkeys {
-			vals[j] = r[c]
-		}
-		if prefixes[i], err = w.codec.AppendBucketKey(nil, vals); err != nil {
+	prefixes := make([][]byte, rec.NumRows())
+	for i := range prefixes {
+		if prefixes[i], err = w.codec.AppendRecordBucketKey(nil, rec, i); err != nil {
 			return nil, fmt.Errorf("%w: prefix %d: %w", ErrInvalidRequest, i, err)
 		}
 	}
@@ -559,7 +550,7 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 	var left, bytesLeft atomic.Int64
 	left.Store(int64(s.lim.MaxRowsPerRequest))
 	bytesLeft.Store(int64(s.lim.MaxFetchBytes))
-	results := make([]*flussv1.PrefixLookupResult, len(rows))
+	results := make([]*flussv1.PrefixLookupResult, len(prefixes))
 	err = s.perBucket(byBucket, func(b raftmeta.BucketID, idx []int) error {
 		for _, i := range idx {
 			budget := left.Load()
