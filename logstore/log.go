@@ -147,6 +147,10 @@ type Log struct {
 	stopBg chan struct{}
 	bgDone chan struct{}
 
+	// deferSync and dur: see durable.go.
+	deferSync atomic.Bool
+	dur       durability
+
 	stable *stableStore
 }
 
@@ -203,6 +207,16 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.stable = st
+	// What recovery found is durable from here on: an earlier process may
+	// have written entries whose deferred sync it never saw (SetDeferSync).
+	if n := len(l.segs); n > 0 && opts.SyncMode == SyncAlways && l.segs[n-1].size > 0 {
+		if err := l.syncFile(l.segs[n-1].f); err != nil {
+			l.closeFiles()
+			lk.Close()
+			return nil, fmt.Errorf("logstore: sync %s: %w", l.segs[n-1].name(), err)
+		}
+	}
+	l.dur.init(l.lastIndex)
 	if opts.SyncMode == SyncInterval {
 		l.stopBg, l.bgDone = make(chan struct{}), make(chan struct{})
 		go l.syncLoop()
@@ -443,11 +457,14 @@ func (l *Log) Close() error {
 		s := l.segs[n-1]
 		if err := s.f.Sync(); err != nil {
 			errs = append(errs, fmt.Errorf("logstore: sync %s: %w", s.name(), err))
+		} else {
+			l.dur.advance(l.dur.generation(), l.lastIndex)
 		}
 		if err := s.flushIndexes(l.fs, false); err != nil {
 			l.log.Warn("logstore: cannot write segment indexes", "segment", s.name(), "err", err)
 		}
 	}
+	l.dur.fail(ErrClosed)
 	l.closeFiles()
 	errs = append(errs, l.lock.Close())
 	return errors.Join(errs...)
@@ -616,12 +633,18 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	if err := l.writeBuf(act, bufPos); err != nil {
 		return err
 	}
-	if l.opts.SyncMode == SyncAlways {
+	switch {
+	case l.opts.SyncMode != SyncAlways:
+		// Acknowledged once written, by configuration: nothing waits.
+		l.dirty.Store(true)
+		l.dur.advance(l.dur.generation(), lastIndex)
+	case l.deferSync.Load():
+		go l.syncDeferred(act.f, lastIndex, l.dur.generation())
+	default:
 		if err := l.syncFile(act.f); err != nil {
 			return fmt.Errorf("logstore: sync %s: %w", act.name(), err)
 		}
-	} else {
-		l.dirty.Store(true)
+		l.dur.advance(l.dur.generation(), lastIndex)
 	}
 	// The active segment's index entries stay in memory until it is sealed
 	// or the log closed: recovery scans the last segment in full anyway,
@@ -854,10 +877,12 @@ func (l *Log) DeleteRange(minIdx, maxIdx uint64) error {
 	clear(l.bodies[:])
 	switch {
 	case minIdx <= l.firstIndex && maxIdx >= l.lastIndex:
+		l.dur.truncate(0)
 		return l.deleteAllLocked()
 	case minIdx <= l.firstIndex:
 		return l.deleteHeadLocked(maxIdx + 1)
 	case maxIdx >= l.lastIndex:
+		l.dur.truncate(minIdx - 1)
 		return l.truncateTailLocked(minIdx)
 	default:
 		return fmt.Errorf("logstore: DeleteRange(%d, %d) inside [%d, %d]: only a prefix or a suffix can be deleted",

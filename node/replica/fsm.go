@@ -73,6 +73,10 @@ type FSM struct {
 	// decoded when raft replays them after a restart. FSM goroutine only.
 	kvApplied uint64
 	kvLoaded  bool
+
+	// durable, when set, blocks until the entries up to an index are
+	// durable (waitDurable); ApplyBatch applies nothing before that.
+	durable func(index uint64) error
 }
 
 func newFSM() *FSM {
@@ -89,6 +93,15 @@ func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l
 // otherwise diverge from its peers.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
+	if f.durable != nil && len(logs) > 0 {
+		if err := f.durable(logs[len(logs)-1].Index); err != nil {
+			// Closed under a shutting-down raft: nothing more is applied.
+			for i := range out {
+				out[i] = err
+			}
+			return out
+		}
+	}
 	f.mu.Lock()
 	moved := false
 	for _, l := range logs {

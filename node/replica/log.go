@@ -29,6 +29,9 @@ type dataLog interface {
 	Expired(cutoffMs int64) uint64
 	// Size is the bytes of the stored segments.
 	Size() int64
+	// SetDeferSync and WaitDurable: deferred syncs (durable.go).
+	SetDeferSync(on bool) error
+	WaitDurable(index uint64) error
 	Close() error
 }
 

@@ -187,9 +187,18 @@ func Open(cfg Config) (*Replica, error) {
 			return fail(fmt.Errorf("bootstrap: %w", err))
 		}
 	}
-	r.raft, err = raft.NewRaft(conf, r.fsm, r.log, r.log, r.snaps, cfg.Transport)
+	trans, canDefer := wrapTransport(cfg.Transport, func() error { return r.log.SetDeferSync(false) })
+	r.fsm.durable = func(index uint64) error { return waitDurable(r.log, index) }
+	r.raft, err = raft.NewRaft(conf, r.fsm, r.log, r.log, r.snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
+	}
+	if canDefer {
+		if c := r.raft.GetConfiguration(); c.Error() == nil && soleVoter(c.Configuration(), cfg.LocalID) {
+			if err := r.log.SetDeferSync(true); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	r.verify.confirm = r.confirmLeadership
 	if p := cfg.Pump; p != nil {

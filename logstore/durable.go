@@ -1,0 +1,147 @@
+package logstore
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Deferred syncs. With SyncAlways a StoreLogs normally returns only once
+// its entries are durable. A log whose raft group has this node as its only
+// voter may defer that (SetDeferSync): StoreLogs then returns once the
+// entries are written, their sync runs in the background (still through
+// the node's Syncer), and whoever must not act on an entry before it is
+// durable waits with WaitDurable. hashicorp/raft writes the leader's log on
+// its leader loop; with the sync deferred the loop goes on gathering the
+// next entry while the Syncer flushes the last one, instead of sitting out
+// a whole sync round per entry.
+//
+// This is only sound while no other server counts this log toward a
+// quorum: raft takes a stored entry as this server's vote for committing
+// it. The replica therefore turns deferral off (which flushes the log)
+// before its group sends anything to another server.
+
+// durability tracks the highest raft index known durable.
+type durability struct {
+	mu    sync.Mutex
+	index uint64        // entries up to here are durable
+	gen   uint64        // bumped when the tail is deleted: older syncs no longer count
+	err   error         // set: every wait fails with it
+	ch    chan struct{} // closed and replaced when index or err changes
+}
+
+func (d *durability) init(index uint64) {
+	d.index, d.ch = index, make(chan struct{})
+}
+
+// generation is the current generation; a sync started now advances the
+// index only if no tail was deleted meanwhile.
+func (d *durability) generation() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen
+}
+
+// advance records that entries up to index are durable, if gen is still
+// current.
+func (d *durability) advance(gen, index uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if gen != d.gen || index <= d.index || d.err != nil {
+		return
+	}
+	d.index = index
+	close(d.ch)
+	d.ch = make(chan struct{})
+}
+
+// truncate records that entries after last were deleted.
+func (d *durability) truncate(last uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gen++
+	d.index = min(d.index, last)
+}
+
+// fail makes every present and future wait fail with err (the first one
+// given wins).
+func (d *durability) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return
+	}
+	d.err = err
+	close(d.ch)
+}
+
+func (d *durability) wait(index uint64) error {
+	for {
+		d.mu.Lock()
+		done, err, ch := d.index >= index, d.err, d.ch
+		d.mu.Unlock()
+		switch {
+		case done:
+			return nil
+		case err != nil:
+			return err
+		}
+		<-ch
+	}
+}
+
+// SetDeferSync turns deferred syncs on or off (see above; default off).
+// Turning them off makes everything stored so far durable before it
+// returns, and every later StoreLogs syncs before it returns again. It
+// changes nothing in SyncInterval mode.
+func (l *Log) SetDeferSync(on bool) error {
+	if on {
+		l.deferSync.Store(true)
+		return nil
+	}
+	if !l.deferSync.Swap(false) {
+		return nil
+	}
+	// A StoreLogs in progress finishes its write first; the sync covers it.
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	closed, last := l.closed, l.lastIndex
+	l.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if n := len(l.segs); n > 0 && l.opts.SyncMode == SyncAlways {
+		s := l.segs[n-1]
+		if err := l.syncFile(s.f); err != nil {
+			err = fmt.Errorf("logstore: sync %s: %w", s.name(), err)
+			l.dur.fail(err)
+			return err
+		}
+	}
+	l.dur.advance(l.dur.generation(), last)
+	return nil
+}
+
+// WaitDurable blocks until the entries up to index are durable. It fails
+// once the log is closed, or for good after a deferred sync failed: the
+// log's tail is then in an unknown state, and the only safe way on is a
+// restart that recovers it from the disk.
+func (l *Log) WaitDurable(index uint64) error { return l.dur.wait(index) }
+
+// syncDeferred is a deferred StoreLogs' sync of f, whose entries end at
+// last.
+func (l *Log) syncDeferred(f File, last, gen uint64) {
+	err := l.syncFile(f)
+	if err == nil {
+		l.dur.advance(gen, last)
+		return
+	}
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed || gen != l.dur.generation() {
+		return // the log was closed or its tail deleted: nothing waits on this sync
+	}
+	l.log.Error("logstore: deferred sync failed; no entry after the last durable one will be applied", "dir", l.opts.Dir, "err", err)
+	l.dur.fail(fmt.Errorf("logstore: sync of deferred entries up to raft index %d: %w", last, err))
+}

@@ -1,0 +1,203 @@
+package logstore
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gateFS holds every file Sync while armed until release, and can fail
+// them.
+type gateFS struct {
+	*MemFS
+	mu      sync.Mutex
+	armed   bool
+	release chan struct{}
+	failing error
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := g.MemFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gateFile{File: f, g: g}, nil
+}
+
+func (g *gateFS) hold() {
+	g.mu.Lock()
+	g.armed, g.release = true, make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gateFS) open(err error) {
+	g.mu.Lock()
+	g.armed, g.failing = false, err
+	close(g.release)
+	g.mu.Unlock()
+}
+
+type gateFile struct {
+	File
+	g *gateFS
+}
+
+func (f *gateFile) Sync() error {
+	f.g.mu.Lock()
+	armed, release := f.g.armed, f.g.release
+	f.g.mu.Unlock()
+	if armed {
+		<-release
+	}
+	f.g.mu.Lock()
+	err := f.g.failing
+	f.g.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+func waitAsync(l *Log, index uint64) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- l.WaitDurable(index) }()
+	return ch
+}
+
+func notYet(t *testing.T, ch <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		t.Fatalf("%s: WaitDurable returned (%v) before the sync", what, err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// A deferred StoreLogs returns before its sync; WaitDurable returns once
+// the sync is done; a crash before it loses exactly the deferred entries.
+func TestDeferredSync(t *testing.T) {
+	e := newEnv(t)
+	g := &gateFS{MemFS: e.fs}
+	o := e.opts
+	o.FS = g
+	l, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gn gen
+	mustStore(t, l, gn.batch(3, 10)) // synced as StoreLogs returns
+	if err := l.WaitDurable(3); err != nil {
+		t.Fatal(err)
+	}
+	l.SetDeferSync(true)
+	g.hold()
+	mustStore(t, l, gn.batch(4, 10)) // returns with its sync held
+	checkRange(t, l, 1, 7)
+	w := waitAsync(l, 7)
+	notYet(t, w, "deferred entries")
+	if err := l.WaitDurable(3); err != nil {
+		t.Fatalf("earlier entries: %v", err)
+	}
+
+	// A crash now keeps only the first three entries.
+	e2 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
+	crashed := e2.open()
+	checkRange(t, crashed, 1, 3)
+	crashed.Close()
+
+	g.open(nil)
+	if err := <-w; err != nil {
+		t.Fatalf("after the sync: %v", err)
+	}
+	e3 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
+	after := e3.open()
+	checkRange(t, after, 1, 7)
+	after.Close()
+	l.Close()
+}
+
+// Turning deferral off makes what was stored durable before it returns,
+// and later StoreLogs sync again.
+func TestDeferSyncOffFlushes(t *testing.T) {
+	e := newEnv(t)
+	g := &gateFS{MemFS: e.fs}
+	o := e.opts
+	o.FS = g
+	l, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var gn gen
+	l.SetDeferSync(true)
+	g.hold()
+	mustStore(t, l, gn.batch(4, 10))
+	off := make(chan error, 1)
+	go func() { off <- l.SetDeferSync(false) }()
+	notYet(t, off, "SetDeferSync(false)")
+	g.open(nil)
+	if err := <-off; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitDurable(4); err != nil {
+		t.Fatal(err)
+	}
+	mustStore(t, l, gn.batch(2, 10))
+	e2 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
+	c := e2.open()
+	checkRange(t, c, 1, 6) // the synchronous store was durable on return
+	c.Close()
+}
+
+// A failed deferred sync fails every wait past the durable entries for
+// good; closing fails the rest.
+func TestDeferredSyncFailure(t *testing.T) {
+	e := newEnv(t)
+	g := &gateFS{MemFS: e.fs}
+	o := e.opts
+	o.FS = g
+	l, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gn gen
+	mustStore(t, l, gn.batch(2, 10))
+	l.SetDeferSync(true)
+	g.hold()
+	mustStore(t, l, gn.batch(2, 10))
+	w := waitAsync(l, 4)
+	boom := errors.New("disk on fire")
+	g.open(boom)
+	if err := <-w; !errors.Is(err, boom) {
+		t.Fatalf("WaitDurable after a failed sync: %v, want %v", err, boom)
+	}
+	if err := l.WaitDurable(2); err != nil {
+		t.Fatalf("entries durable before the failure: %v", err)
+	}
+	l.Close()
+	if err := l.WaitDurable(5); !errors.Is(err, boom) {
+		t.Fatalf("after close: %v, want the first failure", err)
+	}
+}
+
+// Entries deleted from the tail are no longer durable, whatever a sync
+// of them started earlier reports.
+func TestDeferredSyncTailDeleted(t *testing.T) {
+	e := newEnv(t)
+	l := e.open()
+	defer l.Close()
+	var gn gen
+	mustStore(t, l, gn.batch(6, 10))
+	if err := l.DeleteRange(5, 6); err != nil {
+		t.Fatal(err)
+	}
+	w := waitAsync(l, 5)
+	notYet(t, w, "deleted entries")
+	gn.index = 4 // index 5 again (a noop), synced as it is stored
+	mustStore(t, l, gn.batch(1, 10))
+	if err := <-w; err != nil {
+		t.Fatal(err)
+	}
+}
