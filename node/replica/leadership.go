@@ -22,6 +22,24 @@ type pumpedHeartbeater interface {
 	PumpedHeartbeat(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error
 }
 
+// timeoutNowGater is a transport that lets the group refuse incoming
+// TimeoutNow requests (rpc/peer.Transport.GateTimeoutNow, which says why).
+type timeoutNowGater interface {
+	GateTimeoutNow(admit func() error)
+}
+
+// admitTransfer admits a TimeoutNow, the start of a leadership transfer to
+// this replica, only while it is a follower: hashicorp/raft starts an
+// election on it only then, and a candidate that takes one stops following
+// the current leader without standing for election (see GateTimeoutNow).
+// The transferring leader gets the refusal and tries again later.
+func (r *Replica) admitTransfer() error {
+	if s := r.raft.State(); s != raft.Follower {
+		return fmt.Errorf("bucket replica %s is %s, not a follower: leadership transfer refused, try again", r.cfg.LocalID, s)
+	}
+	return nil
+}
+
 // confirmLeadership checks, after it is called, that a quorum of voters
 // still takes this replica for the leader of its current term: the read
 // index check of a linearizable read (raft §6.4). With a plain transport it

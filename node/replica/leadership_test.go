@@ -3,6 +3,8 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +114,65 @@ func TestPKLookupOnCutOffLeaderWithCachedHeartbeats(t *testing.T) {
 	if got := lookupRow(t, c.reps[next], 1); got == "<nil>" {
 		t.Fatal("new leader lost the row")
 	}
+}
+
+// gatedTransport records the TimeoutNow gate its replica installs.
+type gatedTransport struct {
+	*raft.InmemTransport
+	mu    sync.Mutex
+	admit func() error
+}
+
+func (g *gatedTransport) GateTimeoutNow(admit func() error) {
+	g.mu.Lock()
+	g.admit = admit
+	g.mu.Unlock()
+}
+
+// TestTransferAdmittedOnlyByFollowers: every replica gates TimeoutNow on
+// its transport; the leader refuses one (hashicorp/raft would not start an
+// election from it), followers admit it, and a transfer to a follower
+// then completes.
+func TestTransferAdmittedOnlyByFollowers(t *testing.T) {
+	var gates []*gatedTransport
+	c := &testCluster{t: t}
+	c.wrap = func(tr raft.Transport) raft.Transport {
+		g := &gatedTransport{InmemTransport: tr.(*raft.InmemTransport)}
+		gates = append(gates, g)
+		return g
+	}
+	c.init(3)
+	defer c.closeAll()
+	waitFor(t, 10*time.Second, func() error {
+		if c.leader() < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	l := c.leader()
+	for i, g := range gates {
+		g.mu.Lock()
+		admit := g.admit
+		g.mu.Unlock()
+		if admit == nil {
+			t.Fatalf("replica %d installed no TimeoutNow gate", i)
+		}
+		err := admit()
+		switch {
+		case i == l && (err == nil || !strings.Contains(err.Error(), "Leader")):
+			t.Fatalf("leader %d admits a TimeoutNow: %v", i, err)
+		case i != l && err != nil:
+			t.Fatalf("follower %d refuses a TimeoutNow: %v", i, err)
+		}
+	}
+	to := (l + 1) % 3
+	if err := c.reps[l].Raft().LeadershipTransferToServer(c.layout[to].ID, c.addrs[to]).Error(); err != nil {
+		t.Fatalf("transfer to follower %d: %v", to, err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if got := c.leader(); got != to {
+			return fmt.Errorf("leader is %d, want %d", got, to)
+		}
+		return nil
+	})
 }

@@ -200,6 +200,9 @@ func Open(cfg Config) (*Replica, error) {
 			}
 		}
 	}
+	if g, ok := cfg.Transport.(timeoutNowGater); ok {
+		g.GateTimeoutNow(r.admitTransfer)
+	}
 	r.verify.confirm = r.confirmLeadership
 	if p := cfg.Pump; p != nil {
 		p.add(r)

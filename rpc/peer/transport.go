@@ -20,8 +20,9 @@ type Transport struct {
 	consumeCh  chan raft.RPC
 	shutdownCh chan struct{}
 
-	hbMu sync.Mutex
-	hbFn func(raft.RPC)
+	hbMu   sync.Mutex
+	hbFn   func(raft.RPC)
+	toGate func() error // admits incoming TimeoutNow requests; nil admits all
 
 	hbc hbCache // hbcache.go
 
@@ -93,6 +94,36 @@ func (t *Transport) heartbeatHandler() func(raft.RPC) {
 	t.hbMu.Lock()
 	defer t.hbMu.Unlock()
 	return t.hbFn
+}
+
+// GateTimeoutNow makes the group admit an incoming TimeoutNow request
+// (the start of a leadership transfer to this server) only when admit
+// returns nil; otherwise the sender gets admit's error and raft never sees
+// the request. nil admits all (the default).
+//
+// Why: hashicorp/raft acts on TimeoutNow only in the follower state. A
+// candidate that receives one starts no election; it only marks its
+// current candidacy as a transferred one, which then ignores the current
+// leader's heartbeats until its election timer fires. A leader that keeps
+// retrying the transfer (a draining node does) can keep such a replica a
+// candidate indefinitely: it neither becomes leader nor follows. Refused,
+// the transfer fails at once, the candidate steps back to follower on the
+// next heartbeat, and the next attempt finds a follower.
+func (t *Transport) GateTimeoutNow(admit func() error) {
+	t.hbMu.Lock()
+	t.toGate = admit
+	t.hbMu.Unlock()
+}
+
+// admitTimeoutNow applies the GateTimeoutNow check.
+func (t *Transport) admitTimeoutNow() error {
+	t.hbMu.Lock()
+	admit := t.toGate
+	t.hbMu.Unlock()
+	if admit == nil {
+		return nil
+	}
+	return admit()
 }
 
 // Close implements raft.WithClose: it unregisters the group and drops its idle streams.
@@ -322,6 +353,12 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 		}
 		_, err := writeStatus(st, cs.w.b, statusUnknownGroup, msg)
 		return err == nil
+	}
+	if _, ok := cmd.(*raft.TimeoutNowRequest); ok {
+		if err := t.admitTimeoutNow(); err != nil {
+			_, err = writeStatus(st, cs.w.b, statusError, err.Error())
+			return err == nil
+		}
 	}
 	rpc := raft.RPC{Command: cmd, Reader: data, RespChan: respCh}
 	var fn func(raft.RPC)
