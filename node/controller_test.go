@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,6 +111,49 @@ func nodeInfo(ctx context.Context, c *client.Client, id int32) *flussv1.NodeInfo
 	return nil
 }
 
+// waitNodes waits up to timeout until ok holds for the nodes of
+// DescribeCluster as c's node answers it (keyed by id), and otherwise fails
+// the test with what the nodes last showed: which node leads how many
+// buckets, and the catalog's replicas of every bucket.
+func waitNodes(t *testing.T, ctx context.Context, c *client.Client, meta *raftmeta.Meta, timeout time.Duration, what string, ok func(map[int32]*flussv1.NodeInfo) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		info, err := c.DescribeCluster(ctx)
+		if err == nil {
+			byID := make(map[int32]*flussv1.NodeInfo, len(info.Nodes))
+			for _, ni := range info.Nodes {
+				byID[ni.Id] = ni
+			}
+			if ok(byID) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				for _, ni := range info.Nodes {
+					t.Logf("node %d: %s, leads %d buckets", ni.Id, ni.State, ni.Leaders)
+				}
+			}
+			for _, a := range meta.Assignments() {
+				t.Logf("bucket %v: replicas %v", a.BucketID, a.Replicas)
+			}
+			t.Fatalf("not within %v: %s (last DescribeCluster error: %v)", timeout, what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// leadersEven reports whether the nodes lead total buckets between them,
+// at most one apart: the controller's spread of the preferred leaders.
+func leadersEven(nodes map[int32]*flussv1.NodeInfo, total int32) bool {
+	lo, hi, sum := int32(math.MaxInt32), int32(0), int32(0)
+	for _, ni := range nodes {
+		lo, hi, sum = min(lo, ni.Leaders), max(hi, ni.Leaders), sum+ni.Leaders
+	}
+	return sum == total && hi-lo <= 1
+}
+
 // TestClusterDrain drains a node through the Admin API: it ends up leading
 // no bucket and shows draining, writes go on, it gets no replica of a new
 // table, its state survives a restart, and undrain makes it lead again.
@@ -132,9 +176,8 @@ func TestClusterDrain(t *testing.T) {
 	}
 	appendTo(t, ctx, c, buckets, 0, 12)
 	// Leaders settle on their preferred replicas: node 2 leads some.
-	waitFor(t, 30*time.Second, func() bool {
-		ni := nodeInfo(ctx, c, 2)
-		return ni != nil && ni.Leaders == 2
+	waitNodes(t, ctx, c, nodes[0].meta, 30*time.Second, "node 2 leads 2 buckets", func(ns map[int32]*flussv1.NodeInfo) bool {
+		return ns[2] != nil && ns[2].Leaders == 2
 	})
 
 	// Errors: unknown node, bad id.
@@ -155,9 +198,8 @@ func TestClusterDrain(t *testing.T) {
 	if _, err := c3.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: 2})); err != nil {
 		t.Fatalf("drain node 2 again (no-op): %v", err)
 	}
-	waitFor(t, 30*time.Second, func() bool {
-		ni := nodeInfo(ctx, c, 2)
-		return ni != nil && ni.State == "draining" && ni.Leaders == 0
+	waitNodes(t, ctx, c, nodes[0].meta, 30*time.Second, "node 2 draining and leading nothing", func(ns map[int32]*flussv1.NodeInfo) bool {
+		return ns[2] != nil && ns[2].State == "draining" && ns[2].Leaders == 0
 	})
 	// Writes through the drained node keep working; no leader comes back.
 	appendTo(t, ctx, retryClient(nodes[1]), buckets, 12, 24)
@@ -185,20 +227,26 @@ func TestClusterDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[1] = startCluster(t, cfgs[1])
-	waitFor(t, 30*time.Second, func() bool {
-		ni := nodeInfo(ctx, c, 2)
-		return ni != nil && ni.State == "draining" && ni.Leaders == 0 && allAlive(nodes[0], 1, 2, 3)
+	waitNodes(t, ctx, c, nodes[0].meta, 30*time.Second, "node 2 still draining after node 2's restart", func(ns map[int32]*flussv1.NodeInfo) bool {
+		return ns[2] != nil && ns[2].State == "draining" && ns[2].Leaders == 0 && allAlive(nodes[0], 1, 2, 3)
 	})
 	checkRows(t, ctx, c, buckets, 24)
 
-	// Undrain: active again, and leaders are handed back to it.
+	// Undrain: active again, db.after grows its third replica onto node 2,
+	// and the preferred leaders of all ten buckets spread over the three
+	// nodes (which buckets move is the controller's choice): node 2 leads
+	// again.
 	if _, err := c.Admin().UndrainNode(ctx, connect.NewRequest(&flussv1.UndrainNodeRequest{NodeId: 2})); err != nil {
 		t.Fatalf("undrain node 2: %v", err)
 	}
-	waitFor(t, 60*time.Second, func() bool {
-		ni := nodeInfo(ctx, c, 2)
-		return ni != nil && ni.State == "active" && ni.Leaders == 2
+	waitNodes(t, ctx, c, nodes[0].meta, 60*time.Second, "node 2 active, leaders of the 10 buckets spread evenly", func(ns map[int32]*flussv1.NodeInfo) bool {
+		return ns[2] != nil && ns[2].State == "active" && leadersEven(ns, buckets+4)
 	})
+	for _, a := range nodes[0].meta.AssignmentsForTable(newID) {
+		if len(a.Replicas) != 3 {
+			t.Fatalf("bucket %d of db.after after the undrain is on %v, want 3 replicas", a.Bucket, a.Replicas)
+		}
+	}
 	appendTo(t, ctx, c3, buckets, 24, 30)
 	checkRows(t, ctx, c, buckets, 30)
 }
