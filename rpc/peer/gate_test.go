@@ -34,10 +34,15 @@ func TestGateTimeoutNow(t *testing.T) {
 		for {
 			select {
 			case rpc := <-to.Consumer():
-				if _, ok := rpc.Command.(*raft.TimeoutNowRequest); ok {
+				switch rpc.Command.(type) {
+				case *raft.TimeoutNowRequest:
 					delivered.Add(1)
+					rpc.Respond(&raft.TimeoutNowResponse{RPCHeader: raft.RPCHeader{ID: []byte("b")}}, nil)
+				case *raft.RequestVoteRequest:
+					rpc.Respond(&raft.RequestVoteResponse{Term: 7}, nil)
+				default:
+					rpc.Respond(nil, errors.New("unexpected request"))
 				}
-				rpc.Respond(&raft.TimeoutNowResponse{RPCHeader: raft.RPCHeader{ID: []byte("b")}}, nil)
 			case <-done:
 				return
 			}
@@ -62,8 +67,9 @@ func TestGateTimeoutNow(t *testing.T) {
 		t.Fatalf("a refused TimeoutNow reached raft %d times", n)
 	}
 	// Other requests pass the gate.
-	if err := from.RequestVote("b", target, &raft.RequestVoteRequest{Term: 7}, &raft.RequestVoteResponse{}); err != nil {
-		t.Fatalf("RequestVote while TimeoutNow is refused: %v", err)
+	var vote raft.RequestVoteResponse
+	if err := from.RequestVote("b", target, &raft.RequestVoteRequest{Term: 7}, &vote); err != nil || vote.Term != 7 {
+		t.Fatalf("RequestVote while TimeoutNow is refused: %v (answer term %d, want 7)", err, vote.Term)
 	}
 
 	refuse.Store(false)
