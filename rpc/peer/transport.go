@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,9 +21,10 @@ type Transport struct {
 	consumeCh  chan raft.RPC
 	shutdownCh chan struct{}
 
-	hbMu   sync.Mutex
-	hbFn   func(raft.RPC)
-	toGate func() error // admits incoming TimeoutNow requests; nil admits all
+	hbMu sync.Mutex
+	hbFn func(raft.RPC)
+
+	admitTN atomic.Pointer[func() error] // GateTimeoutNow; nil admits all
 
 	hbc hbCache // hbcache.go
 
@@ -106,24 +108,24 @@ func (t *Transport) heartbeatHandler() func(raft.RPC) {
 // current candidacy as a transferred one, which then ignores the current
 // leader's heartbeats until its election timer fires. A leader that keeps
 // retrying the transfer (a draining node does) can keep such a replica a
-// candidate indefinitely: it neither becomes leader nor follows. Refused,
+// candidate for as long as it retries: it neither becomes leader nor
+// follows. Refused,
 // the transfer fails at once, the candidate steps back to follower on the
 // next heartbeat, and the next attempt finds a follower.
 func (t *Transport) GateTimeoutNow(admit func() error) {
-	t.hbMu.Lock()
-	t.toGate = admit
-	t.hbMu.Unlock()
+	if admit == nil {
+		t.admitTN.Store(nil)
+		return
+	}
+	t.admitTN.Store(&admit)
 }
 
 // admitTimeoutNow applies the GateTimeoutNow check.
 func (t *Transport) admitTimeoutNow() error {
-	t.hbMu.Lock()
-	admit := t.toGate
-	t.hbMu.Unlock()
-	if admit == nil {
-		return nil
+	if admit := t.admitTN.Load(); admit != nil {
+		return (*admit)()
 	}
-	return admit()
+	return nil
 }
 
 // Close implements raft.WithClose: it unregisters the group and drops its idle streams.
