@@ -131,6 +131,7 @@ func (l *Log) WaitDurable(index uint64) error { return l.dur.wait(index) }
 // syncDeferred is a deferred StoreLogs' sync of f, whose entries end at
 // last.
 func (l *Log) syncDeferred(f File, last, gen uint64) {
+	defer l.deferred.Done()
 	err := l.syncFile(f)
 	if err == nil {
 		l.dur.advance(gen, last)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,6 +17,19 @@ type gateFS struct {
 	armed   bool
 	release chan struct{}
 	failing error
+	misuse  error // set when a file was closed under an in-flight sync
+
+	// holdOne: the next Sync (only that one) signals entered and waits
+	// for release.
+	one     bool
+	entered chan struct{}
+}
+
+// holdOne holds the next Sync of any file until open; later ones pass.
+func (g *gateFS) holdOne() {
+	g.mu.Lock()
+	g.one, g.entered, g.release = true, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
 }
 
 func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
@@ -34,30 +48,47 @@ func (g *gateFS) hold() {
 
 func (g *gateFS) open(err error) {
 	g.mu.Lock()
-	g.armed, g.failing = false, err
+	g.armed, g.one, g.failing = false, false, err
 	close(g.release)
 	g.mu.Unlock()
 }
 
 type gateFile struct {
 	File
-	g *gateFS
+	g      *gateFS
+	closed atomic.Bool
 }
+
+// errSyncAfterClose is what a gateFile's Sync returns, and records in
+// gateFS.misuse, when its file was closed while the sync waited.
+var errSyncAfterClose = errors.New("sync of a file closed while the sync was in flight")
 
 func (f *gateFile) Sync() error {
 	f.g.mu.Lock()
 	armed, release := f.g.armed, f.g.release
+	if f.g.one {
+		f.g.one, armed = false, true
+		close(f.g.entered)
+	}
 	f.g.mu.Unlock()
 	if armed {
 		<-release
 	}
 	f.g.mu.Lock()
-	err := f.g.failing
-	f.g.mu.Unlock()
-	if err != nil {
-		return err
+	defer f.g.mu.Unlock()
+	if f.closed.Load() {
+		f.g.misuse = errSyncAfterClose
+		return errSyncAfterClose
+	}
+	if f.g.failing != nil {
+		return f.g.failing
 	}
 	return f.File.Sync()
+}
+
+func (f *gateFile) Close() error {
+	f.closed.Store(true)
+	return f.File.Close()
 }
 
 func waitAsync(l *Log, index uint64) <-chan error {
@@ -199,5 +230,54 @@ func TestDeferredSyncTailDeleted(t *testing.T) {
 	mustStore(t, l, gn.batch(1, 10))
 	if err := <-w; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Close and DeleteRange wait for deferred syncs in flight before they
+// close a segment file: a sync never runs on a closed (or reused)
+// descriptor. (DeleteBefore waits the same way; it deletes only sealed
+// segments, and sealing syncs in place, so no gate here can hold a sync of
+// one.)
+func TestDeferredSyncOutlivesNoFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   func(l *Log) error
+	}{
+		{"Close", func(l *Log) error { return l.Close() }},
+		{"DeleteRange of everything", func(l *Log) error { return l.DeleteRange(1, 8) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			g := &gateFS{MemFS: e.fs}
+			o := e.opts
+			o.FS = g
+			l, err := Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var gn gen
+			mustStore(t, l, gn.batch(4, 10))
+			l.SetDeferSync(true)
+			g.holdOne()
+			mustStore(t, l, gn.batch(4, 10))
+			<-g.entered // the deferred sync is in flight, held; other syncs pass
+			done := make(chan error, 1)
+			go func() { done <- tc.op(l) }()
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned (%v) while a deferred sync was in flight", tc.name, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			g.open(nil)
+			if err := <-done; err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if g.misuse != nil {
+				t.Fatal(g.misuse)
+			}
+		})
 	}
 }

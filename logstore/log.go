@@ -149,7 +149,12 @@ type Log struct {
 
 	// deferSync and dur: see durable.go.
 	deferSync atomic.Bool
-	dur       durability
+	// deferred counts deferred syncs in flight. Close, DeleteRange and
+	// DeleteBefore wait for them (holding appendMu, so none starts
+	// meanwhile, and before l.mu, which a failed one takes) before they
+	// close or remove a segment file a sync may still be using.
+	deferred sync.WaitGroup
+	dur      durability
 
 	stable *stableStore
 }
@@ -452,6 +457,7 @@ func (l *Log) Close() error {
 		close(l.stopBg)
 		<-l.bgDone
 	}
+	l.deferred.Wait()
 	var errs []error
 	if n := len(l.segs); n > 0 {
 		s := l.segs[n-1]
@@ -639,6 +645,7 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 		l.dirty.Store(true)
 		l.dur.advance(l.dur.generation(), lastIndex)
 	case l.deferSync.Load():
+		l.deferred.Add(1)
 		go l.syncDeferred(act.f, lastIndex, l.dur.generation())
 	default:
 		if err := l.syncFile(act.f); err != nil {
@@ -865,6 +872,7 @@ func (l *Log) offsetAtLocked(idx uint64) (int64, error) {
 func (l *Log) DeleteRange(minIdx, maxIdx uint64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	l.deferred.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

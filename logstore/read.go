@@ -137,6 +137,7 @@ func (l *Log) Expired(cutoffMs int64) uint64 {
 func (l *Log) DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	l.deferred.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
