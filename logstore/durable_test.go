@@ -91,6 +91,21 @@ func (f *gateFile) Close() error {
 	return f.File.Close()
 }
 
+// openGated opens a log in a fresh environment whose files' syncs g can
+// hold.
+func openGated(t *testing.T) (*env, *gateFS, *Log) {
+	t.Helper()
+	e := newEnv(t)
+	g := &gateFS{MemFS: e.fs}
+	o := e.opts
+	o.FS = g
+	l, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, g, l
+}
+
 func waitAsync(l *Log, index uint64) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- l.WaitDurable(index) }()
@@ -109,14 +124,7 @@ func notYet(t *testing.T, ch <-chan error, what string) {
 // A deferred StoreLogs returns before its sync; WaitDurable returns once
 // the sync is done; a crash before it loses exactly the deferred entries.
 func TestDeferredSync(t *testing.T) {
-	e := newEnv(t)
-	g := &gateFS{MemFS: e.fs}
-	o := e.opts
-	o.FS = g
-	l, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, g, l := openGated(t)
 	var gn gen
 	mustStore(t, l, gn.batch(3, 10)) // synced as StoreLogs returns
 	if err := l.WaitDurable(3); err != nil {
@@ -152,14 +160,7 @@ func TestDeferredSync(t *testing.T) {
 // Turning deferral off makes what was stored durable before it returns,
 // and later StoreLogs sync again.
 func TestDeferSyncOffFlushes(t *testing.T) {
-	e := newEnv(t)
-	g := &gateFS{MemFS: e.fs}
-	o := e.opts
-	o.FS = g
-	l, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, g, l := openGated(t)
 	defer l.Close()
 	var gn gen
 	l.SetDeferSync(true)
@@ -185,14 +186,7 @@ func TestDeferSyncOffFlushes(t *testing.T) {
 // A failed deferred sync fails every wait past the durable entries for
 // good; closing fails the rest.
 func TestDeferredSyncFailure(t *testing.T) {
-	e := newEnv(t)
-	g := &gateFS{MemFS: e.fs}
-	o := e.opts
-	o.FS = g
-	l, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, g, l := openGated(t)
 	var gn gen
 	mustStore(t, l, gn.batch(2, 10))
 	l.SetDeferSync(true)
@@ -247,14 +241,7 @@ func TestDeferredSyncOutlivesNoFile(t *testing.T) {
 		{"DeleteRange of everything", func(l *Log) error { return l.DeleteRange(1, 8) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			g := &gateFS{MemFS: e.fs}
-			o := e.opts
-			o.FS = g
-			l, err := Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, g, l := openGated(t)
 			defer l.Close()
 			var gn gen
 			mustStore(t, l, gn.batch(4, 10))
