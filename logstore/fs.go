@@ -49,14 +49,25 @@ type OSFS struct{}
 
 var _ FS = OSFS{}
 
-type osFile struct{ *os.File }
+// osFile is an open file of OSFS. dev is the device of its filesystem,
+// read once at open: the Syncer groups a round's files by it for syncfs(2),
+// and a file never changes filesystems.
+type osFile struct {
+	*os.File
+	dev uint64
+}
 
 func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "fstat", Path: name, Err: err}
+	}
+	return osFile{File: f, dev: st.Dev}, nil
 }
 
 func (OSFS) Remove(name string) error             { return os.Remove(name) }
@@ -139,8 +150,10 @@ func (f osFile) Preallocate(size int64) error {
 	return err
 }
 
-// Fd exposes the descriptor for syncfs(2) grouping in the Syncer.
+// Fd and Dev let the Syncer cover the file with one syncfs(2) per
+// filesystem.
 func (f osFile) Fd() uintptr { return f.File.Fd() }
+func (f osFile) Dev() uint64 { return f.dev }
 
 // sortedNames is a helper for FS implementations.
 func sortedNames(m map[string]bool) []string {

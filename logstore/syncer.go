@@ -25,9 +25,9 @@ type Syncer struct {
 	log *slog.Logger
 
 	// SyncfsThreshold switches a round to syncfs(2) when it has at least
-	// this many distinct files that expose Fd(). NewSyncer sets
-	// DefaultSyncfsThreshold; 0 never uses syncfs. Set it before the
-	// first Sync.
+	// this many distinct files that expose Fd() and Dev() (OSFS files do).
+	// NewSyncer sets DefaultSyncfsThreshold; 0 never uses syncfs. Set it
+	// before the first Sync.
 	SyncfsThreshold int
 
 	mu     sync.Mutex
@@ -161,7 +161,12 @@ func (s *Syncer) loop() {
 	}
 }
 
-type fder interface{ Fd() uintptr }
+// syncfsFile is a file syncfs(2) can cover: its descriptor, and the device
+// of its filesystem to group a round's files by.
+type syncfsFile interface {
+	Fd() uintptr
+	Dev() uint64
+}
 
 func (s *Syncer) run(r *syncRound) {
 	r.errs = make([]error, len(r.order))
@@ -194,16 +199,15 @@ func (s *Syncer) run(r *syncRound) {
 func (s *Syncer) runSyncfs(r *syncRound) {
 	byDev := map[uint64][]int{}
 	for i, f := range r.order {
-		fd, ok := f.(fder)
-		var st unix.Stat_t
-		if !ok || unix.Fstat(int(fd.Fd()), &st) != nil {
+		sf, ok := f.(syncfsFile)
+		if !ok {
 			r.errs[i] = f.Sync()
 			continue
 		}
-		byDev[st.Dev] = append(byDev[st.Dev], i)
+		byDev[sf.Dev()] = append(byDev[sf.Dev()], i)
 	}
 	for _, idxs := range byDev {
-		fd := r.order[idxs[0]].(fder).Fd()
+		fd := r.order[idxs[0]].(syncfsFile).Fd()
 		err := unix.Syncfs(int(fd))
 		for _, i := range idxs {
 			r.errs[i] = err

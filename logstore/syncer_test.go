@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeFile counts writes and records the write count at its last sync.
@@ -173,5 +175,60 @@ func TestSyncerDefaultSyncfs(t *testing.T) {
 	}
 	if st := s.Stats(); st.Waits != 160 || st.Rounds == 0 || st.Rounds > 160 {
 		t.Fatalf("stats %+v, want 160 waits in 1..160 rounds", st)
+	}
+}
+
+// devFile is a real file that claims a device of the test's choosing and
+// counts calls of its own Sync, which a syncfs round must not make.
+type devFile struct {
+	osFile
+	claimed uint64
+	syncs   atomic.Int64
+}
+
+func (f *devFile) Dev() uint64 { return f.claimed }
+func (f *devFile) Sync() error { f.syncs.Add(1); return f.osFile.Sync() }
+
+// TestSyncerSyncfsRound: in a syncfs round, files that name their
+// filesystem's device are covered by syncfs (grouped by that device, no
+// Sync of their own) and files that do not are synced one by one.
+func TestSyncerSyncfsRound(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string, dev uint64) *devFile {
+		f, err := OSFS{}.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return &devFile{osFile: f.(osFile), claimed: dev}
+	}
+	a, b, c := open("a", 1), open("b", 1), open("c", 2)
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if a.osFile.Dev() != st.Dev {
+		t.Fatalf("OSFS file Dev() = %d, want the directory's device %d", a.osFile.Dev(), st.Dev)
+	}
+	plain := &fakeFile{}
+
+	s := NewSyncer(nil)
+	s.SyncfsThreshold = 1
+	r := newRound()
+	r.order = []Syncable{a, b, c, plain}
+	s.run(r)
+	s.Close()
+	for i, err := range r.errs {
+		if err != nil {
+			t.Errorf("file %d: %v", i, err)
+		}
+	}
+	for _, f := range []*devFile{a, b, c} {
+		if n := f.syncs.Load(); n != 0 {
+			t.Errorf("file of device %d synced itself %d times, want 0 (syncfs covers it)", f.claimed, n)
+		}
+	}
+	if n := plain.syncs.Load(); n != 1 {
+		t.Errorf("file without a device synced %d times, want 1", n)
 	}
 }
