@@ -6,8 +6,12 @@ import (
 )
 
 // batchMaxPending is how many bytes batchConn holds before a Write waits
-// for the connection to take them.
-const batchMaxPending = 1 << 20
+// for the connection to take them; a buffer up to batchKeep bytes is kept
+// for the next burst, a larger one (a burst of big frames) is dropped.
+const (
+	batchMaxPending = 1 << 20
+	batchKeep       = 256 << 10
+)
 
 // batchConn is the connection under a yamux session's joinConn. A Write
 // copies its bytes into a pending buffer and returns; one flush goroutine,
@@ -68,18 +72,22 @@ func (b *batchConn) flush() {
 	b.mu.Lock()
 	for len(b.pending) > 0 && b.err == nil {
 		buf := b.pending
-		b.pending = b.spare[:0]
+		b.pending, b.spare = b.spare[:0], nil
 		b.space.Broadcast()
 		b.mu.Unlock()
 		_, err := b.Conn.Write(buf)
 		b.mu.Lock()
-		b.spare = buf
+		if cap(buf) <= batchKeep {
+			b.spare = buf
+		}
 		if err != nil {
 			b.err = err
 			b.Conn.Close()
 		}
 	}
-	b.pending = b.pending[:0]
+	if b.err != nil {
+		b.pending = nil // never to be written
+	}
 	b.flushing = false
 	b.space.Broadcast()
 	b.mu.Unlock()

@@ -252,3 +252,42 @@ func TestBatchConnClose(t *testing.T) {
 		synctest.Wait() // no flush goroutine may be left in the bubble
 	})
 }
+
+// A buffer larger than batchKeep is not kept, and the buffer being written
+// is never the one that takes new bytes: a burst of one big frame between
+// small ones leaves every write intact.
+func TestBatchConnBigBurstBetweenSmall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gateConn{release: make(chan struct{})}
+		b := newBatchConn(g)
+		big := bytes.Repeat([]byte("B"), batchKeep+1)
+		step := func(p string, release bool) {
+			if release {
+				g.release <- struct{}{}
+			}
+			synctest.Wait()
+			if p != "" {
+				if _, err := b.Write([]byte(p)); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+			}
+		}
+		step("a", false)        // in the kernel: "a"
+		step(string(big), true) // "a" done; in the kernel: big
+		step("xy", false)       // pending: "xy"
+		step("zz", true)        // big done; in the kernel: "xy"; pending: "zz"
+		step("", true)          // "xy" done; in the kernel: "zz"
+		step("", true)          // "zz" done
+		want := []string{"a", string(big), "xy", "zz"}
+		got := g.got()
+		if len(got) != len(want) {
+			t.Fatalf("%d writes reached the connection, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if string(got[i]) != want[i] {
+				t.Fatalf("write %d = %.10q (%d bytes), want %.10q", i, got[i], len(got[i]), want[i])
+			}
+		}
+	})
+}
