@@ -131,8 +131,19 @@ func (l *Log) WaitDurable(index uint64) error { return l.dur.wait(index) }
 // syncDeferred is a deferred StoreLogs' sync of f, whose entries end at
 // last.
 func (l *Log) syncDeferred(f File, last, gen uint64) {
+	then := func(err error) { l.deferredSynced(err, last, gen) }
+	if l.opts.Syncer != nil {
+		l.opts.Syncer.SyncThen(f, then)
+		return
+	}
+	go func() { then(f.Sync()) }()
+}
+
+// deferredSynced records the outcome of a deferred sync. With a Syncer it
+// runs on the Syncer's goroutine: it only takes the log's locks for reading
+// and the durability's.
+func (l *Log) deferredSynced(err error, last, gen uint64) {
 	defer l.deferred.Done()
-	err := l.syncFile(f)
 	if err == nil {
 		l.dur.advance(gen, last)
 		return

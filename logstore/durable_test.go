@@ -91,19 +91,36 @@ func (f *gateFile) Close() error {
 	return f.File.Close()
 }
 
-// openGated opens a log in a fresh environment whose files' syncs g can
-// hold.
-func openGated(t *testing.T) (*env, *gateFS, *Log) {
-	t.Helper()
-	e := newEnv(t)
-	g := &gateFS{MemFS: e.fs}
-	o := e.opts
-	o.FS = g
-	l, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
+// openGatedFunc opens a log in a fresh environment whose files' syncs g
+// can hold.
+type openGatedFunc func(t *testing.T) (*env, *gateFS, *Log)
+
+// bothSyncPaths runs test twice: with a log that syncs on its own (a
+// deferred sync on a goroutine of its own) and with one that syncs through
+// a Syncer (a deferred sync by SyncThen, finished on the Syncer's
+// goroutine).
+func bothSyncPaths(t *testing.T, test func(t *testing.T, openGated openGatedFunc)) {
+	for _, withSyncer := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own", true: "Syncer"}[withSyncer], func(t *testing.T) {
+			test(t, func(t *testing.T) (*env, *gateFS, *Log) {
+				t.Helper()
+				e := newEnv(t)
+				g := &gateFS{MemFS: e.fs}
+				o := e.opts
+				o.FS = g
+				if withSyncer {
+					s := NewSyncer(nil)
+					t.Cleanup(s.Close)
+					o.Syncer = s
+				}
+				l, err := Open(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e, g, l
+			})
+		})
 	}
-	return e, g, l
 }
 
 func waitAsync(l *Log, index uint64) <-chan error {
@@ -124,87 +141,93 @@ func notYet(t *testing.T, ch <-chan error, what string) {
 // A deferred StoreLogs returns before its sync; WaitDurable returns once
 // the sync is done; a crash before it loses exactly the deferred entries.
 func TestDeferredSync(t *testing.T) {
-	e, g, l := openGated(t)
-	var gn gen
-	mustStore(t, l, gn.batch(3, 10)) // synced as StoreLogs returns
-	if err := l.WaitDurable(3); err != nil {
-		t.Fatal(err)
-	}
-	l.SetDeferSync(true)
-	g.hold()
-	mustStore(t, l, gn.batch(4, 10)) // returns with its sync held
-	checkRange(t, l, 1, 7)
-	w := waitAsync(l, 7)
-	notYet(t, w, "deferred entries")
-	if err := l.WaitDurable(3); err != nil {
-		t.Fatalf("earlier entries: %v", err)
-	}
+	bothSyncPaths(t, func(t *testing.T, openGated openGatedFunc) {
+		e, g, l := openGated(t)
+		var gn gen
+		mustStore(t, l, gn.batch(3, 10)) // synced as StoreLogs returns
+		if err := l.WaitDurable(3); err != nil {
+			t.Fatal(err)
+		}
+		l.SetDeferSync(true)
+		g.hold()
+		mustStore(t, l, gn.batch(4, 10)) // returns with its sync held
+		checkRange(t, l, 1, 7)
+		w := waitAsync(l, 7)
+		notYet(t, w, "deferred entries")
+		if err := l.WaitDurable(3); err != nil {
+			t.Fatalf("earlier entries: %v", err)
+		}
 
-	// A crash now keeps only the first three entries.
-	e2 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
-	crashed := e2.open()
-	checkRange(t, crashed, 1, 3)
-	crashed.Close()
+		// A crash now keeps only the first three entries.
+		e2 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
+		crashed := e2.open()
+		checkRange(t, crashed, 1, 3)
+		crashed.Close()
 
-	g.open(nil)
-	if err := <-w; err != nil {
-		t.Fatalf("after the sync: %v", err)
-	}
-	e3 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
-	after := e3.open()
-	checkRange(t, after, 1, 7)
-	after.Close()
-	l.Close()
+		g.open(nil)
+		if err := <-w; err != nil {
+			t.Fatalf("after the sync: %v", err)
+		}
+		e3 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
+		after := e3.open()
+		checkRange(t, after, 1, 7)
+		after.Close()
+		l.Close()
+	})
 }
 
 // Turning deferral off makes what was stored durable before it returns,
 // and later StoreLogs sync again.
 func TestDeferSyncOffFlushes(t *testing.T) {
-	e, g, l := openGated(t)
-	defer l.Close()
-	var gn gen
-	l.SetDeferSync(true)
-	g.hold()
-	mustStore(t, l, gn.batch(4, 10))
-	off := make(chan error, 1)
-	go func() { off <- l.SetDeferSync(false) }()
-	notYet(t, off, "SetDeferSync(false)")
-	g.open(nil)
-	if err := <-off; err != nil {
-		t.Fatal(err)
-	}
-	if err := l.WaitDurable(4); err != nil {
-		t.Fatal(err)
-	}
-	mustStore(t, l, gn.batch(2, 10))
-	e2 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
-	c := e2.open()
-	checkRange(t, c, 1, 6) // the synchronous store was durable on return
-	c.Close()
+	bothSyncPaths(t, func(t *testing.T, openGated openGatedFunc) {
+		e, g, l := openGated(t)
+		defer l.Close()
+		var gn gen
+		l.SetDeferSync(true)
+		g.hold()
+		mustStore(t, l, gn.batch(4, 10))
+		off := make(chan error, 1)
+		go func() { off <- l.SetDeferSync(false) }()
+		notYet(t, off, "SetDeferSync(false)")
+		g.open(nil)
+		if err := <-off; err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitDurable(4); err != nil {
+			t.Fatal(err)
+		}
+		mustStore(t, l, gn.batch(2, 10))
+		e2 := &env{t: t, fs: e.fs.Crash(), opts: e.opts}
+		c := e2.open()
+		checkRange(t, c, 1, 6) // the synchronous store was durable on return
+		c.Close()
+	})
 }
 
 // A failed deferred sync fails every wait past the durable entries for
 // good; closing fails the rest.
 func TestDeferredSyncFailure(t *testing.T) {
-	_, g, l := openGated(t)
-	var gn gen
-	mustStore(t, l, gn.batch(2, 10))
-	l.SetDeferSync(true)
-	g.hold()
-	mustStore(t, l, gn.batch(2, 10))
-	w := waitAsync(l, 4)
-	boom := errors.New("disk on fire")
-	g.open(boom)
-	if err := <-w; !errors.Is(err, boom) {
-		t.Fatalf("WaitDurable after a failed sync: %v, want %v", err, boom)
-	}
-	if err := l.WaitDurable(2); err != nil {
-		t.Fatalf("entries durable before the failure: %v", err)
-	}
-	l.Close()
-	if err := l.WaitDurable(5); !errors.Is(err, boom) {
-		t.Fatalf("after close: %v, want the first failure", err)
-	}
+	bothSyncPaths(t, func(t *testing.T, openGated openGatedFunc) {
+		_, g, l := openGated(t)
+		var gn gen
+		mustStore(t, l, gn.batch(2, 10))
+		l.SetDeferSync(true)
+		g.hold()
+		mustStore(t, l, gn.batch(2, 10))
+		w := waitAsync(l, 4)
+		boom := errors.New("disk on fire")
+		g.open(boom)
+		if err := <-w; !errors.Is(err, boom) {
+			t.Fatalf("WaitDurable after a failed sync: %v, want %v", err, boom)
+		}
+		if err := l.WaitDurable(2); err != nil {
+			t.Fatalf("entries durable before the failure: %v", err)
+		}
+		l.Close()
+		if err := l.WaitDurable(5); !errors.Is(err, boom) {
+			t.Fatalf("after close: %v, want the first failure", err)
+		}
+	})
 }
 
 // Entries deleted from the tail are no longer durable, whatever a sync
@@ -233,38 +256,40 @@ func TestDeferredSyncTailDeleted(t *testing.T) {
 // segments, and sealing syncs in place, so no gate here can hold a sync of
 // one.)
 func TestDeferredSyncOutlivesNoFile(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		op   func(l *Log) error
-	}{
-		{"Close", func(l *Log) error { return l.Close() }},
-		{"DeleteRange of everything", func(l *Log) error { return l.DeleteRange(1, 8) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, g, l := openGated(t)
-			defer l.Close()
-			var gn gen
-			mustStore(t, l, gn.batch(4, 10))
-			l.SetDeferSync(true)
-			g.holdOne()
-			mustStore(t, l, gn.batch(4, 10))
-			<-g.entered // the deferred sync is in flight, held; other syncs pass
-			done := make(chan error, 1)
-			go func() { done <- tc.op(l) }()
-			select {
-			case err := <-done:
-				t.Fatalf("%s returned (%v) while a deferred sync was in flight", tc.name, err)
-			case <-time.After(50 * time.Millisecond):
-			}
-			g.open(nil)
-			if err := <-done; err != nil {
-				t.Fatalf("%s: %v", tc.name, err)
-			}
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if g.misuse != nil {
-				t.Fatal(g.misuse)
-			}
-		})
-	}
+	bothSyncPaths(t, func(t *testing.T, openGated openGatedFunc) {
+		for _, tc := range []struct {
+			name string
+			op   func(l *Log) error
+		}{
+			{"Close", func(l *Log) error { return l.Close() }},
+			{"DeleteRange of everything", func(l *Log) error { return l.DeleteRange(1, 8) }},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, g, l := openGated(t)
+				defer l.Close()
+				var gn gen
+				mustStore(t, l, gn.batch(4, 10))
+				l.SetDeferSync(true)
+				g.holdOne()
+				mustStore(t, l, gn.batch(4, 10))
+				<-g.entered // the deferred sync is in flight, held; other syncs pass
+				done := make(chan error, 1)
+				go func() { done <- tc.op(l) }()
+				select {
+				case err := <-done:
+					t.Fatalf("%s returned (%v) while a deferred sync was in flight", tc.name, err)
+				case <-time.After(50 * time.Millisecond):
+				}
+				g.open(nil)
+				if err := <-done; err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				if g.misuse != nil {
+					t.Fatal(g.misuse)
+				}
+			})
+		}
+	})
 }

@@ -646,7 +646,7 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 		l.dur.advance(l.dur.generation(), lastIndex)
 	case l.deferSync.Load():
 		l.deferred.Add(1)
-		go l.syncDeferred(act.f, lastIndex, l.dur.generation())
+		l.syncDeferred(act.f, lastIndex, l.dur.generation())
 	default:
 		if err := l.syncFile(act.f); err != nil {
 			return fmt.Errorf("logstore: sync %s: %w", act.name(), err)

@@ -45,6 +45,12 @@ type syncRound struct {
 	order []Syncable
 	errs  []error
 	done  chan struct{}
+	then  []syncThen // SyncThen callbacks, in call order
+}
+
+type syncThen struct {
+	i  int // the file's place in order
+	fn func(error)
 }
 
 func newRound() *syncRound {
@@ -88,10 +94,34 @@ func NewSyncer(logger *slog.Logger) *Syncer {
 // Sync blocks until f is durable: f is synced in a round that starts after
 // this call. Safe for concurrent use. After Close it syncs f directly.
 func (s *Syncer) Sync(f Syncable) error {
+	r, i := s.enter(f, nil)
+	if r == nil {
+		return f.Sync()
+	}
+	<-r.done
+	return r.errs[i]
+}
+
+// SyncThen is Sync without the wait: it returns at once, and then(err) is
+// called once f is durable (err nil) or its sync failed. then runs on the
+// Syncer's goroutine, before Sync callers of the same round return: it must
+// be quick and must not call the Syncer. After Close, SyncThen syncs f and
+// calls then before it returns. It saves a goroutine per sync for callers
+// that only need to record the outcome.
+func (s *Syncer) SyncThen(f Syncable, then func(error)) {
+	if r, _ := s.enter(f, then); r == nil {
+		then(f.Sync())
+	}
+}
+
+// enter adds f (and then, if not nil) to the current round and kicks the
+// loop; it returns the round and f's place in it, or a nil round after
+// Close.
+func (s *Syncer) enter(f Syncable, then func(error)) (*syncRound, int) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return f.Sync()
+		return nil, 0
 	}
 	r := s.cur
 	i, ok := r.idx[f]
@@ -100,21 +130,23 @@ func (s *Syncer) Sync(f Syncable) error {
 		r.idx[f] = i
 		r.order = append(r.order, f)
 	}
+	if then != nil {
+		r.then = append(r.then, syncThen{i: i, fn: then})
+	}
 	s.mu.Unlock()
 	s.waits.Add(1)
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
-	<-r.done
-	return r.errs[i]
+	return r, i
 }
 
 // SyncerStats are cumulative counters.
 type SyncerStats struct {
 	Rounds int64 // flush rounds run
 	Files  int64 // file syncs (or files covered by syncfs) done
-	Waits  int64 // Sync calls
+	Waits  int64 // Sync and SyncThen calls
 	Nanos  int64 // time spent in rounds' syncs
 }
 
@@ -153,6 +185,9 @@ func (s *Syncer) loop() {
 			start := time.Now()
 			s.run(r)
 			s.nanos.Add(int64(time.Since(start)))
+		}
+		for _, t := range r.then {
+			t.fn(r.errs[t.i])
 		}
 		close(r.done)
 		if quit {

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -230,5 +231,63 @@ func TestSyncerSyncfsRound(t *testing.T) {
 	}
 	if n := plain.syncs.Load(); n != 1 {
 		t.Errorf("file without a device synced %d times, want 1", n)
+	}
+}
+
+// failFile is a file whose Sync fails.
+type failFile struct{ err error }
+
+func (f failFile) Sync() error { return f.err }
+
+// SyncThen returns at once and reports each file's outcome once, after its
+// sync, in the same round as Sync callers of that file; after Close it
+// syncs and reports before it returns.
+func TestSyncerSyncThen(t *testing.T) {
+	s := NewSyncer(nil)
+	blocker := &fakeFile{block: make(chan struct{}), entered: make(chan struct{}, 1)}
+	s.SyncThen(blocker, func(error) {}) // returns although its sync blocks
+	<-blocker.entered                   // round 1 is running
+
+	f := &fakeFile{}
+	f.written.Store(7)
+	boom := errors.New("disk on fire")
+	type outcome struct {
+		name string
+		err  error
+		seen int64 // f's writes covered by its last sync when reported
+	}
+	got := make(chan outcome, 4)
+	s.SyncThen(f, func(err error) { got <- outcome{"f first", err, f.synced.Load()} })
+	s.SyncThen(f, func(err error) { got <- outcome{"f second", err, f.synced.Load()} })
+	s.SyncThen(failFile{boom}, func(err error) { got <- outcome{"failing", err, 0} })
+	waited := make(chan error, 1)
+	go func() { waited <- s.Sync(f) }()
+	for s.Stats().Waits != 5 {
+		runtimeGosched()
+	}
+	select {
+	case o := <-got:
+		t.Fatalf("%s reported before its round ran", o.name)
+	default:
+	}
+	close(blocker.block)
+	want := []outcome{{"f first", nil, 7}, {"f second", nil, 7}, {"failing", boom, 0}}
+	for _, w := range want {
+		if o := <-got; o.name != w.name || !errors.Is(o.err, w.err) || o.seen != w.seen {
+			t.Fatalf("reported %+v, want %+v", o, w)
+		}
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.syncs.Load(); n != 1 {
+		t.Fatalf("f synced %d times for two SyncThen and one Sync of one round, want 1", n)
+	}
+
+	s.Close()
+	reported := false
+	s.SyncThen(failFile{boom}, func(err error) { reported = errors.Is(err, boom) })
+	if !reported {
+		t.Fatal("SyncThen after Close returned before reporting the sync's outcome")
 	}
 }
