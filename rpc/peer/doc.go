@@ -17,9 +17,9 @@
 //     a call to an unregistered handler returns ErrUnknownHandler.
 //   - Idle streams hold no codec state or buffers (both are pooled per RPC); yamux allocates a
 //     stream's receive buffer only when data arrives and Shrink releases it after each RPC.
-//   - A yamux data frame reaches the kernel as one write of header and body (joinconn.go);
-//     other frames are written at once, never held for later traffic. Frames handed over while
-//     a write is in the kernel go out together in the next one (batchconn.go).
+//   - A yamux data frame reaches the kernel as one write of header and body; other frames are
+//     taken at once, never held for later traffic; frames handed over while a write is in the
+//     kernel go out together in the next one (sendconn.go).
 //   - Heartbeats of all groups bound for one node travel in shared batch frames (heartbeat.go).
 //     A group with CacheHeartbeats on answers raft's heartbeat to a follower from that follower's
 //     acknowledgement of the same term while it is younger than the cache age (hbcache.go);
@@ -30,5 +30,5 @@
 // Goroutines: the accept loop, one per inbound session (stream accept), one per open inbound
 // stream (serving requests in order), one per pipeline (reading answers), plus yamux's own
 // three per session (recv, send, keepalive), and a session's flush goroutine while it has bytes
-// pending (batchconn.go).
+// pending (sendconn.go).
 package peer

@@ -280,7 +280,7 @@ func (m *Mux) admit(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	sess, err := yamux.Server(&joinConn{Conn: newBatchConn(&peekedConn{Conn: conn, first: first[:]})}, m.ymcfg)
+	sess, err := yamux.Server(newSendConn(&peekedConn{Conn: conn, first: first[:]}), m.ymcfg)
 	if err != nil {
 		conn.Close()
 		return
@@ -372,7 +372,7 @@ func (m *Mux) session(addr string) (*yamux.Session, error) {
 	conn, err := d.DialContext(m.ctx, "tcp", addr)
 	if err == nil {
 		var sess *yamux.Session
-		sess, err = yamux.Client(&joinConn{Conn: newBatchConn(conn)}, m.ymcfg)
+		sess, err = yamux.Client(newSendConn(conn), m.ymcfg)
 		if err == nil {
 			r.sess, r.backoff, r.lastErr = sess, 0, nil
 			return sess, nil
