@@ -23,7 +23,7 @@ type counterFSM struct {
 func (f *counterFSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(l.Data) == 8 {
+	if len(l.Data) >= 8 { // the count is in the first 8 bytes
 		f.n++
 		f.sum += binary.BigEndian.Uint64(l.Data)
 	}

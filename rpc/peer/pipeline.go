@@ -108,6 +108,7 @@ func (p *pipeline) answered(f *appendFuture) {
 
 // AppendEntries implements raft.AppendPipeline.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	fitFrame(args, p.t.m.opts.MaxFrameSize)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
 	if r, ok := p.repeat(args); ok {
 		// Answered in order by decodeLoop, without a frame.
@@ -122,6 +123,9 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		p.fresh = false
 	}
 	buf, err := p.cs.encodeFrame(typeAppendEntries, args)
+	if err == nil && len(buf) > p.t.m.opts.MaxFrameSize+headerFixedLen+maxNameLen+4 {
+		err = fmt.Errorf("%w: request of %d bytes exceeds MaxFrameSize", ErrBadFrame, len(buf))
+	}
 	if err == nil {
 		p.st.SetWriteDeadline(time.Now().Add(p.t.m.opts.RPCTimeout))
 		p.amu.Lock()

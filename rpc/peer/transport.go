@@ -156,6 +156,7 @@ func (t *Transport) Close() error {
 // shared by every group (heartbeat.go).
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if !isHeartbeat(args) {
+		fitFrame(args, t.m.opts.MaxFrameSize)
 		return t.unary(target, typeAppendEntries, args, resp, nil, 0)
 	}
 	if t.hbc.answer(target, args, resp) {
