@@ -3,10 +3,12 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -309,6 +311,27 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 		}
 	}
 	checkReplicasIdentical(t, nodes, tableID)
+
+	// One batch as large as limits.max_batch_bytes allows (above the 8 MiB
+	// a raft entry once held) is stored and replicated to every replica.
+	bigID, err := other.CreateTable(ctx, &flussv1.CreateTableRequest{Table: "db.big", BucketCount: 1,
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigRows, bigBytes := bigJSONRows(13000, 750)
+	if res, err := clients[1].AppendRequest(ctx, &flussv1.AppendRequest{Table: "db.big", Rows: bigRows}); err != nil {
+		t.Fatalf("append of a %d-byte request under max_batch_bytes: %v", len(bigRows), err)
+	} else if n := res[0].Count; len(res) != 1 || n != 13000 {
+		t.Fatalf("append stored %d records, want 13000", n)
+	}
+	if bigBytes < 8<<20 {
+		t.Fatalf("test rows carry %d random bytes: not enough to need an entry over 8 MiB", bigBytes)
+	}
+	checkReplicasIdentical(t, nodes, bigID)
+	if err := clients[0].DropTable(ctx, "db.big", false); err != nil { // the leader counts below
+		t.Fatal(err)
+	}
 
 	// Schema evolution through a node that does not lead the metadata
 	// group: every node reads the rows written before with the added column
@@ -915,4 +938,25 @@ func TestClusterGrowsAfterSingleNodeMoved(t *testing.T) {
 	if err := n2.CreateDatabase(context.Background(), "grown", "", false); err != nil {
 		t.Fatalf("catalog write through the new node: %v", err)
 	}
+}
+
+// bigJSONRows returns n JSON rows {"id":i,"s":base64 of size random bytes}
+// (random, so compression cannot shrink them much) and how many random
+// bytes they carry.
+func bigJSONRows(n, size int) ([]byte, int) {
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(size)))
+	raw := make([]byte, size)
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i := range n {
+		for j := range raw {
+			raw[j] = byte(rng.Uint32())
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"s":"%s"}`, i, base64.StdEncoding.EncodeToString(raw))
+	}
+	b.WriteByte(']')
+	return b.Bytes(), n * size
 }

@@ -113,7 +113,8 @@ type StorageConfig struct {
 type LimitsConfig struct {
 	// MaxRequestBytes bounds a request body. Default 64 MiB.
 	MaxRequestBytes int64 `toml:"max_request_bytes"`
-	// MaxBatchBytes bounds one encoded batch for one bucket. Default 16 MiB.
+	// MaxBatchBytes bounds one encoded batch for one bucket, and so a
+	// bucket's raft entry and the peer frame size. Default 16 MiB.
 	MaxBatchBytes int64 `toml:"max_batch_bytes"`
 	// MaxFetchBytes bounds one Fetch response, and the stored row bytes of
 	// one Lookup, PrefixLookup or LimitScan answer. Default 16 MiB.

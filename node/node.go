@@ -248,6 +248,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:    n.logger,
 		// Half a heartbeat interval at most (raft beats every timeout/10).
 		HeartbeatBatchDelay: n.cfg.Raft.HeartbeatTimeout.Duration / 20,
+		MaxFrameSize:        peerFrameSize(n.cfg.Limits),
 	})
 	if err != nil {
 		return fmt.Errorf("peer listener: %w", err)
@@ -359,6 +360,17 @@ const clientIdleTimeout = 5 * time.Minute
 
 // ClientAddr is the bound client listener address (after Start).
 func (n *Node) ClientAddr() string { return n.listener.Addr().String() }
+
+// peerFrameSize bounds one node-to-node frame: at least peer's default,
+// and room for one raft entry holding the largest batch (a bucket's raft
+// entry is at most limits.max_batch_bytes, see entryBytes).
+func peerFrameSize(l LimitsConfig) int {
+	return max(peer.DefaultMaxFrameSize, entryBytes(l)+1<<20)
+}
+
+// entryBytes is the largest raft entry a bucket proposes: one request's
+// batch for the bucket may be as large as limits.max_batch_bytes.
+func entryBytes(l LimitsConfig) int { return int(l.MaxBatchBytes) }
 
 func (n *Node) limits() rpc.Limits {
 	l := n.cfg.Limits

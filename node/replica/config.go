@@ -38,8 +38,9 @@ type RaftTuning struct {
 	// idle CPU of raft's 50 ms.
 	CommitTimeout time.Duration
 	// MaxAppendEntries: entries per AppendEntries RPC and per apply batch.
-	// Default 256 (our entries are already group-committed; this bounds one
-	// RPC at 256 × MaxEntryBytes in the worst case, 1 MiB-ish typically).
+	// Default 256 (our entries are already group-committed). The peer
+	// transport sends fewer when they would not fit in one frame
+	// (rpc/peer fitFrame).
 	MaxAppendEntries int
 	// SnapshotInterval: how often raft checks whether to snapshot. Default
 	// 2 min (jittered by raft; the check is cheap).
@@ -50,7 +51,9 @@ type RaftTuning struct {
 	SnapshotThreshold uint64
 	// MaxEntryBytes: largest raft entry the proposer builds; more queued
 	// requests go into further entries; one request larger than this is
-	// rejected with ErrTooLarge. Default 8 MiB.
+	// rejected with ErrTooLarge. Default 8 MiB; a node sets it to
+	// limits.max_batch_bytes, so that every batch the API accepts fits in
+	// one entry, and its peer frames to hold such an entry.
 	MaxEntryBytes int
 	// MaxQueuedRequests / MaxQueuedBytes: Append beyond these returns
 	// ErrBusy. Defaults 8192 requests, 64 MiB.

@@ -129,7 +129,9 @@ func (t *term) enqueue(q *appendReq) error {
 		t.mu.Unlock()
 		return t.r.notReadyErr()
 	}
-	if len(t.queue) >= tu.MaxQueuedRequests || t.queuedBytes+q.size > tu.MaxQueuedBytes {
+	// A request alone is always taken (MaxEntryBytes bounds it), however
+	// large against MaxQueuedBytes.
+	if len(t.queue) >= tu.MaxQueuedRequests || len(t.queue) > 0 && t.queuedBytes+q.size > tu.MaxQueuedBytes {
 		n, b := len(t.queue), t.queuedBytes
 		t.mu.Unlock()
 		return fmt.Errorf("%w: bucket %v has %d requests (%d bytes) queued; retry later", ErrBusy, t.r.cfg.ID, n, b)

@@ -397,6 +397,33 @@ func TestQueueBound(t *testing.T) {
 	wg.Wait()
 }
 
+// MaxQueuedBytes bounds what waits behind queued requests; a request alone
+// is taken however large (MaxEntryBytes bounds it), or it could never be.
+func TestQueueBytesBound(t *testing.T) {
+	r := openSingle(t, t.TempDir(), func(c *Config) { c.Raft.MaxQueuedBytes = 1000 })
+	defer r.Close()
+	release := make(chan struct{})
+	r.hookBeforeDrain = func() { <-release }
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := r.Append(context.Background(), [][]byte{makeBatch(1, string(make([]byte, 2000)))}, 0, 0)
+		done <- err
+	}()
+	waitFor(t, 5*time.Second, func() error {
+		if q := r.queued(); q != 1 {
+			return fmt.Errorf("%d queued", q)
+		}
+		return nil
+	})
+	if _, _, err := r.Append(context.Background(), [][]byte{makeBatch(1, "q")}, 0, 0); !errors.Is(err, ErrBusy) {
+		t.Fatalf("append behind %d queued bytes: %s, want ErrBusy", 2000, errString(err))
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("a lone request larger than MaxQueuedBytes: %s", errString(err))
+	}
+}
+
 func TestFetch(t *testing.T) {
 	r := openSingle(t, t.TempDir(), nil)
 	defer r.Close()
