@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/fluss-node/fluss-node/rpc/peer"
 )
 
 // The example config must load to exactly the defaults: it documents them.
@@ -78,5 +80,25 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("got %v, want error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Peer frames hold the largest raft entry, forwarded request and answer
+// the limits allow, and never less than peer's default.
+func TestPeerFrameSize(t *testing.T) {
+	def := Default().Limits
+	if got, want := peerFrameSize(def), 65<<20; got != want {
+		t.Fatalf("default limits: frame %d, want %d (64 MiB requests + 1 MiB)", got, want)
+	}
+	small := LimitsConfig{MaxRequestBytes: 1 << 20, MaxBatchBytes: 1 << 20, MaxFetchBytes: 1 << 20}
+	if got := peerFrameSize(small); got != peer.DefaultMaxFrameSize {
+		t.Fatalf("small limits: frame %d, want peer's default %d", got, peer.DefaultMaxFrameSize)
+	}
+	big := LimitsConfig{MaxRequestBytes: 100 << 20, MaxBatchBytes: 90 << 20, MaxFetchBytes: 200 << 20}
+	if got, want := peerFrameSize(big), 201<<20; got != want {
+		t.Fatalf("large fetch limit: frame %d, want %d", got, want)
+	}
+	if got := entryBytes(big); got != 90<<20 {
+		t.Fatalf("entry bytes %d, want max_batch_bytes", got)
 	}
 }

@@ -362,10 +362,12 @@ const clientIdleTimeout = 5 * time.Minute
 func (n *Node) ClientAddr() string { return n.listener.Addr().String() }
 
 // peerFrameSize bounds one node-to-node frame: at least peer's default,
-// and room for one raft entry holding the largest batch (a bucket's raft
-// entry is at most limits.max_batch_bytes, see entryBytes).
+// and room for the largest thing a frame carries, with 1 MiB to spare: a
+// raft entry (at most limits.max_batch_bytes, see entryBytes), a request
+// forwarded to a bucket's leader (at most max_request_bytes) or its
+// answer (at most max_fetch_bytes of rows).
 func peerFrameSize(l LimitsConfig) int {
-	return max(peer.DefaultMaxFrameSize, entryBytes(l)+1<<20)
+	return max(peer.DefaultMaxFrameSize, max(entryBytes(l), int(l.MaxRequestBytes), int(l.MaxFetchBytes))+1<<20)
 }
 
 // entryBytes is the largest raft entry a bucket proposes: one request's
