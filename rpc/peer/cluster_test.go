@@ -76,6 +76,7 @@ type replica struct {
 	fsm   *counterFSM
 	tr    raft.Transport
 	r     *raft.Raft
+	tune  func(*raft.Config) // if set, adjusts testConfig on every start
 }
 
 func testConfig(id raft.ServerID) *raft.Config {
@@ -97,7 +98,11 @@ func (rp *replica) start(t testing.TB, tr raft.Transport) {
 	t.Helper()
 	rp.fsm = &counterFSM{}
 	rp.tr = tr
-	r, err := raft.NewRaft(testConfig(rp.id), rp.fsm, rp.logs, rp.logs, rp.snaps, tr)
+	c := testConfig(rp.id)
+	if rp.tune != nil {
+		rp.tune(c)
+	}
+	r, err := raft.NewRaft(c, rp.fsm, rp.logs, rp.logs, rp.snaps, tr)
 	if err != nil {
 		t.Fatalf("NewRaft %s: %v", rp.id, err)
 	}
@@ -185,12 +190,15 @@ func applyNRetry(t testing.TB, reps []*replica, n int) {
 }
 
 // bootstrap creates one group with a replica per transport and bootstraps it from the first.
-func bootstrap(t testing.TB, trs []raft.Transport) []*replica {
+func bootstrap(t testing.TB, trs []raft.Transport) []*replica { return bootstrapTuned(t, trs, nil) }
+
+// bootstrapTuned is bootstrap with tune applied to every replica's raft config.
+func bootstrapTuned(t testing.TB, trs []raft.Transport, tune func(*raft.Config)) []*replica {
 	t.Helper()
 	reps := make([]*replica, len(trs))
 	var cfg raft.Configuration
 	for i, tr := range trs {
-		reps[i] = &replica{id: raft.ServerID(fmt.Sprintf("n%d", i)), logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+		reps[i] = &replica{id: raft.ServerID(fmt.Sprintf("n%d", i)), logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore(), tune: tune}
 		cfg.Servers = append(cfg.Servers, raft.Server{ID: reps[i].id, Address: tr.LocalAddr(), Suffrage: raft.Voter})
 	}
 	for i, tr := range trs {

@@ -106,9 +106,10 @@ func (p *pipeline) answered(f *appendFuture) {
 	}
 }
 
-// AppendEntries implements raft.AppendPipeline.
+// AppendEntries implements raft.AppendPipeline. A request larger than a
+// frame goes out as consecutive parts (fit.go); raft gets one future, for
+// the whole request, answered with the last part's answer.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	fitFrame(args, p.t.m.opts.MaxFrameSize)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
 	if r, ok := p.repeat(args); ok {
 		// Answered in order by decodeLoop, without a frame.
@@ -116,15 +117,24 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		p.t.m.appendsRepeated.Add(1)
 		return p.enqueue(f)
 	}
+	parts := splitAppend(args, p.t.m.opts.MaxFrameSize)
 	p.wmu.Lock()
 	p.cs.w.b = p.cs.w.b[:0]
 	if p.fresh {
 		p.cs.w.b, _ = appendHeader(p.cs.w.b, kindRaft, p.t.group)
 		p.fresh = false
 	}
-	buf, err := p.cs.encodeFrame(typeAppendEntries, args)
-	if err == nil && len(buf) > p.t.m.opts.MaxFrameSize+headerFixedLen+maxNameLen+4 {
-		err = fmt.Errorf("%w: request of %d bytes exceeds MaxFrameSize", ErrBadFrame, len(buf))
+	var buf []byte
+	var err error
+	for _, part := range parts {
+		off := len(p.cs.w.b)
+		if buf, err = p.cs.encodeFrame(typeAppendEntries, part); err != nil {
+			break
+		}
+		if n := len(buf) - off; n > p.t.m.opts.MaxFrameSize+frameHdrLen {
+			err = fmt.Errorf("%w: request of %d bytes exceeds MaxFrameSize", ErrBadFrame, n)
+			break
+		}
 	}
 	if err == nil {
 		p.st.SetWriteDeadline(time.Now().Add(p.t.m.opts.RPCTimeout))
@@ -141,6 +151,12 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("peer: group %s: pipeline to %s: %w", p.t.group, p.target, err)
+	}
+	for _, part := range parts[:len(parts)-1] {
+		pf := &appendFuture{start: f.start, args: part, resp: new(raft.AppendEntriesResponse), done: make(chan struct{}), whole: f}
+		if _, err := p.enqueue(pf); err != nil {
+			return nil, err
+		}
 	}
 	return p.enqueue(f)
 }
@@ -198,6 +214,13 @@ func (p *pipeline) decodeLoop() {
 			}
 		}
 		f.respond(err)
+		if f.whole != nil { // a part: raft waits for the whole request
+			if err == nil {
+				continue
+			}
+			f = f.whole
+			f.respond(err)
+		}
 		select {
 		case p.doneCh <- f:
 		case <-p.stop:
@@ -213,8 +236,9 @@ func (p *pipeline) decodeLoop() {
 
 // appendFuture implements raft.AppendFuture.
 type appendFuture struct {
-	seq   uint64 // number of the written request; 0 for a local answer
-	local bool   // answered from the pipeline's last accepted request
+	seq   uint64        // number of the written request; 0 for a local answer
+	local bool          // answered from the pipeline's last accepted request
+	whole *appendFuture // set on a part of a split request: the future raft holds
 	start time.Time
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse

@@ -156,8 +156,12 @@ func (t *Transport) Close() error {
 // shared by every group (heartbeat.go).
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if !isHeartbeat(args) {
-		fitFrame(args, t.m.opts.MaxFrameSize)
-		return t.unary(target, typeAppendEntries, args, resp, nil, 0)
+		for _, part := range splitAppend(args, t.m.opts.MaxFrameSize) {
+			if err := t.unary(target, typeAppendEntries, part, resp, nil, 0); err != nil || !resp.Success {
+				return err // a refused part: the follower refuses the rest too (fit.go)
+			}
+		}
+		return nil
 	}
 	if t.hbc.answer(target, args, resp) {
 		t.m.hbCached.Add(1)
