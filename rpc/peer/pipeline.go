@@ -119,15 +119,15 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	}
 	parts := splitAppend(args, p.t.m.opts.MaxFrameSize)
 	p.wmu.Lock()
-	p.cs.w.b = p.cs.w.b[:0]
-	if p.fresh {
-		p.cs.w.b, _ = appendHeader(p.cs.w.b, kindRaft, p.t.group)
-		p.fresh = false
-	}
-	var buf []byte
 	var err error
-	for _, part := range parts {
+	for i, part := range parts { // each written as it is encoded: parts may add up to far more than a frame
+		p.cs.w.b = p.cs.w.b[:0]
+		if p.fresh {
+			p.cs.w.b, _ = appendHeader(p.cs.w.b, kindRaft, p.t.group)
+			p.fresh = false
+		}
 		off := len(p.cs.w.b)
+		var buf []byte
 		if buf, err = p.cs.encodeFrame(typeAppendEntries, part); err != nil {
 			break
 		}
@@ -135,14 +135,16 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 			err = fmt.Errorf("%w: request of %d bytes exceeds MaxFrameSize", ErrBadFrame, n)
 			break
 		}
-	}
-	if err == nil {
+		if i == len(parts)-1 {
+			p.amu.Lock()
+			p.seq++
+			f.seq, p.last, p.lastOK = p.seq, keyOf(args), false
+			p.amu.Unlock()
+		}
 		p.st.SetWriteDeadline(time.Now().Add(p.t.m.opts.RPCTimeout))
-		p.amu.Lock()
-		p.seq++
-		f.seq, p.last, p.lastOK = p.seq, keyOf(args), false
-		p.amu.Unlock()
-		_, err = p.st.Write(buf)
+		if _, err = p.st.Write(buf); err != nil {
+			break
+		}
 	}
 	if cap(p.cs.w.b) > maxPooledBuf {
 		p.cs.w.b = nil
