@@ -181,7 +181,7 @@ func (t *term) becomeReady() bool {
 		if t.stopped() || r.raft.State() != raft.Leader {
 			return false
 		}
-		err := r.raft.Barrier(0).Error()
+		err := r.waitRaft(r.raft.Barrier(0))
 		if err == nil {
 			break
 		}
@@ -255,10 +255,20 @@ func (t *term) finishAll(req *appendReq, base int64, count int32, err error) {
 // proposeLoop drains the queue into raft entries until stopped or failed.
 func (t *term) proposeLoop() {
 	comp := make(chan inflight, t.r.tuning.MaxInflightEntries)
-	var wg sync.WaitGroup
-	wg.Go(func() { t.complete(comp) })
-	defer wg.Wait()
-	defer close(comp)
+	completed := make(chan struct{})
+	go func() {
+		defer close(completed)
+		t.complete(comp)
+	}()
+	defer func() {
+		close(comp)
+		select {
+		case <-completed:
+		case <-t.r.quit:
+			// raft has shut down; the completer may wait forever on an
+			// entry raft dropped (see waitRaft). Closing must not.
+		}
+	}()
 	for {
 		select {
 		case <-t.stop:

@@ -564,6 +564,24 @@ func (r *Replica) EnforceRetention(ttl time.Duration) error {
 	return nil
 }
 
+// waitRaft waits for f as f.Error() does, but gives up with
+// raft.ErrRaftShutdown once the replica is closing (quit is closed after
+// raft has shut down). hashicorp/raft leaves an Apply or Barrier future
+// unanswered for good when it shuts down with the entry committed but not
+// yet taken by its FSM goroutine (runFSM returns without draining the
+// batches queued for it); a term waiting for such a future would hold
+// Close forever. The goroutine waiting for f is then left behind.
+func (r *Replica) waitRaft(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-r.quit:
+		return raft.ErrRaftShutdown
+	}
+}
+
 // Close stops raft, fails pending requests, wakes fetchers and closes the
 // log. The transport stays open.
 func (r *Replica) Close() error {

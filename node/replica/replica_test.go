@@ -736,3 +736,33 @@ func TestReadsWaitForTheBarrierAfterRestart(t *testing.T) {
 		t.Fatalf("high watermark %d after the barrier, want 10", hw)
 	}
 }
+
+// stuckFuture is a raft future that answers only when released, as one
+// hashicorp/raft dropped at shutdown never does.
+type stuckFuture struct{ release chan struct{} }
+
+func (f stuckFuture) Error() error { <-f.release; return nil }
+
+// waitRaft gives up on a future raft never answers once the replica is
+// closing, so a term waiting for it cannot hold Close.
+func TestWaitRaftGivesUpWhenClosing(t *testing.T) {
+	r := &Replica{quit: make(chan struct{})}
+	f := stuckFuture{release: make(chan struct{})}
+	defer close(f.release) // let the waiting goroutine end with the test
+	done := make(chan error, 1)
+	go func() { done <- r.waitRaft(f) }()
+	select {
+	case err := <-done:
+		t.Fatalf("waitRaft returned %v before the future answered or the replica closed", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(r.quit)
+	select {
+	case err := <-done:
+		if !errors.Is(err, raft.ErrRaftShutdown) {
+			t.Fatalf("waitRaft after close = %v, want raft.ErrRaftShutdown", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waitRaft still waits on a future raft will not answer after the replica closed")
+	}
+}
