@@ -39,8 +39,8 @@ type RaftTuning struct {
 	CommitTimeout time.Duration
 	// MaxAppendEntries: entries per AppendEntries RPC and per apply batch.
 	// Default 256 (our entries are already group-committed). The peer
-	// transport sends fewer when they would not fit in one frame
-	// (rpc/peer fitFrame).
+	// transport sends a request that would not fit in one frame as
+	// consecutive parts that do (rpc/peer splitAppend).
 	MaxAppendEntries int
 	// SnapshotInterval: how often raft checks whether to snapshot. Default
 	// 2 min (jittered by raft; the check is cheap).
