@@ -114,11 +114,6 @@ func (l *Log) OffsetForTimestamp(tsMs int64) (int64, bool) {
 	return l.nextOffset, false
 }
 
-// DeleteBefore is retention: it deletes closed segments, oldest first,
-// whose newest record timestamp is < cutoffMs and whose last raft index is
-// <= maxIndex (the last raft snapshot). The active segment is never
-// deleted. It returns how many segments were deleted; FirstIndex and
-// StartOffset move past them.
 // Expired returns the last raft index of the newest closed segment whose
 // records are all older than cutoffMs — what DeleteBefore(cutoffMs, index)
 // needs index to reach to delete every expired segment — or 0 when none is
@@ -134,7 +129,24 @@ func (l *Log) Expired(cutoffMs int64) uint64 {
 	return last
 }
 
+// DeleteBefore is retention: it deletes closed segments, oldest first,
+// whose newest record timestamp is < cutoffMs and whose last raft index is
+// <= maxIndex (the last raft snapshot). The active segment is never
+// deleted. It returns how many segments were deleted; FirstIndex and
+// StartOffset move past them.
 func (l *Log) DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error) {
+	return l.deleteHead(func() int {
+		n := 0
+		for n < len(l.segs)-1 && l.segs[n].maxTs < cutoffMs && l.segs[n].last <= maxIndex {
+			n++
+		}
+		return n
+	})
+}
+
+// deleteHead deletes the oldest count() segments (count runs with the log
+// locked and never counts the active segment) and returns how many.
+func (l *Log) deleteHead(count func() int) (int, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.deferred.Wait()
@@ -143,10 +155,7 @@ func (l *Log) DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error) {
 	if l.closed {
 		return 0, ErrClosed
 	}
-	n := 0
-	for n < len(l.segs)-1 && l.segs[n].maxTs < cutoffMs && l.segs[n].last <= maxIndex {
-		n++
-	}
+	n := count()
 	if n == 0 {
 		return 0, nil
 	}

@@ -268,7 +268,7 @@ func (s *segment) idxForIndex(idx uint64) int {
 // frameReader reads consecutive frames of a file with pread, through a
 // buffer it owns. Slices it returns are valid until the next call.
 type frameReader struct {
-	f        File
+	f        io.ReaderAt
 	pos      int64 // position of the next frame
 	end      int64 // do not read at or past end
 	buf      []byte
@@ -277,7 +277,7 @@ type frameReader struct {
 	ahead    int64 // read size when refilling; 0 = len(buf)
 }
 
-func (r *frameReader) reset(f File, pos, end int64) {
+func (r *frameReader) reset(f io.ReaderAt, pos, end int64) {
 	r.f, r.pos, r.end = f, pos, end
 	r.bufStart, r.bufLen, r.ahead = pos, 0, 0
 	if r.buf == nil {
