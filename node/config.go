@@ -52,7 +52,23 @@ type Config struct {
 	Raft    RaftConfig    `toml:"raft"`
 	KV      KVConfig      `toml:"kv"`
 	Cluster ClusterConfig `toml:"cluster"`
+	Tiering TieringConfig `toml:"tiering"`
 	Debug   DebugConfig   `toml:"debug"`
+}
+
+// TieringConfig moves closed log segments to remote storage (tiering/).
+type TieringConfig struct {
+	// RemoteDir is the remote storage: a directory on local disk, or, for
+	// a cluster, a mount all nodes share (such as NFS). Empty (default):
+	// tiering is off.
+	RemoteDir string `toml:"remote_dir"`
+	// Interval is how often bucket leaders upload closed segments and
+	// replicas drop the local copies of tiered ones. Default 1m.
+	Interval Duration `toml:"interval"`
+	// LocalSegments is how many closed, tiered segments a replica keeps on
+	// local disk (the table property table.log.tiered.local-segments
+	// overrides it). Default 2.
+	LocalSegments int `toml:"local_segments"`
 }
 
 // KVConfig sizes the memory of the node's one badger DB, shared by every
@@ -187,6 +203,7 @@ func Default() Config {
 		},
 		KV:      KVConfig{MemtableBytes: 16 << 20, BlockCacheBytes: 32 << 20},
 		Cluster: ClusterConfig{DeadNodeGrace: Duration{5 * time.Minute}},
+		Tiering: TieringConfig{Interval: Duration{time.Minute}, LocalSegments: 2},
 	}
 }
 
@@ -282,6 +299,10 @@ func (c *Config) Validate() error {
 	if c.KV.MemtableBytes < 1<<20 || c.KV.BlockCacheBytes < 1<<20 || c.KV.IndexCacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("kv: need memtable_bytes and block_cache_bytes >= 1 MiB and index_cache_bytes >= 0, got %d, %d, %d",
 			c.KV.MemtableBytes, c.KV.BlockCacheBytes, c.KV.IndexCacheBytes))
+	}
+	if c.Tiering.Interval.Duration <= 0 || c.Tiering.LocalSegments < 0 {
+		errs = append(errs, fmt.Errorf("tiering: need interval > 0 and local_segments >= 0, got %s and %d",
+			c.Tiering.Interval.Duration, c.Tiering.LocalSegments))
 	}
 	return errors.Join(errs...)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
 	"github.com/fluss-node/fluss-node/rpc/peer"
+	"github.com/fluss-node/fluss-node/tiering"
 )
 
 // Version is the binary version, set by main (ldflags or build info).
@@ -45,6 +46,7 @@ type Node struct {
 	peers    *peer.Mux // the peer listener: every Raft group of this node
 	meta     *raftmeta.Meta
 	syncer   *logstore.Syncer
+	remote   tiering.Store          // nil while tiering is off
 	pump     *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
 	live     *liveness              // which peer nodes answer (for the pump)
 	registry *prometheus.Registry
@@ -116,6 +118,13 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	n.registerMetrics()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if cfg.Tiering.RemoteDir != "" {
+		store, err := tiering.NewDirStore(cfg.Tiering.RemoteDir)
+		if err != nil {
+			return nil, err
+		}
+		n.remote = store
 	}
 	if err := n.lockDataDir(); err != nil {
 		return nil, err
@@ -335,6 +344,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goFunc(n.registerLoop)
 	n.goFunc(n.reconcileLoop)
 	n.goFunc(n.retentionLoop)
+	if n.remote != nil {
+		n.goFunc(n.tieringLoop)
+	}
 	n.goFunc(n.promoteLoop)
 	n.goFunc(n.balanceLoop)
 	// Until this node's registration is applied, its copy of the catalog may

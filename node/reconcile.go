@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,6 +142,9 @@ func (n *Node) closeUnassignedLocked() {
 	}
 	wg.Wait()
 	for _, id := range drop {
+		if _, exists := assigned[id]; !exists {
+			n.dropRemoteLog(id) // the bucket is gone, not moved
+		}
 		if err := n.closeReplica(id); err != nil {
 			n.logger.Warn("close unassigned bucket replica", "bucket", id, "err", err)
 		}
@@ -324,6 +328,9 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		transport.Close()
 		return nil, nil, err
 	}
+	if rl := n.remoteLog(a.BucketID); rl != nil {
+		r.SetRemoteLog(rl)
+	}
 	return r, transport, nil
 }
 
@@ -361,26 +368,31 @@ func (n *Node) retentionLoop() {
 			return
 		case <-t.C:
 		}
-		n.mu.Lock()
-		reps := make(map[raftmeta.BucketID]*replica.Replica, len(n.replicas))
-		for id, r := range n.replicas {
-			reps[id] = r
-		}
-		n.mu.Unlock()
-		for id, r := range reps {
-			ttl := n.cfg.Storage.DefaultLogTTL.Duration
-			if t, err := n.meta.TableByID(id.TableID); err == nil {
-				if v, ok := t.Properties["table.log.ttl"]; ok {
-					if d, err := raftmeta.ParseDuration(v); err == nil {
-						ttl = d
-					}
-				}
-			}
-			if err := r.EnforceRetention(ttl); err != nil {
+		for id, r := range n.openReplicas() {
+			if err := r.EnforceRetention(n.tableTTL(id.TableID)); err != nil {
 				n.logger.Warn("retention", "bucket", id, "err", err)
 			}
 		}
 	}
+}
+
+// openReplicas returns the replicas open now.
+func (n *Node) openReplicas() map[raftmeta.BucketID]*replica.Replica {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return maps.Clone(n.replicas)
+}
+
+// tableTTL is the table's table.log.ttl, or storage.default_log_ttl.
+func (n *Node) tableTTL(tableID int64) time.Duration {
+	if t, err := n.meta.TableByID(tableID); err == nil {
+		if v, ok := t.Properties["table.log.ttl"]; ok {
+			if d, err := raftmeta.ParseDuration(v); err == nil {
+				return d
+			}
+		}
+	}
+	return n.cfg.Storage.DefaultLogTTL.Duration
 }
 
 // preferredServer is the raft server id of bucket id's preferred leader:

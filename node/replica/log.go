@@ -27,6 +27,10 @@ type dataLog interface {
 	// Expired is the last raft index of the newest closed segment older
 	// than cutoffMs, 0 if none.
 	Expired(cutoffMs int64) uint64
+	// ClosedSegments, Covered and DeleteCovered: tiering (tier.go).
+	ClosedSegments() []logstore.ClosedSegment
+	Covered(upTo int64, keep int) uint64
+	DeleteCovered(upTo int64, keep int, maxIndex uint64) (int, error)
 	// Size is the bytes of the stored segments.
 	Size() int64
 	// SetDeferSync and WaitDurable: deferred syncs (durable.go).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluss-node/fluss-node/logstore"
 	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/tiering"
 )
 
 // Sentinel errors. Every error a Replica returns wraps one of these (or is a
@@ -114,6 +115,10 @@ type Replica struct {
 
 	// parked counts retries that waited for an in-flight original.
 	parked atomic.Int64
+
+	// remote is the bucket's remote log (tiering), nil while tiering is
+	// off: reads below the local log start are served from it.
+	remote atomic.Pointer[tiering.RemoteLog]
 
 	// hookBeforeDrain, when set (tests), runs in the proposer before it
 	// drains the queue.
@@ -411,7 +416,11 @@ func (r *Replica) FetchLocal(ctx context.Context, offset int64, maxBytes int, ma
 	}
 	size := 0
 	var ferr error
-	err = r.log.Read(offset, hw, maxBytes, func(index uint64, base int64, count int32, data []byte) bool {
+	read := r.log.Read
+	if rl := r.remote.Load(); rl != nil && offset < r.localLogStart() {
+		read = rl.Read // tiered: only the remote log holds it
+	}
+	err = read(offset, hw, maxBytes, func(index uint64, base int64, count int32, data []byte) bool {
 		if len(data) < 1 || data[0] != cmdAppend {
 			ferr = fmt.Errorf("bucket %v: entry %d holds no append command", r.cfg.ID, index)
 			return false
@@ -464,10 +473,23 @@ var errStop = errors.New("stop")
 // HighWatermark is the offset after the last committed and applied record.
 func (r *Replica) HighWatermark() int64 { return r.fsm.HighWatermark() }
 
-// LogStartOffset is the first offset still stored locally. A log that
+// LogStartOffset is the first offset this replica can read: where its
+// remote log starts when that runs without a gap up to the local log,
+// else the local log start (localLogStart).
+func (r *Replica) LogStartOffset() int64 {
+	start := r.localLogStart()
+	if rl := r.remote.Load(); rl != nil {
+		if s, e := rl.Range(); s < start && e >= start {
+			return s
+		}
+	}
+	return start
+}
+
+// localLogStart is the first offset still stored locally. A log that
 // holds no records (a new follower that installed a snapshot: raft emptied
 // its log) starts at the high watermark.
-func (r *Replica) LogStartOffset() int64 {
+func (r *Replica) localLogStart() int64 {
 	start := r.log.StartOffset()
 	if r.log.NextOffset() <= start {
 		start = max(start, r.fsm.HighWatermark())
@@ -479,11 +501,17 @@ func (r *Replica) LogStartOffset() int64 {
 // is >= ms, or the high watermark if there is none.
 func (r *Replica) OffsetForTimestamp(ms int64) int64 {
 	hw := r.HighWatermark()
+	start, local := r.LogStartOffset(), r.localLogStart()
+	if rl := r.remote.Load(); rl != nil && start < local {
+		if off, ok := rl.OffsetForTimestamp(ms); ok && off < local {
+			return max(off, start)
+		}
+	}
 	off, ok := r.log.OffsetForTimestamp(ms)
 	if !ok || off > hw {
 		return hw
 	}
-	return max(off, r.LogStartOffset())
+	return max(off, start)
 }
 
 // IsLeader reports whether this replica leads its group.
@@ -531,30 +559,10 @@ func (r *Replica) EnforceRetention(ttl time.Duration) error {
 	if ttl <= 0 {
 		return nil
 	}
-	if r.isClosed() {
-		return ErrClosed
-	}
 	cutoff := time.Now().Add(-ttl).UnixMilli()
-	need := r.log.Expired(cutoff)
-	if need == 0 {
-		return nil // nothing expired: no snapshot (a PK snapshot is its whole KV state)
-	}
-	metas, err := r.snaps.List()
-	if err != nil {
-		return fmt.Errorf("bucket %v retention: list snapshots: %w", r.cfg.ID, err)
-	}
-	if len(metas) == 0 || metas[0].Index < need {
-		if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-			return fmt.Errorf("bucket %v retention: snapshot: %w", r.cfg.ID, err)
-		}
-		if metas, err = r.snaps.List(); err != nil {
-			return fmt.Errorf("bucket %v retention: list snapshots: %w", r.cfg.ID, err)
-		}
-	}
-	if len(metas) == 0 {
-		return nil
-	}
-	n, err := r.log.DeleteBefore(cutoff, metas[0].Index)
+	n, err := r.trimHead(r.log.Expired(cutoff), func(maxIndex uint64) (int, error) {
+		return r.log.DeleteBefore(cutoff, maxIndex)
+	})
 	if err != nil {
 		return fmt.Errorf("bucket %v retention: %w", r.cfg.ID, err)
 	}
@@ -562,6 +570,36 @@ func (r *Replica) EnforceRetention(ttl time.Duration) error {
 		r.logger.Info("retention deleted segments", "segments", n, "log_start", r.LogStartOffset())
 	}
 	return nil
+}
+
+// trimHead deletes segments at the head of the log with del, which must
+// not pass the raft index it is given: the last raft snapshot, since raft
+// replays the log from there. need is the last raft index del would
+// delete; when the latest snapshot does not reach it, trimHead takes one
+// first (for a primary-key bucket, its KV state). need 0: nothing to do.
+func (r *Replica) trimHead(need uint64, del func(maxIndex uint64) (int, error)) (int, error) {
+	if r.isClosed() {
+		return 0, ErrClosed
+	}
+	if need == 0 {
+		return 0, nil // no snapshot: a PK snapshot is its whole KV state
+	}
+	metas, err := r.snaps.List()
+	if err != nil {
+		return 0, fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(metas) == 0 || metas[0].Index < need {
+		if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return 0, fmt.Errorf("snapshot: %w", err)
+		}
+		if metas, err = r.snaps.List(); err != nil {
+			return 0, fmt.Errorf("list snapshots: %w", err)
+		}
+	}
+	if len(metas) == 0 {
+		return 0, nil
+	}
+	return del(metas[0].Index)
 }
 
 // waitRaft waits for f as f.Error() does, but gives up with
@@ -596,6 +634,9 @@ func (r *Replica) Close() error {
 	close(r.quit)
 	r.wg.Wait()
 	r.fsm.close()
+	if rl := r.remote.Load(); rl != nil {
+		rl.Close()
+	}
 	if lerr := r.log.Close(); err == nil {
 		err = lerr
 	}

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/fluss-node/fluss-node/node/replica"
+	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/tiering"
+)
+
+// remoteLog returns the remote log of bucket id, or nil while tiering is
+// off. Every replica of a bucket, on any node, names the same directory of
+// the store.
+func (n *Node) remoteLog(id raftmeta.BucketID) *tiering.RemoteLog {
+	if n.remote == nil {
+		return nil
+	}
+	rl := tiering.NewRemoteLog(n.remote, tiering.BucketDir(id.TableID, id.PartitionID, id.Bucket))
+	if err := rl.Refresh(); err != nil {
+		n.logger.Warn("tiering: list remote log", "bucket", id, "err", err)
+	}
+	return rl
+}
+
+// tieringLoop moves cold data to the remote log on every open replica
+// (replica.Tier): bucket leaders upload closed segments and expire remote
+// ones past table.log.ttl; every replica drops the local segments the
+// remote log holds.
+func (n *Node) tieringLoop() {
+	t := time.NewTicker(n.cfg.Tiering.Interval.Duration)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-t.C:
+		}
+		for id, r := range n.openReplicas() {
+			n.tier(id, r)
+		}
+	}
+}
+
+func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
+	rl := r.RemoteLog()
+	if rl == nil {
+		return
+	}
+	if err := rl.Refresh(); err != nil {
+		n.logger.Warn("tiering: list remote log", "bucket", id, "err", err)
+		return
+	}
+	keep := n.cfg.Tiering.LocalSegments
+	if t, err := n.meta.TableByID(id.TableID); err == nil {
+		if v, err := strconv.Atoi(t.Properties["table.log.tiered.local-segments"]); err == nil {
+			keep = v
+		}
+	}
+	leader := r.IsLeader()
+	st, err := r.Tier(leader, keep)
+	if err != nil {
+		n.logger.Warn("tiering", "bucket", id, "err", err)
+	}
+	expired := 0
+	if leader {
+		if expired, err = rl.DeleteBefore(time.Now().Add(-n.tableTTL(id.TableID)).UnixMilli()); err != nil {
+			n.logger.Warn("tiering: remote retention", "bucket", id, "err", err)
+		}
+	}
+	if st.Uploaded+st.Dropped+expired > 0 {
+		start, end := rl.Range()
+		n.logger.Info("tiered", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket,
+			"uploaded", st.Uploaded, "dropped_local", st.Dropped, "expired_remote", expired,
+			"remote_start", start, "remote_end", end, "log_start", r.LogStartOffset())
+	}
+}
+
+// dropRemoteLog deletes the remote log of a bucket that no longer exists
+// (its table or partition was dropped). Every node that held a replica
+// does it; deleting a missing object is not an error.
+func (n *Node) dropRemoteLog(id raftmeta.BucketID) {
+	rl := n.remoteLog(id)
+	if rl == nil {
+		return
+	}
+	if _, err := rl.DeleteBefore(int64(^uint64(0) >> 1)); err != nil {
+		n.logger.Warn("tiering: remove the remote log of a dropped bucket", "bucket", id, "err", err)
+	}
+}
