@@ -24,6 +24,13 @@ import (
 // dead-node grace period, and waits until every node is registered.
 func opsCluster(t *testing.T, n int) ([]*Node, []Config) {
 	t.Helper()
+	return opsClusterWith(t, n, nil)
+}
+
+// opsClusterWith is opsCluster with each node's config passed through
+// tune (when not nil) before the node starts.
+func opsClusterWith(t *testing.T, n int, tune func(*Config)) ([]*Node, []Config) {
+	t.Helper()
 	nodes := make([]*Node, n)
 	cfgs := make([]Config, n)
 	// The directories first: cleanups run last-registered first, so the
@@ -42,6 +49,9 @@ func opsCluster(t *testing.T, n int) ([]*Node, []Config) {
 	for i := range n {
 		cfgs[i] = clusterConfig(dirs[i])
 		cfgs[i].Cluster.DeadNodeGrace = Duration{2 * time.Second}
+		if tune != nil {
+			tune(&cfgs[i])
+		}
 		if i > 0 {
 			cfgs[i].Join = []string{nodes[0].peers.Addr()}
 		}

@@ -106,3 +106,105 @@ func TestTieringMovesClosedSegmentsAndReadsThemBack(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() bool { return remoteSegments() == 0 })
 }
+
+// appendBig appends batches of 100 rows of ~2 KB of random letters (ids
+// from, from+1, ...) to db.t, and returns the next id.
+func appendBig(t *testing.T, ctx context.Context, c *client.Client, rng *rand.Rand, from, batches int) int {
+	t.Helper()
+	for range batches {
+		var rows []string
+		for range 100 {
+			s := make([]byte, 2000)
+			for k := range s {
+				s[k] = 'a' + byte(rng.IntN(26))
+			}
+			rows = append(rows, fmt.Sprintf(`{"id":%d,"s":%q}`, from, s))
+			from++
+		}
+		if _, err := c.Append(ctx, "db.t", []byte("["+strings.Join(rows, ",")+"]")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return from
+}
+
+// TestClusterTiering: three nodes share a remote directory. The bucket
+// leader uploads, every replica drops its tiered local segments, and after
+// the leader stops the new leader goes on tiering where it left off; all
+// rows read back from offset 0, and the restarted node drops its old
+// segments too.
+func TestClusterTiering(t *testing.T) {
+	remote := t.TempDir()
+	nodes, cfgs := opsClusterWith(t, 3, func(c *Config) {
+		c.Storage.SegmentBytes = 1 << 20
+		c.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{100 * time.Millisecond}, LocalSegments: 1}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := retryClient(nodes[0])
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "s", Type: "STRING"}}},
+		BucketCount: 1,
+		Properties:  map[string]string{"table.log.arrow.compression.type": "NONE", "table.replication.factor": "3"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	localSegments := func(i int) int {
+		m, _ := filepath.Glob(filepath.Join(cfgs[i].DataDir, "buckets", "*", "*", "*", "log", "*.log"))
+		return len(m)
+	}
+	remoteSegments := func() int {
+		m, _ := filepath.Glob(filepath.Join(remote, "t*", "p*", "b0", "*.log"))
+		return len(m)
+	}
+	tiered := func(min int, alive ...int) func() bool {
+		return func() bool {
+			for _, i := range alive {
+				if localSegments(i) != 2 {
+					return false
+				}
+			}
+			return remoteSegments() >= min
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	next := appendBig(t, ctx, c, rng, 0, 30)
+	waitFor(t, 30*time.Second, tiered(5, 0, 1, 2))
+	want := readAll(t, ctx, c, "db.t", 1)
+
+	layout, err := c.GetTableLayout(ctx, "db.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := int(layout[0].Leader) - 1
+	if err := nodes[victim].Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[victim] = nil
+	alive := []int{(victim + 1) % 3, (victim + 2) % 3}
+	c = retryClient(nodes[alive[0]])
+	before := remoteSegments()
+	appendBig(t, ctx, c, rng, next, 30)
+	waitFor(t, 30*time.Second, tiered(before+4, alive...))
+	all := readAll(t, ctx, c, "db.t", 1)
+	if n := strings.Count(all, `"id":`); !strings.HasPrefix(all, strings.TrimSuffix(want, "]")) || n != 6000 {
+		t.Fatalf("after failover: %d rows read back, want 6000 starting with the 3000 read before", n)
+	}
+	offs, err := c.ListOffsets(ctx, "db.t", flussv1.ListOffsetsRequest_EARLIEST, 0)
+	if err != nil || len(offs) != 1 || offs[0].Offset != 0 {
+		t.Fatalf("EARLIEST = %v, %v; want 0", offs, err)
+	}
+
+	// The stopped node comes back with its old segments, catches up and
+	// drops what is tiered.
+	nodes[victim] = startCluster(t, cfgs[victim])
+	waitFor(t, 30*time.Second, tiered(before+4, 0, 1, 2))
+	if got := readAll(t, ctx, retryClient(nodes[victim]), "db.t", 1); got != all {
+		t.Fatal("rows read through the restarted node differ")
+	}
+}
