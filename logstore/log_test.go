@@ -293,8 +293,16 @@ type visit struct {
 
 func readAll_(t *testing.T, l *Log, from, end int64, maxBytes int) []visit {
 	t.Helper()
+	return visitAll(t, l.Read, from, end, maxBytes)
+}
+
+// visitAll collects what read (Log.Read, SegmentFile.Read) visits, checking
+// each entry's data against the base offset read reports.
+func visitAll(t *testing.T, read func(offset, endOffset int64, maxBytes int, fn func(index uint64, base int64, count int32, data []byte) bool) error,
+	from, end int64, maxBytes int) []visit {
+	t.Helper()
 	var out []visit
-	err := l.Read(from, end, maxBytes, func(i uint64, b int64, c int32, data []byte) bool {
+	err := read(from, end, maxBytes, func(i uint64, b int64, c int32, data []byte) bool {
 		if int64(binary.LittleEndian.Uint64(data)) != b {
 			t.Fatalf("entry %d data says base %d, Read says %d", i, binary.LittleEndian.Uint64(data), b)
 		}

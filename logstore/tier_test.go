@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -17,23 +16,6 @@ func copySegment(t *testing.T, c ClosedSegment) []byte {
 		t.Fatalf("read segment %d: %v", c.Base, err)
 	}
 	return b
-}
-
-// readFile visits a SegmentFile as readAll_ visits a Log.
-func readFile(t *testing.T, f *SegmentFile, from, end int64, maxBytes int) []visit {
-	t.Helper()
-	var out []visit
-	err := f.Read(from, end, maxBytes, func(i uint64, b int64, c int32, data []byte) bool {
-		if int64(binary.LittleEndian.Uint64(data)) != b {
-			t.Fatalf("entry %d data says base %d, Read says %d", i, binary.LittleEndian.Uint64(data), b)
-		}
-		out = append(out, visit{i, b, c})
-		return true
-	})
-	if err != nil {
-		t.Fatalf("SegmentFile.Read(%d, %d): %v", from, end, err)
-	}
-	return out
 }
 
 // TestSegmentCopiesReadAsTheLog copies every closed segment, opens each
@@ -64,7 +46,7 @@ func TestSegmentCopiesReadAsTheLog(t *testing.T) {
 				f.FirstOffset(), f.NextOffset(), f.MaxTs(), c.FirstOffset, c.NextOffset, c.MaxTs)
 		}
 		for off := c.FirstOffset; off < c.NextOffset; off++ {
-			got := readFile(t, f, off, c.NextOffset, 1<<20)
+			got := visitAll(t, f.Read, off, c.NextOffset, 1<<20)
 			want := readAll_(t, l, off, c.NextOffset, 1<<20)
 			if len(got) == 0 || len(got) != len(want) {
 				t.Fatalf("from %d: copy visits %v, log %v", off, got, want)
@@ -75,7 +57,7 @@ func TestSegmentCopiesReadAsTheLog(t *testing.T) {
 				}
 			}
 		}
-		if v := readFile(t, f, c.FirstOffset, c.NextOffset, 1); len(v) != 1 {
+		if v := visitAll(t, f.Read, c.FirstOffset, c.NextOffset, 1); len(v) != 1 {
 			t.Fatalf("maxBytes 1 visited %d entries, want 1", len(v))
 		}
 		if err := f.Read(c.NextOffset+1, c.NextOffset+2, 1, func(uint64, int64, int32, []byte) bool { return true }); !errors.Is(err, ErrOffsetOutOfRange) {
