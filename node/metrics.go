@@ -38,6 +38,14 @@ func (n *Node) registerMetrics() {
 			})
 			return float64(c)
 		}),
+		counterFunc("fluss_tiering_segments_uploaded_total", "Closed log segments this node uploaded to remote storage as a bucket leader.",
+			n.tiered.uploaded.Load),
+		counterFunc("fluss_tiering_local_segments_dropped_total", "Local log segments deleted because remote storage holds them.",
+			n.tiered.dropped.Load),
+		counterFunc("fluss_tiering_remote_segments_expired_total", "Remote log segments deleted by table.log.ttl.",
+			n.tiered.expired.Load),
+		counterFunc("fluss_tiering_errors_total", "Tiering passes of a bucket that failed (listing, upload, deletion); the next pass retries.",
+			n.tiered.errors.Load),
 	)
 }
 

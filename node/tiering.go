@@ -2,12 +2,18 @@ package node
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/tiering"
 )
+
+// tierCounters count what the tiering loop did, for /metrics.
+type tierCounters struct {
+	uploaded, dropped, expired, errors atomic.Int64
+}
 
 // remoteLog returns the remote log of bucket id, or nil while tiering is
 // off. Every replica of a bucket, on any node, names the same directory of
@@ -48,6 +54,7 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 		return
 	}
 	if err := rl.Refresh(); err != nil {
+		n.tiered.errors.Add(1)
 		n.logger.Warn("tiering: list remote log", "bucket", id, "err", err)
 		return
 	}
@@ -60,14 +67,19 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 	leader := r.IsLeader()
 	st, err := r.Tier(leader, keep)
 	if err != nil {
+		n.tiered.errors.Add(1)
 		n.logger.Warn("tiering", "bucket", id, "err", err)
 	}
 	expired := 0
 	if leader {
 		if expired, err = rl.DeleteBefore(time.Now().Add(-n.tableTTL(id.TableID)).UnixMilli()); err != nil {
+			n.tiered.errors.Add(1)
 			n.logger.Warn("tiering: remote retention", "bucket", id, "err", err)
 		}
 	}
+	n.tiered.uploaded.Add(int64(st.Uploaded))
+	n.tiered.dropped.Add(int64(st.Dropped))
+	n.tiered.expired.Add(int64(expired))
 	if st.Uploaded+st.Dropped+expired > 0 {
 		start, end := rl.Range()
 		n.logger.Info("tiered", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket,

@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,6 +91,16 @@ func TestTieringMovesClosedSegmentsAndReadsThemBack(t *testing.T) {
 		}
 	}
 	check("tiered")
+	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	up, dropped := metricValue(t, body, "fluss_tiering_segments_uploaded_total"), metricValue(t, body, "fluss_tiering_local_segments_dropped_total")
+	if int(up) != remoteSegments() || int(dropped) != remoteSegments()-1 || metricValue(t, body, "fluss_tiering_errors_total") != 0 {
+		t.Fatalf("tiering metrics: %v uploaded, %v dropped (%d remote segments)\n%s", up, dropped, remoteSegments(), body)
+	}
 
 	// Restart: the remote log is found again.
 	if err := n.Close(); err != nil {
