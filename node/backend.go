@@ -37,18 +37,26 @@ const metaLeaderWait = 5 * time.Second
 
 // awaitCatalog waits (up to metaLeaderWait) until this node's registration
 // is applied, so that its copy of the catalog is current after a restart.
-func (n *Node) awaitCatalog(ctx context.Context) {
+// If it is not by then, the catalog may lack tables created while the node
+// was down: the read is refused as unavailable (worth a retry) rather than
+// answered not_found from a stale copy.
+func (n *Node) awaitCatalog(ctx context.Context) error {
 	select {
 	case <-n.registered:
-		return
+		return nil
 	default:
 	}
 	wctx, cancel := context.WithTimeout(ctx, metaLeaderWait)
 	defer cancel()
 	select {
 	case <-n.registered:
+		return nil
 	case <-wctx.Done():
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: node %d has not caught up with the metadata group since it started; retry", rpc.ErrCatalogBehind, n.id)
 }
 
 // awaitMetaLeader waits until a metadata leader is known and this node is
@@ -80,7 +88,9 @@ func (n *Node) DropDatabase(ctx context.Context, name string, ignoreIfNotExists,
 }
 
 func (n *Node) ListDatabases(ctx context.Context) ([]string, error) {
-	n.awaitCatalog(ctx)
+	if err := n.awaitCatalog(ctx); err != nil {
+		return nil, err
+	}
 	dbs := n.meta.Databases()
 	names := make([]string, len(dbs))
 	for i, d := range dbs {
@@ -142,7 +152,9 @@ func (n *Node) waitTableLeaders(ctx context.Context, tableID, partitionID int64)
 }
 
 func (n *Node) Table(ctx context.Context, name string) (*raftmeta.Table, error) {
-	n.awaitCatalog(ctx)
+	if err := n.awaitCatalog(ctx); err != nil {
+		return nil, err
+	}
 	db, t, err := splitTableName(name)
 	if err != nil {
 		return nil, err
@@ -151,7 +163,9 @@ func (n *Node) Table(ctx context.Context, name string) (*raftmeta.Table, error) 
 }
 
 func (n *Node) ListTables(ctx context.Context, database string) ([]string, error) {
-	n.awaitCatalog(ctx)
+	if err := n.awaitCatalog(ctx); err != nil {
+		return nil, err
+	}
 	tables, err := n.meta.Tables(database)
 	if err != nil {
 		return nil, err
@@ -233,17 +247,21 @@ func (n *Node) DropPartition(ctx context.Context, table string, values map[strin
 }
 
 func (n *Node) Partitions(ctx context.Context, tableID int64) ([]*raftmeta.Partition, error) {
-	n.awaitCatalog(ctx)
+	if err := n.awaitCatalog(ctx); err != nil {
+		return nil, err
+	}
 	return n.meta.Partitions(tableID)
 }
 
 func (n *Node) Partition(ctx context.Context, tableID int64, name string) (*raftmeta.Partition, error) {
-	n.awaitCatalog(ctx)
+	if err := n.awaitCatalog(ctx); err != nil {
+		return nil, err
+	}
 	return n.meta.FSM().PartitionByName(tableID, name)
 }
 
 func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {
-	n.awaitCatalog(ctx)
+	_ = n.awaitCatalog(ctx) // the table was resolved (Table) already
 	var out []rpc.BucketLayout
 	var ask []raftmeta.NodeID // nodes to ask for leaders of buckets not held here
 	as := n.meta.AssignmentsForTable(tableID)
@@ -298,7 +316,9 @@ func leaderNode(r *replica.Replica) raftmeta.NodeID {
 }
 
 func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
-	n.awaitCatalog(ctx)
+	// Diagnostics answer from whatever this node knows, caught up or not:
+	// `cluster status` must work while the metadata group has no quorum.
+	_ = n.awaitCatalog(ctx)
 	info := &rpc.ClusterInfo{ClusterID: n.meta.ClusterID()}
 	leaderID, _ := n.meta.Leader()
 	info.MetaLeader = leaderID
