@@ -202,16 +202,24 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 // else forwarded once to the leader. It returns after this node's catalog
 // has applied the op (or metaLeaderWait passed).
 func (n *Node) metaCall(ctx context.Context, op *metaOp) (int64, error) {
+	id, _, err := n.metaCallAt(ctx, op)
+	return id, err
+}
+
+// metaCallAt is metaCall that also returns the index of the metadata log
+// up to which the leader had applied when op was done: this node's catalog
+// includes op once its applied index reaches it.
+func (n *Node) metaCallAt(ctx context.Context, op *metaOp) (int64, uint64, error) {
 	var lastErr error
 	deadline := time.Now().Add(2 * metaLeaderWait)
 	for time.Now().Before(deadline) {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if n.meta.IsLeader() {
 			id, err := n.runMetaOp(ctx, op)
 			if !errors.Is(err, raftmeta.ErrNotLeader) {
-				return id, err
+				return id, n.meta.AppliedIndex(), err
 			}
 			lastErr = err
 		}
@@ -221,7 +229,7 @@ func (n *Node) metaCall(ctx context.Context, op *metaOp) (int64, error) {
 			_, err := n.meta.WaitForLeader(wctx)
 			cancel()
 			if err != nil {
-				return 0, fmt.Errorf("%w: no metadata leader is known to node %d; retry", raftmeta.ErrNoLeader, n.id)
+				return 0, 0, fmt.Errorf("%w: no metadata leader is known to node %d; retry", raftmeta.ErrNoLeader, n.id)
 			}
 			if leader == n.id {
 				sleepCtx(ctx, 50*time.Millisecond)
@@ -237,7 +245,7 @@ func (n *Node) metaCall(ctx context.Context, op *metaOp) (int64, error) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%w: forward to the metadata leader (node %d at %s): %v", raftmeta.ErrNoLeader, leader, addr, err)
+			return 0, 0, fmt.Errorf("%w: forward to the metadata leader (node %d at %s): %v", raftmeta.ErrNoLeader, leader, addr, err)
 		}
 		rerr := decodeError(resp.Code, resp.Msg)
 		if errors.Is(rerr, raftmeta.ErrNotLeader) {
@@ -246,9 +254,9 @@ func (n *Node) metaCall(ctx context.Context, op *metaOp) (int64, error) {
 			continue
 		}
 		n.awaitApplied(ctx, resp.Applied)
-		return resp.ID, rerr
+		return resp.ID, resp.Applied, rerr
 	}
-	return 0, fmt.Errorf("%w: the metadata leader keeps changing; retry: %v", raftmeta.ErrNoLeader, lastErr)
+	return 0, 0, fmt.Errorf("%w: the metadata leader keeps changing; retry: %v", raftmeta.ErrNoLeader, lastErr)
 }
 
 // callMetaOp sends op to the node at addr.
@@ -274,23 +282,33 @@ func (n *Node) callMetaOp(ctx context.Context, addr string, op *metaOp, forwarde
 	return &resp, nil
 }
 
-// awaitApplied waits until the local catalog applied index reaches idx.
+// awaitApplied waits until the local catalog applied index reaches idx,
+// for at most metaLeaderWait.
 func (n *Node) awaitApplied(ctx context.Context, idx uint64) {
-	deadline := time.Now().Add(metaLeaderWait)
-	for n.meta.AppliedIndex() < idx && time.Now().Before(deadline) {
+	wctx, cancel := context.WithTimeout(ctx, metaLeaderWait)
+	defer cancel()
+	n.waitApplied(wctx, idx)
+}
+
+// waitApplied waits until this node's catalog has applied the metadata log
+// up to idx, and reports whether it has: false when ctx ends or the node
+// stops first.
+func (n *Node) waitApplied(ctx context.Context, idx uint64) bool {
+	for n.meta.AppliedIndex() < idx {
 		watch := n.meta.Watch()
 		if n.meta.AppliedIndex() >= idx {
-			return
+			break
 		}
 		select {
 		case <-watch:
 		case <-ctx.Done():
-			return
+			return false
 		case <-n.quit:
-			return
+			return false
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	return true
 }
 
 // notSent reports whether a peer call failed before its request left this

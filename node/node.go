@@ -517,11 +517,18 @@ func (n *Node) registerLoop() {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := n.rejoinIfMoved(ctx, self)
+		var at uint64
 		if err == nil {
-			_, err = n.metaCall(ctx, &metaOp{Op: opRegister, Node: &self})
+			_, at, err = n.metaCallAt(ctx, &metaOp{Op: opRegister, Node: &self})
 		}
 		cancel()
 		if err == nil {
+			// metaCall waits for this node's catalog only so long; being
+			// registered promises a catalog that includes the registration
+			// (awaitCatalog), so wait for it here as long as it takes.
+			if !n.waitApplied(context.Background(), at) {
+				return
+			}
 			close(n.registered)
 			n.gossipActive(self.ClientAddr)
 			return
