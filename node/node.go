@@ -47,7 +47,7 @@ type Node struct {
 	meta     *raftmeta.Meta
 	syncer   *logstore.Syncer
 	remote   tiering.Store          // nil while tiering is off
-	tiered   tierCounters           // what the tiering loop did (metrics)
+	tiered   tierState              // the tiering loop (tiering.go)
 	pump     *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
 	live     *liveness              // which peer nodes answer (for the pump)
 	registry *prometheus.Registry

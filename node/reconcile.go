@@ -142,11 +142,11 @@ func (n *Node) closeUnassignedLocked() {
 	}
 	wg.Wait()
 	for _, id := range drop {
-		if _, exists := assigned[id]; !exists {
-			n.dropRemoteLog(id) // the bucket is gone, not moved
-		}
 		if err := n.closeReplica(id); err != nil {
 			n.logger.Warn("close unassigned bucket replica", "bucket", id, "err", err)
+		}
+		if _, exists := assigned[id]; !exists {
+			n.dropRemoteLog(id) // the bucket is gone, not moved
 		}
 		if err := n.removeBucketDir(id); err != nil {
 			n.logger.Warn("remove unassigned bucket data", "bucket", id, "err", err)

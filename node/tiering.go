@@ -1,7 +1,9 @@
 package node
 
 import (
+	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -10,8 +12,12 @@ import (
 	"github.com/fluss-node/fluss-node/tiering"
 )
 
-// tierCounters count what the tiering loop did, for /metrics.
-type tierCounters struct {
+// tierState is the tiering loop's: mu is held through one bucket's pass
+// and by dropRemoteLog, so that an upload still running when its table is
+// dropped cannot leave an object behind the deletion. The counters are
+// for /metrics.
+type tierState struct {
+	mu                                 sync.Mutex
 	uploaded, dropped, expired, errors atomic.Int64
 }
 
@@ -53,6 +59,8 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 	if rl == nil {
 		return
 	}
+	n.tiered.mu.Lock()
+	defer n.tiered.mu.Unlock()
 	if err := rl.Refresh(); err != nil {
 		n.tiered.errors.Add(1)
 		n.logger.Warn("tiering: list remote log", "bucket", id, "err", err)
@@ -66,6 +74,9 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 	}
 	leader := r.IsLeader()
 	st, err := r.Tier(leader, keep)
+	if errors.Is(err, replica.ErrClosed) {
+		return // closed since the loop listed it (moved away, or its table dropped)
+	}
 	if err != nil {
 		n.tiered.errors.Add(1)
 		n.logger.Warn("tiering", "bucket", id, "err", err)
@@ -89,13 +100,16 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 }
 
 // dropRemoteLog deletes the remote log of a bucket that no longer exists
-// (its table or partition was dropped). Every node that held a replica
-// does it; deleting a missing object is not an error.
+// (its table or partition was dropped), after its replica here is closed.
+// Every node that held a replica does it; deleting a missing object is
+// not an error.
 func (n *Node) dropRemoteLog(id raftmeta.BucketID) {
 	rl := n.remoteLog(id)
 	if rl == nil {
 		return
 	}
+	n.tiered.mu.Lock()
+	defer n.tiered.mu.Unlock()
 	if _, err := rl.DeleteBefore(int64(^uint64(0) >> 1)); err != nil {
 		n.logger.Warn("tiering: remove the remote log of a dropped bucket", "bucket", id, "err", err)
 	}
