@@ -121,7 +121,14 @@ func offsets(l *raft.Log) (int64, int32, int64, bool) {
 // returns it; timestamps are 1000, 1010, ...
 func fillLog(t *testing.T, n int) *logstore.Log {
 	t.Helper()
-	l, err := logstore.Open(logstore.Options{Dir: t.TempDir(), SegmentBytes: 4096, IndexIntervalBytes: 512,
+	return fillLogSized(t, n, 4096)
+}
+
+// fillLogSized is fillLog with segments of segBytes: logs of the same
+// entries that roll at other offsets, as two leaders' logs may.
+func fillLogSized(t *testing.T, n int, segBytes int64) *logstore.Log {
+	t.Helper()
+	l, err := logstore.Open(logstore.Options{Dir: t.TempDir(), SegmentBytes: segBytes, IndexIntervalBytes: 512,
 		OffsetFunc: offsets, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -317,5 +324,52 @@ func TestRemoteLogRefusesDamage(t *testing.T) {
 	}
 	if err := rl.Read(c.FirstOffset, c.NextOffset, 1<<20, func(uint64, int64, int32, []byte) bool { return true }); err == nil {
 		t.Fatal("read of a damaged remote segment succeeded")
+	}
+}
+
+// TestRemoteLogOverlappingSegments: two leaders whose logs hold the same
+// entries but roll segments at other offsets upload into one remote log.
+// Their segments overlap; the remote log reads every offset exactly as
+// the local log does and its gap-free range spans both.
+func TestRemoteLogOverlappingSegments(t *testing.T) {
+	a, b := fillLogSized(t, 160, 4096), fillLogSized(t, 160, 7000)
+	store, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := NewRemoteLog(store, "b")
+	defer rl.Close()
+	ca, cb := a.ClosedSegments(), b.ClosedSegments()
+	// Leader a uploads its first half, then leader b everything it has.
+	for _, c := range ca[:len(ca)/2] {
+		if _, err := rl.Upload(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlapping := 0
+	for _, c := range cb {
+		up, err := rl.Upload(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up && c.FirstOffset < ca[len(ca)/2-1].NextOffset {
+			overlapping++
+		}
+	}
+	if overlapping == 0 {
+		t.Fatal("no uploaded segment overlaps another: the test does not test overlaps")
+	}
+	end := cb[len(cb)-1].NextOffset
+	if s, e := rl.Range(); s != 0 || e != end {
+		t.Fatalf("range = [%d, %d), want [0, %d)", s, e, end)
+	}
+	want := readLocal(t, a, 0, end)
+	for from := int64(0); from < end; from += 3 {
+		if got := readRemote(t, rl, from, end); !slices.Equal(got, want[from/3:]) {
+			t.Fatalf("remote read from %d differs from the local one", from)
+		}
+	}
+	if rl.HeldFrom(5) != end || rl.HeldFrom(end) != end {
+		t.Fatalf("HeldFrom(5) = %d, HeldFrom(end) = %d; want %d", rl.HeldFrom(5), rl.HeldFrom(end), end)
 	}
 }
