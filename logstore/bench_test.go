@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -139,5 +140,34 @@ func BenchmarkSyncer(b *testing.B) {
 			b.ReportMetric(float64(st.Waits)/b.Elapsed().Seconds(), "syncs/s")
 			b.ReportMetric(float64(st.Waits)/float64(max(st.Rounds, 1)), "waits/flush")
 		})
+	}
+}
+
+// BenchmarkOpenSegmentFile: the check and index rebuild of a tiered
+// segment copy (16 KiB entries), which a remote read pays once per segment
+// it opens.
+func BenchmarkOpenSegmentFile(b *testing.B) {
+	l, err := Open(Options{Dir: b.TempDir(), OffsetFunc: testOffsets, SegmentBytes: 16 << 20,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 1100 { // a little over one 16 MiB segment
+		if err := l.StoreLogs([]*raft.Log{cmd(uint64(i+1), 1, int64(i)*3, 3, int64(i), 16<<10)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := l.ClosedSegments()[0]
+	data, err := io.ReadAll(io.NewSectionReader(c.Data, 0, c.Size))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(c.Size)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := OpenSegmentFile(bytes.NewReader(data), c.Size); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

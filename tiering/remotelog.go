@@ -62,19 +62,27 @@ func parseSegmentName(base string) (Segment, bool) {
 
 // RemoteLog is the remote log of one bucket: the segments under its
 // directory of a Store. It caches the listing (Refresh reads it again) and
-// the last segment file it opened. It is safe for concurrent use; reads of
-// one RemoteLog take turns.
+// the last openFiles segment files it opened (opening one reads it whole to
+// check it). It is safe for concurrent use; reads of one RemoteLog take
+// turns.
 type RemoteLog struct {
 	store Store
 	dir   string
 
 	mu   sync.Mutex
-	segs []Segment // by FirstOffset, then NextOffset
-	open struct {
-		name string
-		obj  Object
-		file *logstore.SegmentFile
-	}
+	segs []Segment  // by FirstOffset, then NextOffset
+	open []openFile // most recently used first
+}
+
+// openFiles is how many segment files a RemoteLog keeps open: readers at a
+// few different places of one bucket's cold data (a backfill next to a
+// consumer catching up) do not reopen and recheck a segment per fetch.
+const openFiles = 4
+
+type openFile struct {
+	name string
+	obj  Object
+	file *logstore.SegmentFile
 }
 
 // NewRemoteLog returns the remote log of store under dir (one per bucket,
@@ -216,10 +224,14 @@ func (l *RemoteLog) Read(offset, endOffset int64, maxBytes int, fn func(index ui
 	return f.Read(offset, endOffset, maxBytes, fn)
 }
 
-// openLocked returns the segment file of s, keeping the last one open.
+// openLocked returns the segment file of s, keeping the last openFiles
+// open.
 func (l *RemoteLog) openLocked(s Segment) (*logstore.SegmentFile, error) {
-	if l.open.name == s.Name {
-		return l.open.file, nil
+	if i := slices.IndexFunc(l.open, func(o openFile) bool { return o.name == s.Name }); i >= 0 {
+		o := l.open[i]
+		copy(l.open[1:i+1], l.open[:i])
+		l.open[0] = o
+		return o.file, nil
 	}
 	obj, err := l.store.Open(s.Name)
 	if err != nil {
@@ -237,16 +249,23 @@ func (l *RemoteLog) openLocked(s Segment) (*logstore.SegmentFile, error) {
 		obj.Close()
 		return nil, fmt.Errorf("tiering: remote segment %s: %w", s.Name, err)
 	}
-	l.closeOpenLocked()
-	l.open.name, l.open.obj, l.open.file = s.Name, obj, f
+	if len(l.open) == openFiles {
+		l.open[openFiles-1].obj.Close()
+		l.open = l.open[:openFiles-1]
+	}
+	l.open = slices.Insert(l.open, 0, openFile{name: s.Name, obj: obj, file: f})
 	return f, nil
 }
 
-func (l *RemoteLog) closeOpenLocked() {
-	if l.open.obj != nil {
-		l.open.obj.Close()
-	}
-	l.open.name, l.open.obj, l.open.file = "", nil, nil
+// closeLocked closes the open file of segment name, if any.
+func (l *RemoteLog) closeLocked(name string) {
+	l.open = slices.DeleteFunc(l.open, func(o openFile) bool {
+		if o.name == name {
+			o.obj.Close()
+			return true
+		}
+		return false
+	})
 }
 
 // OffsetForTimestamp returns the first offset of the remote log whose
@@ -282,9 +301,7 @@ func (l *RemoteLog) DeleteBefore(cutoffMs int64) (int, error) {
 			return n, err
 		}
 		l.mu.Lock()
-		if l.open.name == s.Name {
-			l.closeOpenLocked()
-		}
+		l.closeLocked(s.Name)
 		l.segs = slices.DeleteFunc(l.segs, func(x Segment) bool { return x.Name == s.Name })
 		l.mu.Unlock()
 		n++
@@ -292,9 +309,12 @@ func (l *RemoteLog) DeleteBefore(cutoffMs int64) (int, error) {
 	return n, nil
 }
 
-// Close closes the open segment file.
+// Close closes the open segment files.
 func (l *RemoteLog) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.closeOpenLocked()
+	for _, o := range l.open {
+		o.obj.Close()
+	}
+	l.open = nil
 }

@@ -373,3 +373,63 @@ func TestRemoteLogOverlappingSegments(t *testing.T) {
 		t.Fatalf("HeldFrom(5) = %d, HeldFrom(end) = %d; want %d", rl.HeldFrom(5), rl.HeldFrom(end), end)
 	}
 }
+
+// TestRemoteLogKeepsRecentSegmentsOpen: readers at several places of one
+// bucket keep their segments open (an object deleted behind the remote
+// log's back still reads from its open file) up to openFiles; the least
+// recently used is closed first.
+func TestRemoteLogKeepsRecentSegmentsOpen(t *testing.T) {
+	l := fillLog(t, 160)
+	store, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := NewRemoteLog(store, "b")
+	defer rl.Close()
+	closed := l.ClosedSegments()
+	if len(closed) < openFiles+2 {
+		t.Fatalf("%d closed segments, want at least %d", len(closed), openFiles+2)
+	}
+	for _, c := range closed {
+		if _, err := rl.Upload(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readAt := func(off int64) error {
+		return rl.Read(off, off+1, 1, func(uint64, int64, int32, []byte) bool { return true })
+	}
+	for _, c := range closed[:openFiles+1] {
+		if err := readAt(c.FirstOffset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rl.open) != openFiles {
+		t.Fatalf("%d segment files open, want %d", len(rl.open), openFiles)
+	}
+	segs := rl.Segments()
+	// Segment 1 is open (segment 0, the least recently used, was closed):
+	// it reads after its object is gone; segment 0 does not.
+	for _, i := range []int{0, 1} {
+		if err := store.Delete(segs[i].Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := readAt(closed[1].FirstOffset); err != nil {
+		t.Fatalf("read of an open segment whose object is gone: %v", err)
+	}
+	if err := readAt(closed[0].FirstOffset); !errors.Is(err, logstore.ErrOffsetOutOfRange) {
+		t.Fatalf("read of a closed segment whose object is gone = %v, want ErrOffsetOutOfRange", err)
+	}
+	if rl.open[0].name != segs[1].Name {
+		t.Fatalf("most recently used is %s, want %s", rl.open[0].name, segs[1].Name)
+	}
+	// Expiring a segment closes its file.
+	if n, err := rl.DeleteBefore(closed[1].MaxTs + 1); err != nil || n != 2 {
+		t.Fatalf("DeleteBefore = %d, %v", n, err)
+	}
+	for _, o := range rl.open {
+		if o.name == segs[1].Name {
+			t.Fatal("an expired segment's file stays open")
+		}
+	}
+}
