@@ -59,9 +59,17 @@ type Config struct {
 // TieringConfig moves closed log segments to remote storage (tiering/).
 type TieringConfig struct {
 	// RemoteDir is the remote storage: a directory on local disk, or, for
-	// a cluster, a mount all nodes share (such as NFS). Empty (default):
-	// tiering is off.
+	// a cluster, a mount all nodes share (such as NFS). Empty (default),
+	// and no S3Bucket: tiering is off.
 	RemoteDir string `toml:"remote_dir"`
+	// S3Endpoint, S3Bucket, S3Prefix, S3Region and S3Insecure name
+	// S3-compatible object storage as the remote storage instead of a
+	// directory (tiering.S3Config; credentials from the environment).
+	S3Endpoint string `toml:"s3_endpoint"`
+	S3Bucket   string `toml:"s3_bucket"`
+	S3Prefix   string `toml:"s3_prefix"`
+	S3Region   string `toml:"s3_region"`
+	S3Insecure bool   `toml:"s3_insecure"`
 	// Interval is how often bucket leaders upload closed segments and
 	// replicas drop the local copies of tiered ones. Default 1m.
 	Interval Duration `toml:"interval"`
@@ -299,6 +307,12 @@ func (c *Config) Validate() error {
 	if c.KV.MemtableBytes < 1<<20 || c.KV.BlockCacheBytes < 1<<20 || c.KV.IndexCacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("kv: need memtable_bytes and block_cache_bytes >= 1 MiB and index_cache_bytes >= 0, got %d, %d, %d",
 			c.KV.MemtableBytes, c.KV.BlockCacheBytes, c.KV.IndexCacheBytes))
+	}
+	if c.Tiering.RemoteDir != "" && c.Tiering.S3Bucket != "" {
+		errs = append(errs, errors.New("tiering: set remote_dir or s3_bucket, not both"))
+	}
+	if (c.Tiering.S3Bucket == "") != (c.Tiering.S3Endpoint == "") {
+		errs = append(errs, errors.New("tiering: s3_bucket and s3_endpoint go together"))
 	}
 	if c.Tiering.Interval.Duration <= 0 || c.Tiering.LocalSegments < 0 {
 		errs = append(errs, fmt.Errorf("tiering: need interval > 0 and local_segments >= 0, got %s and %d",

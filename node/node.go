@@ -120,12 +120,8 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	if cfg.Tiering.RemoteDir != "" {
-		store, err := tiering.NewDirStore(cfg.Tiering.RemoteDir)
-		if err != nil {
-			return nil, err
-		}
-		n.remote = store
+	if err := n.openRemoteStore(); err != nil {
+		return nil, err
 	}
 	if err := n.lockDataDir(); err != nil {
 		return nil, err

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,32 @@ import (
 type tierState struct {
 	mu                                 sync.Mutex
 	uploaded, dropped, expired, errors atomic.Int64
+}
+
+// openRemoteStore opens the configured remote storage (none: tiering off).
+// An S3 bucket that does not answer yet is only logged: tiering retries on
+// every pass, and the node serves meanwhile.
+func (n *Node) openRemoteStore() error {
+	t := n.cfg.Tiering
+	switch {
+	case t.RemoteDir != "":
+		store, err := tiering.NewDirStore(t.RemoteDir)
+		if err != nil {
+			return err
+		}
+		n.remote = store
+	case t.S3Bucket != "":
+		store, err := tiering.NewS3Store(tiering.S3Config{Endpoint: t.S3Endpoint, Bucket: t.S3Bucket, Prefix: t.S3Prefix,
+			Region: t.S3Region, Insecure: t.S3Insecure}, filepath.Join(n.cfg.DataDir, "tiering-cache"))
+		if err != nil {
+			return err
+		}
+		if err := store.Check(context.Background()); err != nil {
+			n.logger.Warn("tiering: remote storage does not answer yet", "err", err)
+		}
+		n.remote = store
+	}
+	return nil
 }
 
 // remoteLog returns the remote log of bucket id, or nil while tiering is

@@ -13,6 +13,8 @@ import (
 
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
+	"github.com/fluss-node/fluss-node/tiering"
+	"github.com/fluss-node/fluss-node/tiering/s3test"
 )
 
 // TestTieringMovesClosedSegmentsAndReadsThemBack runs one node with a
@@ -22,10 +24,33 @@ import (
 // timestamp lookups reaching into the remote log. Dropping the table
 // empties its remote log.
 func TestTieringMovesClosedSegmentsAndReadsThemBack(t *testing.T) {
-	dir, remote := t.TempDir(), t.TempDir()
+	t.Run("directory", func(t *testing.T) {
+		remote := t.TempDir()
+		store, err := tiering.NewDirStore(remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testTiering(t, TieringConfig{RemoteDir: remote}, store)
+	})
+	t.Run("s3", func(t *testing.T) {
+		endpoint := s3test.Serve(t, "fluss")
+		tc := TieringConfig{S3Endpoint: endpoint, S3Bucket: "fluss", S3Prefix: "node-test", S3Insecure: true}
+		store, err := tiering.NewS3Store(tiering.S3Config{Endpoint: endpoint, Bucket: "fluss", Prefix: "node-test", Insecure: true}, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		testTiering(t, tc, store)
+	})
+}
+
+// testTiering is TestTieringMovesClosedSegmentsAndReadsThemBack with the
+// remote storage of tc, which store reads independently.
+func testTiering(t *testing.T, tc TieringConfig, store tiering.Store) {
+	dir := t.TempDir()
 	cfg := testConfig(dir)
 	cfg.Storage.SegmentBytes = 1 << 20
-	cfg.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{50 * time.Millisecond}, LocalSegments: 1}
+	tc.Interval, tc.LocalSegments = Duration{50 * time.Millisecond}, 1
+	cfg.Tiering = tc
 	n := startNode(t, cfg)
 	defer func() { n.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -35,7 +60,7 @@ func TestTieringMovesClosedSegmentsAndReadsThemBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := false
-	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table: "db.t",
 		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
 			{Name: "id", Type: "BIGINT", Nullable: &no},
@@ -43,7 +68,8 @@ func TestTieringMovesClosedSegmentsAndReadsThemBack(t *testing.T) {
 		}},
 		BucketCount: 1,
 		Properties:  map[string]string{"table.log.arrow.compression.type": "NONE"},
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// ~6 MiB of rows: six segments or so.
@@ -69,8 +95,11 @@ func TestTieringMovesClosedSegmentsAndReadsThemBack(t *testing.T) {
 		return len(m)
 	}
 	remoteSegments := func() int {
-		m, _ := filepath.Glob(filepath.Join(remote, "t*", "p*", "b0", "*.log"))
-		return len(m)
+		names, err := store.List(tiering.BucketDir(tableID, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
 	}
 	// The closed segments (~6 MiB of 1 MiB segments) are uploaded; locally
 	// the active one and one more stay.

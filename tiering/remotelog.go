@@ -189,7 +189,7 @@ func (l *RemoteLog) Upload(c logstore.ClosedSegment) (bool, error) {
 		Name:        segmentName(l.dir, c.FirstOffset, c.NextOffset, c.MaxTs),
 		FirstOffset: c.FirstOffset, NextOffset: c.NextOffset, MaxTs: c.MaxTs,
 	}
-	if err := l.store.Put(s.Name, io.NewSectionReader(c.Data, 0, c.Size)); err != nil {
+	if err := l.store.Put(s.Name, io.NewSectionReader(c.Data, 0, c.Size), c.Size); err != nil {
 		return false, err
 	}
 	l.mu.Lock()

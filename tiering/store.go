@@ -31,9 +31,9 @@ type Object interface {
 // Store is remote storage of immutable, named objects. Names are
 // slash-separated relative paths ("t7/p0/b3/seg.log").
 type Store interface {
-	// Put stores r's bytes as name, durably and atomically: a reader sees
-	// the whole object or none. An existing object is replaced.
-	Put(name string, r io.Reader) error
+	// Put stores the size bytes of r as name, durably and atomically: a
+	// reader sees the whole object or none. An existing object is replaced.
+	Put(name string, r io.Reader, size int64) error
 	// Open opens name; a missing object is an error wrapping
 	// os.ErrNotExist.
 	Open(name string) (Object, error)
@@ -60,11 +60,19 @@ func NewDirStore(root string) (*DirStore, error) {
 
 var _ Store = (*DirStore)(nil)
 
-// path maps an object name to a file path, refusing names that would leave
-// the root.
-func (d *DirStore) path(name string) (string, error) {
+// checkName refuses object names that are not clean relative paths (they
+// could leave a DirStore's root, or name one S3 object two ways).
+func checkName(name string) error {
 	if name == "" || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") {
-		return "", fmt.Errorf("tiering: bad object name %q", name)
+		return fmt.Errorf("tiering: bad object name %q", name)
+	}
+	return nil
+}
+
+// path maps an object name to a file path.
+func (d *DirStore) path(name string) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
 	}
 	return filepath.Join(d.root, filepath.FromSlash(name)), nil
 }
@@ -72,7 +80,7 @@ func (d *DirStore) path(name string) (string, error) {
 // tmpSuffix marks a Put in progress; List skips such files.
 const tmpSuffix = ".tmp"
 
-func (d *DirStore) Put(name string, r io.Reader) (err error) {
+func (d *DirStore) Put(name string, r io.Reader, _ int64) (err error) {
 	p, err := d.path(name)
 	if err != nil {
 		return err

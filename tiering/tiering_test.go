@@ -24,17 +24,27 @@ func TestDirStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if names, err := s.List("t1/p0/b0"); err != nil || len(names) != 0 {
-		t.Fatalf("List of a missing dir = %v, %v", names, err)
-	}
-	for _, n := range []string{"t1/p0/b0/b.log", "t1/p0/b0/a.log"} {
-		if err := s.Put(n, strings.NewReader("data of "+n)); err != nil {
-			t.Fatalf("Put(%s): %v", n, err)
-		}
-	}
+	testStore(t, s)
 	// A Put in progress (or one a crash left behind) is not listed.
 	if err := os.WriteFile(filepath.Join(root, "t1/p0/b0/c.log.123.tmp"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if names, err := s.List("t1/p0/b0"); err != nil || !slices.Equal(names, []string{"t1/p0/b0/b.log"}) {
+		t.Fatalf("List with a temp file = %v, %v", names, err)
+	}
+}
+
+// testStore checks what every Store promises. It leaves t1/p0/b0/b.log.
+func testStore(t *testing.T, s Store) {
+	t.Helper()
+	if names, err := s.List("t1/p0/b0"); err != nil || len(names) != 0 {
+		t.Fatalf("List of a missing dir = %v, %v", names, err)
+	}
+	for _, n := range []string{"t1/p0/b0/b.log", "t1/p0/b0/a.log", "t1/p0/b1/a.log", "t1/p0/b0x/a.log"} {
+		data := "data of " + n
+		if err := s.Put(n, strings.NewReader(data), int64(len(data))); err != nil {
+			t.Fatalf("Put(%s): %v", n, err)
+		}
 	}
 	names, err := s.List("t1/p0/b0")
 	if err != nil || !slices.Equal(names, []string{"t1/p0/b0/a.log", "t1/p0/b0/b.log"}) {
@@ -49,7 +59,7 @@ func TestDirStore(t *testing.T) {
 	if string(got) != "data of t1/p0/b0/a.log" {
 		t.Fatalf("read back %q", got)
 	}
-	if err := s.Put("t1/p0/b0/a.log", strings.NewReader("replaced")); err != nil {
+	if err := s.Put("t1/p0/b0/a.log", strings.NewReader("replaced"), 8); err != nil {
 		t.Fatal(err)
 	}
 	if o, err = s.Open("t1/p0/b0/a.log"); err != nil || o.Size() != int64(len("replaced")) {
@@ -66,7 +76,7 @@ func TestDirStore(t *testing.T) {
 		t.Fatalf("Open of a deleted object = %v, want ErrNotExist", err)
 	}
 	for _, bad := range []string{"", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b"} {
-		if err := s.Put(bad, strings.NewReader("x")); err == nil {
+		if err := s.Put(bad, strings.NewReader("x"), 1); err == nil {
 			t.Fatalf("Put(%q) succeeded", bad)
 		}
 		if _, err := s.Open(bad); err == nil {
@@ -319,7 +329,7 @@ func TestRemoteLogRefusesDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := rl.Segments()[0].Name
-	if err := store.Put(name, bytes.NewReader(bad)); err != nil {
+	if err := store.Put(name, bytes.NewReader(bad), int64(len(bad))); err != nil {
 		t.Fatal(err)
 	}
 	if err := rl.Read(c.FirstOffset, c.NextOffset, 1<<20, func(uint64, int64, int32, []byte) bool { return true }); err == nil {
