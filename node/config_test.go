@@ -67,6 +67,9 @@ func TestConfigErrors(t *testing.T) {
 		{"gossip key length", "gossip_key = \"c2hvcnQ=\"\n", "gossip_key decodes to 5 bytes"},
 		{"batch over request", "[limits]\nmax_batch_bytes = 100\nmax_request_bytes = 10\n", "max_batch_bytes"},
 		{"tiny kv memtable", "[kv]\nmemtable_bytes = 1000\n", "kv: need memtable_bytes"},
+		{"two remote stores", "[tiering]\nremote_dir = \"/r\"\ns3_endpoint = \"e:9000\"\ns3_bucket = \"b\"\n", "remote_dir or s3_bucket, not both"},
+		{"s3 bucket without endpoint", "[tiering]\ns3_bucket = \"b\"\n", "s3_bucket and s3_endpoint go together"},
+		{"no tiering interval", "[tiering]\ninterval = \"0s\"\n", "tiering: need interval > 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "c.toml")
