@@ -18,17 +18,25 @@ func copySegment(t *testing.T, c ClosedSegment) []byte {
 	return b
 }
 
+// filled opens a log of newEnv (4 KiB segments) holding batches batches
+// of gen's entries, closed when the test ends.
+func filled(t *testing.T, batches int) (*env, *Log) {
+	t.Helper()
+	e := newEnv(t)
+	l := e.open()
+	t.Cleanup(func() { l.Close() })
+	g := &gen{}
+	for range batches {
+		mustStore(t, l, g.batch(10, 120))
+	}
+	return e, l
+}
+
 // TestSegmentCopiesReadAsTheLog copies every closed segment, opens each
 // copy as a SegmentFile and checks that it reads exactly what the log
 // reads over the same offsets, at every starting offset.
 func TestSegmentCopiesReadAsTheLog(t *testing.T) {
-	e := newEnv(t)
-	l := e.open()
-	defer l.Close()
-	g := &gen{}
-	for range 20 {
-		mustStore(t, l, g.batch(10, 120))
-	}
+	_, l := filled(t, 20)
 	closed := l.ClosedSegments()
 	if len(closed) < 3 || len(closed) != len(l.segs)-1 {
 		t.Fatalf("%d closed segments of %d", len(closed), len(l.segs))
@@ -79,13 +87,7 @@ func TestSegmentCopiesReadAsTheLog(t *testing.T) {
 // TestOpenSegmentFileRefusesDamage: a copy cut short or with a byte flipped
 // anywhere is refused whole.
 func TestOpenSegmentFileRefusesDamage(t *testing.T) {
-	e := newEnv(t)
-	l := e.open()
-	defer l.Close()
-	g := &gen{}
-	for range 8 {
-		mustStore(t, l, g.batch(10, 120))
-	}
+	_, l := filled(t, 8)
 	c := l.ClosedSegments()[0]
 	good := copySegment(t, c)
 	if _, err := OpenSegmentFile(bytes.NewReader(good), int64(len(good))); err != nil {
@@ -112,13 +114,7 @@ func TestOpenSegmentFileRefusesDamage(t *testing.T) {
 }
 
 func TestDeleteCovered(t *testing.T) {
-	e := newEnv(t)
-	l := e.open()
-	defer l.Close()
-	g := &gen{}
-	for range 20 {
-		mustStore(t, l, g.batch(10, 120))
-	}
+	e, l := filled(t, 20)
 	closed := l.ClosedSegments()
 	if len(closed) < 5 {
 		t.Fatalf("%d closed segments, want at least 5", len(closed))
