@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
 	"github.com/fluss-node/fluss-node/tiering"
@@ -317,4 +319,66 @@ func TestTieringPrimaryKeyChangelog(t *testing.T) {
 	n = startNode(t, cfg)
 	c = client.New("http://" + n.ClientAddr())
 	check("after a restart")
+}
+
+// TestTieringExpiresRemoteSegments: table.log.ttl expires tiered segments
+// in remote storage as it does local ones, and the log then starts after
+// them.
+func TestTieringExpiresRemoteSegments(t *testing.T) {
+	remote := t.TempDir()
+	store, err := tiering.NewDirStore(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t.TempDir())
+	cfg.Storage.SegmentBytes = 1 << 20
+	cfg.Storage.RetentionCheckInterval = Duration{100 * time.Millisecond}
+	cfg.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{50 * time.Millisecond}, LocalSegments: 1}
+	n := startNode(t, cfg)
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := client.New("http://" + n.ClientAddr())
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "s", Type: "STRING"}}},
+		BucketCount: 1,
+		Properties:  map[string]string{"table.log.arrow.compression.type": "NONE", "table.log.ttl": "5s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBig(t, ctx, c, rand.New(rand.NewPCG(9, 10)), 0, 30)
+	remoteSegments := func() int {
+		names, err := store.List(tiering.BucketDir(tableID, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
+	}
+	waitFor(t, 20*time.Second, func() bool { return remoteSegments() >= 5 })
+	uploaded := remoteSegments()
+	// Five seconds after the writes every closed segment, remote or local,
+	// has expired; the active one stays.
+	waitFor(t, 30*time.Second, func() bool { return remoteSegments() == 0 })
+	offs, err := c.ListOffsets(ctx, "db.t", flussv1.ListOffsetsRequest_EARLIEST, 0)
+	if err != nil || len(offs) != 1 || offs[0].Offset == 0 {
+		t.Fatalf("EARLIEST after expiry = %v, %v; want past 0", offs, err)
+	}
+	if _, err := c.Fetch(ctx, &flussv1.FetchRequest{Table: "db.t", Bucket: 0, Offset: 0}); codeOf(err) != connect.CodeOutOfRange {
+		t.Fatalf("fetch at an expired offset: %v, want out_of_range", err)
+	}
+	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := metricValue(t, body, "fluss_tiering_remote_segments_expired_total"); int(got) < uploaded {
+		t.Fatalf("%v remote segments expired, want >= %d", got, uploaded)
+	}
 }
