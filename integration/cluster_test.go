@@ -55,6 +55,7 @@ var handedOut sync.Map
 type clusterNode struct {
 	dir, client, peer, gossip string
 	join                      []string
+	config                    string // a config file's path, or ""
 	p                         *proc
 }
 
@@ -63,6 +64,9 @@ func (n *clusterNode) start(t *testing.T) {
 	args := []string{"--client-addr", n.client, "--peer-addr", n.peer, "--gossip-addr", n.gossip}
 	for _, j := range n.join {
 		args = append(args, "--join", j)
+	}
+	if n.config != "" {
+		args = append(args, "--config", n.config)
 	}
 	n.p = startNode(t, n.dir, args...)
 }
