@@ -38,7 +38,7 @@ func (n *Node) registerMetrics() {
 			})
 			return float64(c)
 		}),
-		counterFunc("fluss_tiering_segments_uploaded_total", "Closed log segments this node uploaded to remote storage as a bucket leader.",
+		counterFunc("fluss_tiering_segments_uploaded_total", "Closed log segments this node uploaded to remote storage.",
 			n.tiered.uploaded.Load),
 		counterFunc("fluss_tiering_local_segments_dropped_total", "Local log segments deleted because remote storage holds them.",
 			n.tiered.dropped.Load),

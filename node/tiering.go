@@ -64,9 +64,9 @@ func (n *Node) remoteLog(id raftmeta.BucketID) *tiering.RemoteLog {
 }
 
 // tieringLoop moves cold data to the remote log on every open replica
-// (replica.Tier): bucket leaders upload closed segments and expire remote
-// ones past table.log.ttl; every replica drops the local segments the
-// remote log holds.
+// (replica.Tier): every replica uploads the closed segments the remote log
+// lacks and drops the local ones it holds; bucket leaders expire remote
+// segments past table.log.ttl.
 func (n *Node) tieringLoop() {
 	t := time.NewTicker(n.cfg.Tiering.Interval.Duration)
 	defer t.Stop()
@@ -100,8 +100,7 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 			keep = v
 		}
 	}
-	leader := r.IsLeader()
-	st, err := r.Tier(leader, keep)
+	st, err := r.Tier(keep)
 	if errors.Is(err, replica.ErrClosed) {
 		return // closed since the loop listed it (moved away, or its table dropped)
 	}
@@ -110,7 +109,7 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 		n.logger.Warn("tiering", "bucket", id, "err", err)
 	}
 	expired := 0
-	if leader {
+	if r.IsLeader() {
 		if expired, err = rl.DeleteBefore(time.Now().Add(-n.tableTTL(id.TableID)).UnixMilli()); err != nil {
 			n.tiered.errors.Add(1)
 			n.logger.Warn("tiering: remote retention", "bucket", id, "err", err)

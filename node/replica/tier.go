@@ -21,13 +21,16 @@ type TierStats struct {
 }
 
 // Tier moves the bucket's cold data to its remote log (SetRemoteLog).
-// With upload (the leader's part), it first copies every closed segment
-// whose entries are all applied — committed, so no leader will ever
-// truncate them — and whose records the remote log does not hold yet.
-// Then, on any replica, it deletes the local segments the remote log
-// holds, keeping the newest keep closed segments, never beyond the last
-// raft snapshot (see trimHead).
-func (r *Replica) Tier(upload bool, keep int) (TierStats, error) {
+// First it copies every closed segment whose entries are all applied —
+// committed, so no leader will ever truncate them — and whose records the
+// remote log does not hold yet. Every replica does this, not only the
+// leader: a replica that caught up from a raft snapshot lacks the entries
+// before it, and if it leads later, the remote log must already hold them
+// (uploaded by the replicas that have them); a segment the remote log
+// holds is never uploaded again. Then it deletes the local segments the
+// remote log holds, keeping the newest keep closed segments, never beyond
+// the last raft snapshot (see trimHead).
+func (r *Replica) Tier(keep int) (TierStats, error) {
 	var st TierStats
 	rl := r.remote.Load()
 	if rl == nil {
@@ -36,19 +39,17 @@ func (r *Replica) Tier(upload bool, keep int) (TierStats, error) {
 	if r.isClosed() {
 		return st, ErrClosed
 	}
-	if upload {
-		applied := r.raft.AppliedIndex()
-		for _, c := range r.log.ClosedSegments() {
-			if c.Last > applied {
-				break
-			}
-			up, err := rl.Upload(c)
-			if err != nil {
-				return st, fmt.Errorf("bucket %v tiering: %w", r.cfg.ID, err)
-			}
-			if up {
-				st.Uploaded++
-			}
+	applied := r.raft.AppliedIndex()
+	for _, c := range r.log.ClosedSegments() {
+		if c.Last > applied {
+			break
+		}
+		up, err := rl.Upload(c)
+		if err != nil {
+			return st, fmt.Errorf("bucket %v tiering: %w", r.cfg.ID, err)
+		}
+		if up {
+			st.Uploaded++
 		}
 	}
 	// The local segments that may go: those below the end of the remote
