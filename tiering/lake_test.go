@@ -1,0 +1,142 @@
+package tiering
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+)
+
+// TestLakeFileRoundTrip encodes sample batches of every column type as a
+// lake file and reads it back with the Parquet reader an engine would use:
+// the table's columns hold the same values, __offset runs from the first
+// batch's base offset, __timestamp is each row's batch commit time.
+func TestLakeFileRoundTrip(t *testing.T) {
+	cols := record.SampleSchema().ArrowSchema()
+	var batches []LakeBatch
+	base := int64(40)
+	for i, n := range []int{3, 1, 5} {
+		rec := record.SampleRecord(n, int64(i))
+		defer rec.Release()
+		batches = append(batches, LakeBatch{Rec: rec, BaseOffset: base, CommitTs: 1764583200000 + int64(i)})
+		base += int64(n)
+	}
+	data, err := EncodeLakeFile(cols, batches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	// The reader adds Parquet field ids as metadata; names, types and
+	// nullability are what must match.
+	got, want := tbl.Schema(), LakeSchema(cols)
+	if got.NumFields() != want.NumFields() {
+		t.Fatalf("lake file schema\n%s\nwant\n%s", got, want)
+	}
+	for i, f := range want.Fields() {
+		if g := got.Field(i); g.Name != f.Name || !arrow.TypeEqual(g.Type, f.Type) || g.Nullable != f.Nullable {
+			t.Fatalf("lake file field %d is %s, want %s", i, g, f)
+		}
+	}
+	if tbl.NumRows() != 9 {
+		t.Fatalf("%d rows, want 9", tbl.NumRows())
+	}
+	tr := array.NewTableReader(tbl, 100)
+	defer tr.Release()
+	if !tr.Next() {
+		t.Fatal("no record")
+	}
+	rec := tr.Record()
+	row := 0
+	for _, b := range batches {
+		for k := range int(b.Rec.NumRows()) {
+			for c := range cols.NumFields() {
+				if !array.SliceEqual(rec.Column(c), int64(row), int64(row+1), b.Rec.Column(c), int64(k), int64(k+1)) {
+					t.Fatalf("row %d column %s: %v, want %v", row, cols.Field(c).Name, rec.Column(c), b.Rec.Column(c))
+				}
+			}
+			off := rec.Column(cols.NumFields()).(*array.Int64).Value(row)
+			ts := rec.Column(cols.NumFields() + 1).(*array.Timestamp).Value(row)
+			if off != b.BaseOffset+int64(k) || ts != arrow.Timestamp(b.CommitTs) {
+				t.Fatalf("row %d: __offset %d, __timestamp %d; want %d, %d", row, off, ts, b.BaseOffset+int64(k), b.CommitTs)
+			}
+			row++
+		}
+	}
+	// A batch of another schema is refused.
+	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	if _, err := EncodeLakeFile(other, batches[:1]); err == nil {
+		t.Fatal("a batch of another schema was encoded")
+	}
+}
+
+func TestLakeNamesAndEnd(t *testing.T) {
+	store, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := LakeBucketDir("db", "t", 7, "", 2)
+	for _, r := range [][2]int64{{0, 10}, {10, 25}, {40, 50}, {20, 30}} {
+		if _, err := PutLakeFile(store, dir, r[0], r[1], []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Put(dir+"/notes.txt", bytes.NewReader([]byte("x")), 1); err != nil {
+		t.Fatal(err)
+	}
+	files, err := ListLake(store, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranges [][2]int64
+	for _, f := range files {
+		ranges = append(ranges, [2]int64{f.FirstOffset, f.NextOffset})
+	}
+	if !slices.Equal(ranges, [][2]int64{{0, 10}, {10, 25}, {20, 30}, {40, 50}}) {
+		t.Fatalf("listed %v", ranges)
+	}
+	if end := LakeEnd(files); end != 30 {
+		t.Fatalf("LakeEnd = %d, want 30 (the gap before 40 ends the run)", end)
+	}
+	if d := LakeBucketDir("db", "t", 7, "2026-12-04", 0); d != "db/t/7/2026-12-04/bucket=0" {
+		t.Fatal(d)
+	}
+	for _, bad := range []string{"1-2.parquet", "00000000000000000005-00000000000000000005.parquet", "x.parquet"} {
+		if f, ok := parseLakeFileName(bad); ok {
+			t.Fatalf("%q parsed as %+v", bad, f)
+		}
+	}
+}
+
+func FuzzParseLakeFileName(f *testing.F) {
+	f.Add(baseName(lakeFileName("d", 3, 7)))
+	f.Add("00000000000000000001-00000000000000000005.parquet")
+	f.Fuzz(func(t *testing.T, name string) {
+		lf, ok := parseLakeFileName(name)
+		if !ok {
+			return
+		}
+		if lf.NextOffset <= lf.FirstOffset || lf.FirstOffset < 0 || baseName(lakeFileName("d", lf.FirstOffset, lf.NextOffset)) != name {
+			t.Fatalf("%q parsed as %+v", name, lf)
+		}
+	})
+}
