@@ -104,6 +104,10 @@ func (n *Node) ListDatabases(ctx context.Context) ([]string, error) {
 // this node's replicas of it are open with a leader, so that a client's
 // first write does not meet an election.
 func (n *Node) CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreIfExists bool) (int64, error) {
+	if v := spec.Properties["table.datalake.enabled"]; strings.EqualFold(v, "true") && n.lake == nil {
+		return 0, fmt.Errorf("%w: table %s.%s sets table.datalake.enabled = %s, but node %d has no lake directory ([tiering] lake_dir)",
+			rpc.ErrNotConfigured, spec.Database, spec.Name, v, n.id)
+	}
 	n.awaitMetaLeader(ctx)
 	id, err := n.metaCall(ctx, &metaOp{Op: opCreateTable, Spec: &spec, IgnoreIfExists: ignoreIfExists})
 	if err != nil {

@@ -73,6 +73,11 @@ type TieringConfig struct {
 	// Interval is how often bucket leaders upload closed segments and
 	// replicas drop the local copies of tiered ones. Default 1m.
 	Interval Duration `toml:"interval"`
+	// LakeDir is where log tables with table.datalake.enabled = true are
+	// written as Parquet files (tiering/lake.go): a directory on local
+	// disk, or a mount all nodes share. Empty (default): such tables
+	// cannot be created.
+	LakeDir string `toml:"lake_dir"`
 	// LocalSegments is how many closed, tiered segments a replica keeps on
 	// local disk (the table property table.log.tiered.local-segments
 	// overrides it). Default 2.

@@ -44,7 +44,9 @@ func (n *Node) registerMetrics() {
 			n.tiered.dropped.Load),
 		counterFunc("fluss_tiering_remote_segments_expired_total", "Remote log segments deleted by table.log.ttl.",
 			n.tiered.expired.Load),
-		counterFunc("fluss_tiering_errors_total", "Tiering passes of a bucket that failed (listing, upload, deletion); the next pass retries.",
+		counterFunc("fluss_lake_files_written_total", "Parquet files this node wrote to the lake as a bucket leader.",
+			n.tiered.lakeFiles.Load),
+		counterFunc("fluss_tiering_errors_total", "Tiering and lake passes of a bucket that failed (listing, upload, deletion); the next pass retries.",
 			n.tiered.errors.Load),
 	)
 }

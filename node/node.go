@@ -47,6 +47,7 @@ type Node struct {
 	meta     *raftmeta.Meta
 	syncer   *logstore.Syncer
 	remote   tiering.Store          // nil while tiering is off
+	lake     tiering.Store          // nil without [tiering] lake_dir
 	tiered   tierState              // the tiering loop (tiering.go)
 	pump     *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
 	live     *liveness              // which peer nodes answer (for the pump)
@@ -343,6 +344,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goFunc(n.retentionLoop)
 	if n.remote != nil {
 		n.goFunc(n.tieringLoop)
+	}
+	if n.lake != nil {
+		n.goFunc(n.lakeLoop)
 	}
 	n.goFunc(n.promoteLoop)
 	n.goFunc(n.balanceLoop)

@@ -19,11 +19,12 @@ import (
 // dropped cannot leave an object behind the deletion. The counters are
 // for /metrics.
 type tierState struct {
-	mu                                 sync.Mutex
-	uploaded, dropped, expired, errors atomic.Int64
+	mu                                            sync.Mutex
+	uploaded, dropped, expired, lakeFiles, errors atomic.Int64
 }
 
-// openRemoteStore opens the configured remote storage (none: tiering off).
+// openRemoteStore opens the configured remote storage (none: tiering off)
+// and lake directory (none: no lake tiering).
 // An S3 bucket that does not answer yet is only logged: tiering retries on
 // every pass, and the node serves meanwhile.
 func (n *Node) openRemoteStore() error {
@@ -45,6 +46,13 @@ func (n *Node) openRemoteStore() error {
 			n.logger.Warn("tiering: remote storage does not answer yet", "err", err)
 		}
 		n.remote = store
+	}
+	if t.LakeDir != "" {
+		store, err := tiering.NewDirStore(t.LakeDir)
+		if err != nil {
+			return err
+		}
+		n.lake = store
 	}
 	return nil
 }

@@ -172,11 +172,11 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 }
 
 // notBuiltYet refuses the table features this server cannot serve yet,
-// before a table is created that could not be used: lake tiering
-// (table.datalake.enabled = true).
+// before a table is created that could not be used: lake tiering of
+// primary-key tables (table.datalake.enabled = true; log tables have it).
 func notBuiltYet(table string, spec raftmeta.TableSpec) error {
-	if v := spec.Properties["table.datalake.enabled"]; strings.EqualFold(v, "true") {
-		return fmt.Errorf("%w: lake tiering (table %q sets table.datalake.enabled = %s); leave it unset or false", ErrUnimplemented, table, v)
+	if v := spec.Properties["table.datalake.enabled"]; strings.EqualFold(v, "true") && len(spec.PrimaryKey) > 0 {
+		return fmt.Errorf("%w: lake tiering of primary-key tables (table %q sets table.datalake.enabled = %s); leave it unset or false, or use a log table", ErrUnimplemented, table, v)
 	}
 	return nil
 }

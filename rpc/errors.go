@@ -18,6 +18,9 @@ var (
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrUnimplemented wraps a feature this server does not offer yet.
 	ErrUnimplemented = errors.New("not implemented yet")
+	// ErrNotConfigured wraps a request for a feature this server offers
+	// but is not configured for (lake tiering without a lake directory).
+	ErrNotConfigured = errors.New("not configured on this server")
 	// ErrCatalogBehind wraps a read of data written with a schema version
 	// this node's catalog has not applied yet (it follows the metadata
 	// group by milliseconds): worth a retry.
@@ -41,7 +44,7 @@ var codeRules = []codeRule{
 	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed, raftmeta.ErrNoActiveNodes, ErrCatalogBehind}},
 	{connect.CodeNotFound, []error{raftmeta.ErrDatabaseNotFound, raftmeta.ErrTableNotFound, raftmeta.ErrPartitionNotFound, ErrBucketNotFound}},
 	{connect.CodeAlreadyExists, []error{raftmeta.ErrDatabaseExists, raftmeta.ErrTableExists, raftmeta.ErrPartitionExists}},
-	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind, ErrSequence, raftmeta.ErrFeatureLevel}},
+	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind, ErrSequence, raftmeta.ErrFeatureLevel, ErrNotConfigured}},
 	{connect.CodeUnimplemented, []error{ErrUnimplemented}},
 	{connect.CodeInvalidArgument, append([]error{
 		raftmeta.ErrInvalid, ErrInvalidRequest, ErrBadJSON,

@@ -1,0 +1,174 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/node/replica"
+	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/tiering"
+)
+
+// defaultLakeFreshness is table.datalake.freshness when a table does not
+// set it (Fluss's default).
+const defaultLakeFreshness = 3 * time.Minute
+
+// lakeFileBytes bounds the stored batches one lake file is made of.
+const lakeFileBytes = 32 << 20
+
+// lakeEnabled reports whether t tiers to the lake.
+func lakeEnabled(t *raftmeta.Table) bool {
+	return strings.EqualFold(t.Properties["table.datalake.enabled"], "true")
+}
+
+// lakeLoop writes the committed rows of log tables with
+// table.datalake.enabled to the lake, for the buckets this node leads,
+// every table.datalake.freshness.
+func (n *Node) lakeLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := map[raftmeta.BucketID]time.Time{}
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-t.C:
+		}
+		for id, r := range n.openReplicas() {
+			tbl, err := n.meta.TableByID(id.TableID)
+			if err != nil || !lakeEnabled(tbl) || tbl.HasPrimaryKey() || !r.IsLeader() {
+				continue
+			}
+			fresh := defaultLakeFreshness
+			if d, err := raftmeta.ParseDuration(tbl.Properties["table.datalake.freshness"]); err == nil {
+				fresh = d
+			}
+			if time.Since(last[id]) < fresh {
+				continue
+			}
+			last[id] = time.Now()
+			files, rows, err := n.tierToLake(id, tbl, r)
+			if err != nil {
+				n.tiered.errors.Add(1)
+				n.logger.Warn("lake tiering", "table", tbl.FullName(), "bucket", id, "err", err)
+			}
+			if files > 0 {
+				n.tiered.lakeFiles.Add(int64(files))
+				n.logger.Info("tiered to the lake", "table", tbl.FullName(), "partition", id.PartitionID, "bucket", id.Bucket,
+					"files", files, "rows", rows)
+			}
+		}
+	}
+}
+
+// lakeDir is the lake directory of bucket id of table t.
+func (n *Node) lakeDir(id raftmeta.BucketID, t *raftmeta.Table) (string, error) {
+	partition := ""
+	if id.PartitionID != raftmeta.NoPartition {
+		parts, err := n.meta.Partitions(id.TableID)
+		if err != nil {
+			return "", err
+		}
+		i := slices.IndexFunc(parts, func(p *raftmeta.Partition) bool { return p.ID == id.PartitionID })
+		if i < 0 {
+			return "", fmt.Errorf("partition %d of table %s is gone", id.PartitionID, t.FullName())
+		}
+		partition = parts[i].Name
+	}
+	return tiering.LakeBucketDir(t.Database, t.Name, t.ID, partition, id.Bucket), nil
+}
+
+// tierToLake writes the bucket's committed rows after its lake end (or
+// after its log start, if the log no longer reaches back to the lake end)
+// as lake files: one per schema version met and per lakeFileBytes of
+// stored batches. It returns the files and rows written.
+func (n *Node) tierToLake(id raftmeta.BucketID, t *raftmeta.Table, r *replica.Replica) (files, rows int, err error) {
+	dir, err := n.lakeDir(id, t)
+	if err != nil {
+		return 0, 0, err
+	}
+	have, err := tiering.ListLake(n.lake, dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	from := max(tiering.LakeEnd(have), r.LogStartOffset())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for from < r.HighWatermark() {
+		stored, _, _, err := r.FetchLocal(ctx, from, lakeFileBytes, 0)
+		if err != nil {
+			return files, rows, err
+		}
+		if len(stored) == 0 {
+			break
+		}
+		var pending []tiering.LakeBatch
+		var cols *arrow.Schema
+		first, next := from, from
+		flush := func() error {
+			defer func() {
+				for _, b := range pending {
+					b.Rec.Release()
+				}
+				pending = pending[:0]
+			}()
+			if len(pending) == 0 {
+				return nil
+			}
+			data, err := tiering.EncodeLakeFile(cols, pending)
+			if err != nil {
+				return err
+			}
+			if _, err := tiering.PutLakeFile(n.lake, dir, first, next, data); err != nil {
+				return err
+			}
+			files++
+			rows += int(next - first)
+			first = next
+			return nil
+		}
+		var schemaID int32 = -1
+		for _, b := range stored {
+			bt, _, err := record.ParseBatch(b)
+			if err != nil {
+				_ = flush() // the rows before it are good; the next pass retries from there
+				return files, rows, err
+			}
+			if bt.SchemaID != schemaID {
+				if err := flush(); err != nil {
+					return files, rows, err
+				}
+				s := t.SchemaByID(bt.SchemaID)
+				if s == nil {
+					return files, rows, fmt.Errorf("batch at offset %d has schema version %d, which table %s lacks", bt.BaseOffset, bt.SchemaID, t.FullName())
+				}
+				schemaID, cols = bt.SchemaID, s.ArrowSchema()
+			}
+			rec, err := record.DecodeBody(cols, bt.Body, nil)
+			if err != nil {
+				_ = flush()
+				return files, rows, err
+			}
+			base := bt.BaseOffset
+			if base < next { // the fetch's first batch may start before from
+				cut := next - base
+				sliced := rec.NewSlice(cut, rec.NumRows())
+				rec.Release()
+				rec, base = sliced, next
+			}
+			pending = append(pending, tiering.LakeBatch{Rec: rec, BaseOffset: base, CommitTs: bt.CommitTimestamp})
+			next = base + rec.NumRows()
+		}
+		if err := flush(); err != nil {
+			return files, rows, err
+		}
+		from = next
+	}
+	return files, rows, nil
+}
