@@ -6,7 +6,7 @@ require (
 	connectrpc.com/connect v1.21.1 // Connect JSON, Connect proto and gRPC on one handler (client API)
 	github.com/BurntSushi/toml v1.6.0 // config.toml parsing (strict: unknown keys are errors)
 	github.com/anishathalye/porcupine v1.3.1 // linearizability checker of the PK tests (integration)
-	github.com/apache/arrow-go/v18 v18.8.0 // Arrow columnar batches: IPC encode/decode, buffer compression
+	github.com/apache/arrow-go/v18 v18.8.0 // Arrow columnar batches: IPC encode/decode, buffer compression; Parquet lake files (pqarrow)
 	github.com/cespare/xxhash/v2 v2.3.0 // bucket hash of key columns (logstore/record/FORMAT.md)
 	github.com/dgraph-io/badger/v4 v4.9.6 // primary-key state (kvstore), one DB per node
 	github.com/google/flatbuffers v25.12.19+incompatible // Arrow IPC Message flatbuffers for buffer-level projection
