@@ -19,8 +19,10 @@ import (
 // set it (Fluss's default).
 const defaultLakeFreshness = 3 * time.Minute
 
-// lakeFileBytes bounds the stored batches one lake file is made of.
-const lakeFileBytes = 32 << 20
+// lakeFileBytes bounds the stored batches one lake file is made of. The
+// file's rows are held decoded while it is written (several times the
+// stored bytes, which are compressed), so it stays moderate.
+const lakeFileBytes = 8 << 20
 
 // lakeEnabled reports whether t tiers to the lake.
 func lakeEnabled(t *raftmeta.Table) bool {
