@@ -91,6 +91,9 @@ func NewRemoteLog(store Store, dir string) *RemoteLog {
 	return &RemoteLog{store: store, dir: dir}
 }
 
+// Dir is the remote log's directory in its store.
+func (l *RemoteLog) Dir() string { return l.dir }
+
 // BucketDir is the directory of a bucket's remote log.
 func BucketDir(tableID, partitionID int64, bucket int32) string {
 	return fmt.Sprintf("t%d/p%d/b%d", tableID, partitionID, bucket)

@@ -392,6 +392,14 @@ func (r *Replica) FetchLocal(ctx context.Context, offset int64, maxBytes int, ma
 		var ch <-chan struct{}
 		hw, ch = r.fsm.wait()
 		logStart = r.LogStartOffset()
+		if rl := r.remote.Load(); rl != nil && offset < logStart {
+			// The remote log's listing is refreshed once per tiering pass:
+			// other replicas may have uploaded what this one lacks since.
+			if err := rl.Refresh(); err != nil {
+				return nil, hw, logStart, fmt.Errorf("bucket %v: list the remote log: %w", r.cfg.ID, err)
+			}
+			logStart = r.LogStartOffset()
+		}
 		if offset < logStart || (offset > hw && offset > r.log.NextOffset()) {
 			return nil, hw, logStart, fmt.Errorf("%w: bucket %v: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, r.cfg.ID, offset, logStart, hw)
 		}
