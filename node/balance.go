@@ -132,7 +132,7 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 			continue
 		}
 		pref, addr := preferredLeader(a, state, alive, f.Configuration().Servers, state[n.id] == raftmeta.NodeDraining)
-		if pref == 0 || pref == n.id {
+		if pref == 0 || pref == n.id || !n.live.Answering(addr) {
 			continue
 		}
 		last[a.BucketID] = time.Now()

@@ -308,10 +308,10 @@ func (n *Node) reconcileGroup(r *replica.Replica, a raftmeta.Assignment, alive m
 		// first live one (the preferred leader first); it removes this
 		// replica.
 		for _, id := range a.Replicas {
-			if !alive[id] {
+			to := in[id]
+			if !alive[id] || !n.live.Answering(to.Address) {
 				continue
 			}
-			to := in[id]
 			if err := r.Raft().LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
 				log.Warn("hand the bucket group over to an assigned replica", "node", int32(id), "err", err)
 				return

@@ -60,15 +60,7 @@ func newLiveness(ping func(addr string) (time.Duration, error), timeout time.Dur
 // Alive implements replica.Liveness.
 func (l *liveness) Alive(addr raft.ServerAddress) bool {
 	now := time.Now()
-	l.mu.Lock()
-	p := l.peers[addr]
-	if p == nil {
-		p = &peerLiveness{since: now}
-		l.peers[addr] = p
-	}
-	p.asked = now
-	since := p.since
-	l.mu.Unlock()
+	p, since := l.ask(addr, now)
 	last := time.Unix(0, p.answered.Load())
 	if since.After(last) {
 		last = since
@@ -78,6 +70,35 @@ func (l *liveness) Alive(addr raft.ServerAddress) bool {
 		return silent < l.timeout
 	}
 	return silent < unansweredFactor*l.timeout
+}
+
+// Answering reports whether the node at addr answered a ping within the
+// last timeout, its latest ping included: positive evidence, unlike Alive,
+// which gives a peer the benefit of the doubt. A leadership transfer asks
+// it of its target, because a transfer to a node that is gone stalls the
+// group's writes until raft gives the transfer up (its election timeout,
+// BackstopScale times the configured one), and gossip declares a killed
+// node failed only seconds after the group has elected a new leader.
+// A peer not asked about before is pinged from now on and is not
+// answering yet.
+func (l *liveness) Answering(addr raft.ServerAddress) bool {
+	now := time.Now()
+	p, _ := l.ask(addr, now)
+	return !p.failed.Load() && now.Sub(time.Unix(0, p.answered.Load())) < l.timeout
+}
+
+// ask records that addr was asked about now (it is pinged from then on)
+// and returns its entry and when it was first asked about.
+func (l *liveness) ask(addr raft.ServerAddress, now time.Time) (*peerLiveness, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.peers[addr]
+	if p == nil {
+		p = &peerLiveness{since: now}
+		l.peers[addr] = p
+	}
+	p.asked = now
+	return p, p.since
 }
 
 // unansweredFactor is how many timeouts a peer whose pings neither answer

@@ -116,3 +116,36 @@ func TestLivenessOverPeerMux(t *testing.T) {
 	remote.Close()
 	waitFor(t, 10*time.Second, func() bool { return !l.Alive(addr) }) // closed peer
 }
+
+// TestLivenessAnsweringNeedsAnAnswer: Answering, unlike Alive, gives no
+// benefit of the doubt — a peer first asked about is not answering until a
+// ping comes back — and a peer whose latest ping failed is not answering,
+// however recent its last answer (the timeout is long enough here that the
+// answer cannot age out within the test's wait).
+func TestLivenessAnsweringNeedsAnAnswer(t *testing.T) {
+	const timeout = 8 * time.Second // pings every 2 s
+	var mu sync.Mutex
+	down := false
+	ping := func(addr string) (time.Duration, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return 0, errors.New("connection refused")
+		}
+		return time.Millisecond, nil
+	}
+	l := newLiveness(ping, timeout)
+	defer l.close()
+	addr := raft.ServerAddress("p:1")
+	if l.Answering(addr) {
+		t.Fatal("a peer never pinged is answering")
+	}
+	if !l.Alive(addr) {
+		t.Fatal("Alive gives no benefit of the doubt")
+	}
+	waitFor(t, 5*time.Second, func() bool { return l.Answering(addr) })
+	mu.Lock()
+	down = true
+	mu.Unlock()
+	waitFor(t, 5*time.Second, func() bool { return !l.Answering(addr) })
+}
