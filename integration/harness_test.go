@@ -116,7 +116,12 @@ func startNodeErr(t *testing.T, dataDir string, extra ...string) (*proc, error) 
 		p.kill()
 		return nil, fmt.Errorf("fluss-node did not report serving within 30s:\n%s", p.logText())
 	}
-	t.Cleanup(p.kill)
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("log of the node in %s (last 32 KiB):\n%s", dataDir, p.logTail(32<<10))
+		}
+	})
 	return p, nil
 }
 
@@ -222,6 +227,15 @@ func (p *proc) logText() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.logs.String()
+}
+
+// logTail is the last n bytes of the node's stderr so far.
+func (p *proc) logTail(n int) string {
+	s := p.logText()
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
 }
 
 // startNodeWithConfig writes config (TOML) to a file and starts a node with
