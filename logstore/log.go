@@ -870,14 +870,10 @@ func (l *Log) offsetAtLocked(idx uint64) (int64, error) {
 // Deleting everything keeps NextOffset; the next StoreLogs may start at any
 // raft index and data offset.
 func (l *Log) DeleteRange(minIdx, maxIdx uint64) error {
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	l.deferred.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
+	return l.mutate(func() error { return l.deleteRangeLocked(minIdx, maxIdx) })
+}
+
+func (l *Log) deleteRangeLocked(minIdx, maxIdx uint64) error {
 	if l.lastIndex == 0 || minIdx > maxIdx || maxIdx < l.firstIndex || minIdx > l.lastIndex {
 		return nil
 	}
@@ -896,6 +892,37 @@ func (l *Log) DeleteRange(minIdx, maxIdx uint64) error {
 		return fmt.Errorf("logstore: DeleteRange(%d, %d) inside [%d, %d]: only a prefix or a suffix can be deleted",
 			minIdx, maxIdx, l.firstIndex, l.lastIndex)
 	}
+}
+
+// Reset deletes every entry and sets the data offset the next stored
+// entry starts at when it holds no records (one with records sets its
+// own): a replica that takes over another replica's log from a raft
+// snapshot (node/replica snapshot.go) starts from that log's first data
+// offset. As after deleting everything, the next StoreLogs may start at
+// any raft index.
+func (l *Log) Reset(nextOffset int64) error {
+	return l.mutate(func() error {
+		clear(l.recent)
+		clear(l.bodies[:])
+		l.dur.truncate(0)
+		l.nextOffset = nextOffset
+		return l.deleteAllLocked()
+	})
+}
+
+// mutate runs fn as a mutator that is not an append: with the append
+// mutex and the state lock held, after deferred syncs finished; ErrClosed
+// on a closed log.
+func (l *Log) mutate(fn func() error) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.deferred.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return fn()
 }
 
 func (l *Log) deleteAllLocked() error {

@@ -826,3 +826,35 @@ func TestGetLogServesNewestSmallEntriesFromMemory(t *testing.T) {
 		checkEntries(t, l, all)
 	})
 }
+
+// TestReset: Reset empties the log and sets the data offset a first entry
+// without records starts at; the log then takes any raft index, and the
+// new state survives a reopen.
+func TestReset(t *testing.T) {
+	e := newEnv(t)
+	l := e.open()
+	g := &gen{}
+	for range 5 {
+		mustStore(t, l, g.batch(10, 100))
+	}
+	if err := l.Reset(500); err != nil {
+		t.Fatal(err)
+	}
+	checkRange(t, l, 0, 0)
+	if l.StartOffset() != 500 || l.NextOffset() != 500 || l.Size() != 0 {
+		t.Fatalf("after Reset: start %d next %d size %d, want 500 500 0", l.StartOffset(), l.NextOffset(), l.Size())
+	}
+	nb := []*raft.Log{noop(900, 7), cmd(901, 7, 500, 3, 6000, 20), cmd(902, 7, 503, 2, 6001, 20)}
+	mustStore(t, l, nb)
+	if err := l.StoreLogs([]*raft.Log{cmd(903, 7, 600, 1, 6002, 20)}); !errors.Is(err, ErrNonContiguous) {
+		t.Fatalf("an offset gap after Reset = %v, want ErrNonContiguous", err)
+	}
+	l.Close()
+	l = e.open()
+	defer l.Close()
+	checkRange(t, l, 900, 902)
+	checkEntries(t, l, nb)
+	if l.StartOffset() != 500 || l.NextOffset() != 505 {
+		t.Fatalf("after reopen: start %d next %d, want 500 505", l.StartOffset(), l.NextOffset())
+	}
+}

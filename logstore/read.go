@@ -146,31 +146,27 @@ func (l *Log) DeleteBefore(cutoffMs int64, maxIndex uint64) (int, error) {
 
 // deleteHead deletes the oldest count() segments (count runs with the log
 // locked and never counts the active segment) and returns how many.
-func (l *Log) deleteHead(count func() int) (int, error) {
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	l.deferred.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return 0, ErrClosed
-	}
-	n := count()
-	if n == 0 {
-		return 0, nil
-	}
-	next := l.segs[n]
-	first := max(l.firstIndex, next.base)
-	if err := writeMeta(l.fs, l.opts.Dir, metaState{firstIndex: first, nextOffset: l.nextOffset}); err != nil {
-		return 0, err
-	}
-	for _, s := range l.segs[:n] {
-		l.size -= s.size
-		l.removeSegment(s)
-	}
-	l.segs = append(l.segs[:0:0], l.segs[n:]...)
-	if first == next.base {
-		l.firstIndex, l.startOffset = first, next.firstOffset
-	}
-	return n, l.syncDir()
+func (l *Log) deleteHead(count func() int) (n int, err error) {
+	err = l.mutate(func() error {
+		n = count()
+		if n == 0 {
+			return nil
+		}
+		next := l.segs[n]
+		first := max(l.firstIndex, next.base)
+		if err := writeMeta(l.fs, l.opts.Dir, metaState{firstIndex: first, nextOffset: l.nextOffset}); err != nil {
+			n = 0
+			return err
+		}
+		for _, s := range l.segs[:n] {
+			l.size -= s.size
+			l.removeSegment(s)
+		}
+		l.segs = append(l.segs[:0:0], l.segs[n:]...)
+		if first == next.base {
+			l.firstIndex, l.startOffset = first, next.firstOffset
+		}
+		return l.syncDir()
+	})
+	return n, err
 }

@@ -18,9 +18,13 @@ const (
 	// would open a partition's PK bucket under another prefix and lose its
 	// KV state when upgraded.
 	featurePartitions uint32 = 1
+	// featureSnapshotLog: a bucket snapshot sent to another replica carries
+	// the sender's local log in front of the state (node/replica
+	// snapshot.go). An earlier binary cannot read it and fails to restore.
+	featureSnapshotLog uint32 = 2
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featurePartitions
+	featureLevel = featureSnapshotLog
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

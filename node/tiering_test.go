@@ -386,8 +386,7 @@ func TestTieringExpiresRemoteSegments(t *testing.T) {
 
 // TestTieringReadRefreshesAStaleListing: a replica's remote listing is
 // refreshed once per tiering pass, so it can miss segments other replicas
-// uploaded since (a replica that caught up from a raft snapshot and now
-// leads). A read below the local log start lists the remote log again
+// uploaded since (a replica that restarted and now leads). A read below the local log start lists the remote log again
 // before it answers out_of_range.
 func TestTieringReadRefreshesAStaleListing(t *testing.T) {
 	remote := t.TempDir()

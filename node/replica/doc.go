@@ -43,7 +43,12 @@
 //	n × (seq i32 | base i64 | count i32) | CRC32-C u32 of all bytes before
 //
 // The log start is the local log's start when the snapshot was taken
-// (informational: retention is local to each replica).
+// (informational: retention is local to each replica). A snapshot sent to
+// another replica has the sender's log section in front (snapshot.go).
+//
+// A follower too far behind catches up from a raft snapshot; the section
+// gives it the leader's local log with it, so it never holds less than the
+// leader does.
 //
 // A PK replica's snapshot is "FPK1" | u32 LE length | the snapshot above |
 // the KV stream (kvstore/FORMAT.md "Snapshot"). Restore replaces the KV

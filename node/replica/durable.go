@@ -45,6 +45,9 @@ type durableTransport struct {
 	once sync.Once
 	end  func() error
 	err  error
+	// send, when set, sends snapshots (Replica.sendSnapshot: with the
+	// log section).
+	send func(tr raft.Transport, id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error
 }
 
 // wrapTransport returns t wrapped; end is called once before the first
@@ -97,6 +100,9 @@ func (t *durableTransport) RequestPreVote(id raft.ServerID, target raft.ServerAd
 func (t *durableTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	if err := t.before(); err != nil {
 		return err
+	}
+	if t.send != nil {
+		return t.send(t.Transport, id, target, args, resp, data)
 	}
 	return t.Transport.InstallSnapshot(id, target, args, resp, data)
 }

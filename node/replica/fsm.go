@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,6 +78,13 @@ type FSM struct {
 	// durable, when set, blocks until the entries up to an index are
 	// durable (waitDurable); ApplyBatch applies nothing before that.
 	durable func(index uint64) error
+
+	// restoreLog, when set, makes the replica's log agree with a snapshot
+	// being restored (Replica.restoreLog); logNextOffset is the log's next
+	// data offset, checked against the snapshot's state after a log
+	// section was taken.
+	restoreLog    func(last, lastTerm uint64, next int64, sec *logSection, src io.Reader) (bool, error)
+	logNextOffset func() int64
 }
 
 func newFSM() *FSM {
@@ -264,14 +272,34 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore implements raft.FSM: decode into fresh state, then swap it in.
+// A snapshot sent by a leader starts with its log section (snapshot.go),
+// which goes to the log first.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	src := bufio.NewReaderSize(rc, 64<<10)
+	var sec *logSection
+	imported := false
+	if magic, _ := src.Peek(len(sectionMagic)); string(magic) == sectionMagic {
+		s, err := readSectionHeader(src)
+		if err != nil {
+			return fmt.Errorf("replica FSM restore: %w", err)
+		}
+		sec = &s
+		if f.restoreLog != nil {
+			imported, err = f.restoreLog(s.Last, s.LastTerm, -1, sec, src)
+		} else {
+			err = newSectionReader(src, s).skip()
+		}
+		if err != nil {
+			return fmt.Errorf("replica FSM restore: log section: %w", err)
+		}
+	}
 	var b []byte
 	var err error
 	if f.pk != nil {
-		b, err = readPKHeader(rc)
+		b, err = readPKHeader(src)
 	} else {
-		b, err = io.ReadAll(io.LimitReader(rc, maxSnapshotBytes+1))
+		b, err = io.ReadAll(io.LimitReader(src, maxSnapshotBytes+1))
 	}
 	if err != nil {
 		return fmt.Errorf("replica FSM restore: read snapshot: %w", err)
@@ -280,9 +308,19 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("replica FSM restore: %w", err)
 	}
+	switch {
+	case sec != nil && sec.Last != st.AppliedIndex:
+		return fmt.Errorf("replica FSM restore: %w: log section ends at raft index %d, the state at %d", ErrCorruptSnapshot, sec.Last, st.AppliedIndex)
+	case imported && f.logNextOffset != nil && f.logNextOffset() != st.NextOffset:
+		return fmt.Errorf("replica FSM restore: %w: the log section ends at data offset %d, the state at %d", ErrCorruptSnapshot, f.logNextOffset(), st.NextOffset)
+	case sec == nil && f.restoreLog != nil:
+		if _, err := f.restoreLog(st.AppliedIndex, 0, st.NextOffset, nil, nil); err != nil {
+			return fmt.Errorf("replica FSM restore: %w", err)
+		}
+	}
 	if f.pk != nil {
 		f.kvLoaded = false // re-read after the restore
-		if err := f.restoreKV(rc, st.AppliedIndex); err != nil {
+		if err := f.restoreKV(src, st.AppliedIndex); err != nil {
 			return fmt.Errorf("replica FSM restore: %w", err)
 		}
 	}

@@ -31,6 +31,9 @@ type dataLog interface {
 	ClosedSegments() []logstore.ClosedSegment
 	Covered(upTo int64, keep int) uint64
 	DeleteCovered(upTo int64, keep int, maxIndex uint64) (int, error)
+	// Reset empties the log; a next entry without records starts at
+	// nextOffset (snapshot.go).
+	Reset(nextOffset int64) error
 	// Size is the bytes of the stored segments.
 	Size() int64
 	// SetDeferSync and WaitDurable: deferred syncs (durable.go).
@@ -40,6 +43,12 @@ type dataLog interface {
 }
 
 var _ dataLog = (*logstore.Log)(nil)
+
+// raftLog is the log as raft sees it: without logstore's IsMonotonic, so
+// that raft does not empty the log after it installs a snapshot; the
+// FSM's Restore has made the log agree with the snapshot by then
+// (Replica.restoreLog), and raft's own compaction is off (TrailingLogs).
+type raftLog struct{ dataLog }
 
 // openLog opens the bucket's logstore in dir with the replica's OffsetFunc.
 func openLog(dir string, opts logstore.Options, syncer *logstore.Syncer, logger *slog.Logger) (dataLog, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -90,6 +91,10 @@ type Config struct {
 	// new group, or one whose leader's node died, elects it directly
 	// instead of electing another and then handing leadership over.
 	PreferredLeader func() raft.ServerID
+	// SnapshotLog, when set, tells whether a snapshot sent to another
+	// replica may carry the local log (snapshot.go): whether every node
+	// can read it. nil: always.
+	SnapshotLog func() bool
 
 	openLog func(dir string) (dataLog, error) // tests: replaces the logstore
 }
@@ -175,7 +180,8 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(err)
 	}
-	has, err := raft.HasExistingState(r.log, r.log, r.snaps)
+	rlog := raftLog{r.log}
+	has, err := raft.HasExistingState(rlog, rlog, r.snaps)
 	if err != nil {
 		return fail(err)
 	}
@@ -188,13 +194,20 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	if !has && len(cfg.Bootstrap) > 0 {
 		bc := raft.Configuration{Servers: cfg.Bootstrap}
-		if err := raft.BootstrapCluster(conf, r.log, r.log, r.snaps, cfg.Transport, bc); err != nil {
+		if err := raft.BootstrapCluster(conf, rlog, rlog, r.snaps, cfg.Transport, bc); err != nil {
 			return fail(fmt.Errorf("bootstrap: %w", err))
 		}
 	}
 	trans, canDefer := wrapTransport(cfg.Transport, func() error { return r.log.SetDeferSync(false) })
+	if dt, ok := trans.(*durableTransport); ok {
+		dt.send = func(tr raft.Transport, id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+			return r.sendSnapshot(tr, cfg.SnapshotLog, id, target, args, resp, data)
+		}
+	}
 	r.fsm.durable = func(index uint64) error { return waitDurable(r.log, index) }
-	r.raft, err = raft.NewRaft(conf, r.fsm, r.log, r.log, r.snaps, trans)
+	r.fsm.restoreLog = r.restoreLog
+	r.fsm.logNextOffset = func() int64 { return r.log.NextOffset() }
+	r.raft, err = raft.NewRaft(conf, r.fsm, rlog, rlog, r.snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}

@@ -1,0 +1,254 @@
+package replica
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// logDump is a replica's stored entries with records, as raft index, base
+// offset, count and data.
+type logDump struct {
+	start, next int64
+	entries     []string
+}
+
+func dumpLog(t testing.TB, r *Replica) logDump {
+	t.Helper()
+	d := logDump{start: r.log.StartOffset(), next: r.log.NextOffset()}
+	err := r.log.Read(d.start, d.next, 1<<30, func(index uint64, base int64, count int32, data []byte) bool {
+		d.entries = append(d.entries, fmt.Sprintf("%d@%d+%d:%x", index, base, count, data))
+		return true
+	})
+	if err != nil {
+		t.Fatalf("read log: %v", err)
+	}
+	return d
+}
+
+// snapshotCluster runs 3 replicas with small segments, stops replica 2,
+// writes, cuts the leader's log head past what replica 2 holds (as
+// retention and tiering do), writes more and restarts replica 2, which
+// can only catch up from a snapshot. It returns the cluster and the
+// leader's index once replica 2 has applied everything.
+func snapshotCluster(t *testing.T, tweak func(*Config)) (*testCluster, int) {
+	c := newTestClusterWith(t, 3, func(cfg *Config) {
+		cfg.Log.SegmentBytes = 8 << 10
+		if tweak != nil {
+			tweak(cfg)
+		}
+	})
+	t.Cleanup(c.closeAll)
+	waitFor(t, 10*time.Second, func() error {
+		if c.leader() < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	seq := int32(0)
+	write := func(n int) {
+		for range n {
+			if _, err := c.append([][]byte{makeBatch(3, fmt.Sprintf("row %d %s", seq, bytes.Repeat([]byte{'x'}, 300)))}, 7, seq); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+	}
+	write(20)
+	waitFor(t, 10*time.Second, func() error {
+		if a, _ := c.reps[2].stats(); a < 20 {
+			return fmt.Errorf("replica 2 applied %d", a)
+		}
+		return nil
+	})
+	if c.leader() == 2 {
+		if err := c.reps[2].Raft().LeadershipTransfer().Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.closeReplica(2)
+	write(150)
+	l := c.leader()
+	ld := c.reps[l]
+	behind, _ := ld.log.LastIndex()
+	write(50)
+	// Drop the leader's head up to an index replica 2 never had, keeping
+	// the segments after it: the snapshot taken for it is later than the
+	// log start, so its section is the leader's entries in between.
+	first, _ := ld.log.FirstIndex()
+	if _, err := ld.trimHead(behind, func(maxIndex uint64) (int, error) {
+		return 0, ld.log.DeleteRange(first, min(behind, maxIndex))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := ld.log.FirstIndex(); f <= 25 {
+		t.Fatalf("leader's log still starts at raft index %d", f)
+	}
+	write(30)
+	c.restart(2)
+	waitCaughtUp(t, c.reps[2], ld)
+	return c, l
+}
+
+// waitCaughtUp waits until r has applied what the leader ld has.
+func waitCaughtUp(t *testing.T, r, ld *Replica) {
+	t.Helper()
+	waitFor(t, 20*time.Second, func() error {
+		la, _ := ld.stats()
+		if a, _ := r.stats(); a != la {
+			return fmt.Errorf("replica applied %d, the leader %d", a, la)
+		}
+		return nil
+	})
+}
+
+// TestSnapshotCarriesTheLeadersLog: a replica that catches up from a raft
+// snapshot takes the leader's local log with it, so it holds what the
+// leader holds — not only the entries after the snapshot — and keeps it
+// across a restart.
+func TestSnapshotCarriesTheLeadersLog(t *testing.T) {
+	c, l := snapshotCluster(t, nil)
+	ld := c.reps[l]
+	metas, err := c.reps[2].snaps.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("replica 2 has no snapshot (%v): it did not catch up from one", err)
+	}
+	want := dumpLog(t, ld)
+	got := dumpLog(t, c.reps[2])
+	if got.start != want.start || got.next != want.next || len(got.entries) != len(want.entries) {
+		t.Fatalf("replica 2 holds offsets [%d, %d) in %d entries, the leader [%d, %d) in %d",
+			got.start, got.next, len(got.entries), want.start, want.next, len(want.entries))
+	}
+	for i := range want.entries {
+		if got.entries[i] != want.entries[i] {
+			t.Fatalf("entry %d differs:\n replica 2 %.80s\n leader    %.80s", i, got.entries[i], want.entries[i])
+		}
+	}
+	if f, _ := c.reps[2].log.FirstIndex(); f >= metas[0].Index {
+		t.Fatalf("replica 2's log starts at raft index %d, its snapshot is at %d: it took no entries before it", f, metas[0].Index)
+	}
+
+	// Restarted, replica 2 restores the snapshot it received and keeps
+	// its log (the section is skipped: the log continues from it).
+	c.closeReplica(2)
+	c.restart(2)
+	waitCaughtUp(t, c.reps[2], ld)
+	if again := dumpLog(t, c.reps[2]); again.start != want.start || again.next != want.next || len(again.entries) != len(want.entries) {
+		t.Fatalf("after a restart replica 2 holds [%d, %d) in %d entries, want [%d, %d) in %d",
+			again.start, again.next, len(again.entries), want.start, want.next, len(want.entries))
+	}
+
+	// Leading, it serves the whole log and takes writes at the next offset.
+	if err := ld.Raft().LeadershipTransferToServer(c.layout[2].ID, c.addrs[2]).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if c.leader() != 2 {
+			return errors.New("replica 2 does not lead yet")
+		}
+		return nil
+	})
+	base, err := c.append([][]byte{makeBatch(2, "after")}, 8, 0)
+	if err != nil || base != want.next {
+		t.Fatalf("append on replica 2 = %d, %v; want offset %d", base, err, want.next)
+	}
+}
+
+// TestSnapshotWithoutLogEmptiesTheLog: a snapshot sent without a log
+// section (the cluster's nodes cannot all read one yet) restores as
+// before: the follower's log is emptied and continues at the snapshot's
+// next offset, densely.
+func TestSnapshotWithoutLogEmptiesTheLog(t *testing.T) {
+	c, l := snapshotCluster(t, func(cfg *Config) { cfg.SnapshotLog = func() bool { return false } })
+	want := dumpLog(t, c.reps[l])
+	got := dumpLog(t, c.reps[2])
+	if got.next != want.next || got.start <= want.start {
+		t.Fatalf("replica 2 holds [%d, %d), the leader [%d, %d): want a later start, the same end", got.start, got.next, want.start, want.next)
+	}
+	if n := len(got.entries); n == 0 || got.entries[n-1] != want.entries[len(want.entries)-1] {
+		t.Fatalf("replica 2's last entry differs from the leader's")
+	}
+}
+
+// readSection reads a whole section from b: its header and entries.
+func readSection(b []byte) (logSection, []*raft.Log, error) {
+	r := bytes.NewReader(b)
+	sec, err := readSectionHeader(r)
+	if err != nil {
+		return sec, nil, err
+	}
+	sr := newSectionReader(r, sec)
+	var out []*raft.Log
+	for {
+		e, err := sr.entry()
+		if errors.Is(err, io.EOF) {
+			return sec, out, nil
+		}
+		if err != nil {
+			return sec, out, err
+		}
+		out = append(out, e)
+	}
+}
+
+func sectionBytes(sec logSection, entries ...*raft.Log) []byte {
+	var body []byte
+	for _, e := range entries {
+		body = appendSectionEntry(body, e)
+	}
+	sec.Bytes = uint64(len(body))
+	return append(sec.appendHeader(nil), body...)
+}
+
+// TestSectionReaderChecksEntries: a section reads back as written, and one
+// whose entries do not match its header (a missing index, a wrong last
+// term, bytes left over or missing) is refused as ErrCorruptSnapshot.
+func TestSectionReaderChecksEntries(t *testing.T) {
+	e5 := &raft.Log{Index: 5, Term: 2, Type: raft.LogNoop}
+	e6 := &raft.Log{Index: 6, Term: 3, Type: raft.LogCommand, Data: []byte("data"), Extensions: []byte("ext")}
+	good := sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3, StartOffset: 10}, e5, e6)
+	sec, got, err := readSection(good)
+	if err != nil || len(got) != 2 || sec.StartOffset != 10 || got[1].Term != 3 || string(got[1].Data) != "data" || string(got[1].Extensions) != "ext" {
+		t.Fatalf("readSection = %+v, %+v, %v", sec, got, err)
+	}
+	e7 := &raft.Log{Index: 7, Term: 3, Type: raft.LogNoop}
+	for name, b := range map[string][]byte{
+		"missing index": sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3}, e5, e7),
+		"last term":     sectionBytes(logSection{First: 5, Last: 6, LastTerm: 9}, e5, e6),
+		"truncated":     good[:len(good)-2],
+		"left over":     append(sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3}, e5, e6, e7)[:0:0], sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3}, e5, e6, e7)...),
+		"empty range":   sectionBytes(logSection{First: 6, Last: 5}),
+	} {
+		if _, _, err := readSection(b); !errors.Is(err, ErrCorruptSnapshot) {
+			t.Errorf("%s: %v, want ErrCorruptSnapshot", name, err)
+		}
+	}
+}
+
+// FuzzReadSection: any bytes either read as a section or fail with
+// ErrCorruptSnapshot, without panicking or allocating more than the
+// section claims (each entry is bounded by maxSectionEntry and by the
+// section's own length).
+func FuzzReadSection(f *testing.F) {
+	f.Add(sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3, StartOffset: 10},
+		&raft.Log{Index: 5, Term: 2, Type: raft.LogNoop},
+		&raft.Log{Index: 6, Term: 3, Type: raft.LogCommand, Data: []byte("data")}))
+	f.Add([]byte(sectionMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sec, entries, err := readSection(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptSnapshot) {
+				t.Fatalf("error %v is not ErrCorruptSnapshot", err)
+			}
+			return
+		}
+		if uint64(len(entries)) != sec.Last-sec.First+1 {
+			t.Fatalf("%d entries for [%d, %d]", len(entries), sec.First, sec.Last)
+		}
+	})
+}
