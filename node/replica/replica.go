@@ -609,7 +609,10 @@ func (r *Replica) trimHead(need uint64, del func(maxIndex uint64) (int, error)) 
 	if err != nil {
 		return 0, fmt.Errorf("list snapshots: %w", err)
 	}
-	if len(metas) == 0 || metas[0].Index < need {
+	// Only when something was applied since the latest snapshot: a
+	// follower's log can hold entries it has not applied yet (after a
+	// restart), and raft would fail (and log) every pass until it has.
+	if len(metas) == 0 || metas[0].Index < need && r.raft.AppliedIndex() > metas[0].Index {
 		if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 			return 0, fmt.Errorf("snapshot: %w", err)
 		}
