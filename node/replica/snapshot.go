@@ -3,7 +3,6 @@ package replica
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 
@@ -111,13 +110,14 @@ func newSectionReader(r io.Reader, sec logSection) *sectionReader {
 	return &sectionReader{r: r, sec: sec, next: sec.First, left: sec.Bytes}
 }
 
-// entry reads the next entry; io.EOF after the last one.
+// entry reads the next entry; nil, nil after the last one. (Not io.EOF:
+// a stream that ends early fails with an error wrapping it.)
 func (s *sectionReader) entry() (*raft.Log, error) {
 	if s.next > s.sec.Last {
 		if s.left != 0 {
 			return nil, fmt.Errorf("%w: log section has %d bytes after its last entry", ErrCorruptSnapshot, s.left)
 		}
-		return nil, io.EOF
+		return nil, nil
 	}
 	var h [8 + 8 + 1 + 4]byte
 	if err := s.read(h[:]); err != nil {
@@ -293,11 +293,11 @@ func (r *Replica) restoreLog(last, lastTerm uint64, next int64, sec *logSection,
 	}
 	for {
 		e, err := sr.entry()
-		if errors.Is(err, io.EOF) {
-			break
-		}
 		if err != nil {
 			return false, err
+		}
+		if e == nil {
+			break
 		}
 		batch = append(batch, e)
 		if size += len(e.Data); size >= importBatchBytes {

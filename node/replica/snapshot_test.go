@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -186,11 +185,11 @@ func readSection(b []byte) (logSection, []*raft.Log, error) {
 	var out []*raft.Log
 	for {
 		e, err := sr.entry()
-		if errors.Is(err, io.EOF) {
-			return sec, out, nil
-		}
 		if err != nil {
 			return sec, out, err
+		}
+		if e == nil {
+			return sec, out, nil
 		}
 		out = append(out, e)
 	}
@@ -221,6 +220,7 @@ func TestSectionReaderChecksEntries(t *testing.T) {
 		"missing index": sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3}, e5, e7),
 		"last term":     sectionBytes(logSection{First: 5, Last: 6, LastTerm: 9}, e5, e6),
 		"truncated":     good[:len(good)-2],
+		"cut at entry":  good[:sectionHeaderLen],
 		"left over":     append(sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3}, e5, e6, e7)[:0:0], sectionBytes(logSection{First: 5, Last: 6, LastTerm: 3}, e5, e6, e7)...),
 		"empty range":   sectionBytes(logSection{First: 6, Last: 5}),
 	} {
