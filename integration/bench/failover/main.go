@@ -13,7 +13,10 @@
 // the leader), retrying at once on any error with the same writer id and
 // sequence, each attempt bounded by --attempt-timeout; the first success ends
 // the measurement, and the layout must then name a leader other than the
-// killed node.
+// killed node. The writer then goes on for --after (the killed node still
+// down) and the slowest of those writes is reported too: a new leader that
+// stalls after its first write (handing leadership back to the dead node,
+// say) shows there.
 package main
 
 import (
@@ -44,6 +47,7 @@ type options struct {
 	basePort       int
 	attemptTimeout time.Duration
 	settle         time.Duration
+	after          time.Duration
 	config         string
 	keep           bool
 }
@@ -55,6 +59,7 @@ func main() {
 	flag.IntVar(&o.basePort, "base-port", 39400, "node N listens on base+10N (client), +1 (peer), +2 (gossip)")
 	flag.DurationVar(&o.attemptTimeout, "attempt-timeout", 2*time.Second, "bound of one write attempt")
 	flag.DurationVar(&o.settle, "settle", 3*time.Second, "wait after a restarted node is back before the next kill")
+	flag.DurationVar(&o.after, "after", 5*time.Second, "keep writing this long after the first ack, the killed node still down, and report the slowest write")
 	flag.StringVar(&o.config, "config", "", "TOML config file given to every node (e.g. [raft] timeouts)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory")
 	flag.Parse()
@@ -215,8 +220,8 @@ func run(ctx context.Context, o options) error {
 	}
 
 	w := &writer{id: time.Now().UnixNano()&0x7fffffffffff | 1}
-	var results []time.Duration
-	fmt.Printf("| kill | killed node | was meta leader | new leader | failed attempts | kill → first ack |\n| --- | --- | --- | --- | --- | --- |\n")
+	var results, slowest []time.Duration
+	fmt.Printf("| kill | killed node | was meta leader | new leader | failed attempts | kill → first ack | slowest write in the next %v |\n| --- | --- | --- | --- | --- | --- | --- |\n", o.after)
 	for k := 1; k <= o.kills; k++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -253,8 +258,20 @@ func run(ctx context.Context, o options) error {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		// The writes after the first, while the killed node is still down
+		// (and gossip may still count it alive): the new leader must keep
+		// taking them, not stall handing leadership back to it.
+		slow := time.Duration(0)
+		for end := time.Now().Add(o.after); time.Now().Before(end); {
+			s := time.Now()
+			if _, err := w.untilAck(ctx, via, o.attemptTimeout, 120*time.Second); err != nil {
+				return fmt.Errorf("kill %d: a write after the first: %w", k, err)
+			}
+			slow = max(slow, time.Since(s))
+		}
 		results = append(results, elapsed)
-		fmt.Printf("| %d | %d | %v | %d | %d | %v |\n", k, victim.id, metaLeader == victim.id, newLeader, failed, elapsed.Round(time.Millisecond))
+		slowest = append(slowest, slow)
+		fmt.Printf("| %d | %d | %v | %d | %d | %v | %v |\n", k, victim.id, metaLeader == victim.id, newLeader, failed, elapsed.Round(time.Millisecond), slow.Round(time.Millisecond))
 		if err := victim.start(o.bin); err != nil {
 			return fmt.Errorf("kill %d: restart: %w", k, err)
 		}
@@ -267,9 +284,16 @@ func run(ctx context.Context, o options) error {
 			return ctx.Err()
 		}
 	}
-	slices.Sort(results)
-	fmt.Printf("\n%d kills: median %v, max %v, min %v\n", len(results),
-		results[len(results)/2].Round(time.Millisecond), results[len(results)-1].Round(time.Millisecond), results[0].Round(time.Millisecond))
+	summary := func(what string, d []time.Duration) {
+		slices.Sort(d)
+		fmt.Printf("%s: median %v, max %v, min %v\n", what,
+			d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), d[0].Round(time.Millisecond))
+	}
+	fmt.Printf("\n%d kills\n", len(results))
+	summary("kill → first ack", results)
+	if o.after > 0 {
+		summary(fmt.Sprintf("slowest write in the %v after it", o.after), slowest)
+	}
 	return nil
 }
 
