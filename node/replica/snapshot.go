@@ -317,23 +317,36 @@ func (r *Replica) restoreLog(last, lastTerm uint64, next int64, sec *logSection,
 // sendSnapshot sends a snapshot through tr with this replica's log section
 // in front (durableTransport calls it), unless withSection says the
 // cluster's nodes cannot all read sections yet or the log holds nothing
-// up to the snapshot.
+// up to the snapshot. A snapshot this replica received holds its sender's
+// section in front: that one is dropped, and this replica's own log goes
+// in its place.
 func (r *Replica) sendSnapshot(tr raft.Transport, withSection func() bool, id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	sent := *args
+	state := bufio.NewReaderSize(data, 64<<10)
+	if magic, _ := state.Peek(len(sectionMagic)); string(magic) == sectionMagic {
+		old, err := readSectionHeader(state)
+		if err == nil {
+			err = newSectionReader(state, old).skip()
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot to %s: the stored snapshot's log section: %w", id, err)
+		}
+		sent.Size -= sectionHeaderLen + int64(old.Bytes)
+	}
 	if withSection != nil && !withSection() {
-		return tr.InstallSnapshot(id, target, args, resp, data)
+		return tr.InstallSnapshot(id, target, &sent, resp, state)
 	}
 	sec, ok, err := r.sectionFor(args.LastLogIndex, args.LastLogTerm)
 	if err != nil {
 		return fmt.Errorf("snapshot to %s: %w", id, err)
 	}
 	if !ok {
-		return tr.InstallSnapshot(id, target, args, resp, data)
+		return tr.InstallSnapshot(id, target, &sent, resp, state)
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(r.writeSection(pw, sec)) }()
 	defer pr.Close() // ends the writer if the transport stopped reading
-	sent := *args
 	sent.Size += sectionHeaderLen + int64(sec.Bytes)
 	r.logger.Info("sending a snapshot with the local log", "to", string(id), "first_index", sec.First, "last_index", sec.Last, "bytes", sent.Size)
-	return tr.InstallSnapshot(id, target, &sent, resp, io.MultiReader(pr, data))
+	return tr.InstallSnapshot(id, target, &sent, resp, io.MultiReader(pr, state))
 }

@@ -2,8 +2,10 @@ package replica
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -251,4 +253,63 @@ func FuzzReadSection(f *testing.F) {
 			t.Fatalf("%d entries for [%d, %d]", len(entries), sec.First, sec.Last)
 		}
 	})
+}
+
+// capTransport keeps the snapshot stream it is asked to send.
+type capTransport struct {
+	raft.Transport
+	size int64
+	data []byte
+}
+
+func (t *capTransport) InstallSnapshot(_ raft.ServerID, _ raft.ServerAddress, args *raft.InstallSnapshotRequest, _ *raft.InstallSnapshotResponse, data io.Reader) error {
+	t.size = args.Size
+	var err error
+	t.data, err = io.ReadAll(data)
+	return err
+}
+
+// TestSendSnapshotReplacesAReceivedSection: a replica that leads with a
+// snapshot it received (the old leader's section in front of the state)
+// sends it with its own log section in place of the old one, and a size
+// that matches what it sends.
+func TestSendSnapshotReplacesAReceivedSection(t *testing.T) {
+	r := openSingle(t, t.TempDir(), nil)
+	defer r.Close()
+	for s := range int32(5) {
+		if _, _, err := r.Append(context.Background(), [][]byte{makeBatch(2, fmt.Sprint("b", s))}, 3, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _ := r.log.LastIndex()
+	var e raft.Log
+	if err := r.log.GetLog(last, &e); err != nil {
+		t.Fatal(err)
+	}
+	state := []byte("the FSM state")
+	stored := append(sectionBytes(logSection{First: 2, Last: 2, LastTerm: 9}, &raft.Log{Index: 2, Term: 9, Type: raft.LogNoop}), state...)
+	_, inner := raft.NewInmemTransport("x")
+	ct := &capTransport{Transport: inner}
+	args := &raft.InstallSnapshotRequest{LastLogIndex: last, LastLogTerm: e.Term, Size: int64(len(stored))}
+	if err := r.sendSnapshot(ct, nil, "n2", "x", args, &raft.InstallSnapshotResponse{}, bytes.NewReader(stored)); err != nil {
+		t.Fatal(err)
+	}
+	if ct.size != int64(len(ct.data)) {
+		t.Fatalf("sent Size %d, but %d bytes", ct.size, len(ct.data))
+	}
+	br := bytes.NewReader(ct.data)
+	sec, err := readSectionHeader(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := r.log.FirstIndex()
+	if sec.First != first || sec.Last != last || sec.LastTerm != e.Term {
+		t.Fatalf("sent section [%d, %d] term %d, want [%d, %d] term %d", sec.First, sec.Last, sec.LastTerm, first, last, e.Term)
+	}
+	if err := newSectionReader(br, sec).skip(); err != nil {
+		t.Fatal(err)
+	}
+	if rest, _ := io.ReadAll(br); !bytes.Equal(rest, state) {
+		t.Fatalf("after the section: %q, want the state %q alone", rest, state)
+	}
 }
