@@ -32,13 +32,10 @@ func dumpLog(t testing.TB, r *Replica) logDump {
 	return d
 }
 
-// snapshotCluster runs 3 replicas with small segments, stops replica 2,
-// writes, cuts the leader's log head past what replica 2 holds (as
-// retention and tiering do), writes more and restarts replica 2, which
-// can only catch up from a snapshot. It returns the cluster and the
-// leader's index once replica 2 has applied everything.
-func snapshotCluster(t *testing.T, tweak func(*Config)) (*testCluster, int) {
-	c := newTestClusterWith(t, 3, func(cfg *Config) {
+// newSnapCluster runs n replicas with small segments and waits for a
+// leader.
+func newSnapCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	c := newTestClusterWith(t, n, func(cfg *Config) {
 		cfg.Log.SegmentBytes = 8 << 10
 		if tweak != nil {
 			tweak(cfg)
@@ -51,49 +48,101 @@ func snapshotCluster(t *testing.T, tweak func(*Config)) (*testCluster, int) {
 		}
 		return nil
 	})
-	seq := int32(0)
-	write := func(n int) {
-		for range n {
-			if _, err := c.append([][]byte{makeBatch(3, fmt.Sprintf("row %d %s", seq, bytes.Repeat([]byte{'x'}, 300)))}, 7, seq); err != nil {
-				t.Fatal(err)
-			}
-			seq++
+	return c
+}
+
+// rowWriter appends 3-row batches of ~300 bytes as one idempotent writer.
+type rowWriter struct {
+	t   *testing.T
+	c   *testCluster
+	seq int32
+}
+
+func (w *rowWriter) write(n int) {
+	for range n {
+		if _, err := w.c.append([][]byte{makeBatch(3, fmt.Sprintf("row %d %s", w.seq, bytes.Repeat([]byte{'x'}, 300)))}, 7, w.seq); err != nil {
+			w.t.Fatal(err)
 		}
+		w.seq++
 	}
-	write(20)
+}
+
+// stopFollower closes replica i once it has applied index applied, after
+// handing leadership away if it leads.
+func stopFollower(t *testing.T, c *testCluster, i int, applied uint64) {
 	waitFor(t, 10*time.Second, func() error {
-		if a, _ := c.reps[2].stats(); a < 20 {
-			return fmt.Errorf("replica 2 applied %d", a)
+		if a, _ := c.reps[i].stats(); a < applied {
+			return fmt.Errorf("replica %d applied %d", i, a)
 		}
 		return nil
 	})
-	if c.leader() == 2 {
-		if err := c.reps[2].Raft().LeadershipTransfer().Error(); err != nil {
+	if c.leader() == i {
+		if err := c.reps[i].Raft().LeadershipTransfer().Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.closeReplica(2)
-	write(150)
-	l := c.leader()
-	ld := c.reps[l]
-	behind, _ := ld.log.LastIndex()
-	write(50)
-	// Drop the leader's head up to an index replica 2 never had, keeping
-	// the segments after it: the snapshot taken for it is later than the
-	// log start, so its section is the leader's entries in between.
+	c.closeReplica(i)
+}
+
+// cutHead deletes the head of ld's log through raft index upTo (as
+// retention and tiering do: after a snapshot that covers it), keeping the
+// segments after it.
+func cutHead(t *testing.T, ld *Replica, upTo uint64) {
 	first, _ := ld.log.FirstIndex()
-	if _, err := ld.trimHead(behind, func(maxIndex uint64) (int, error) {
-		return 0, ld.log.DeleteRange(first, min(behind, maxIndex))
+	if _, err := ld.trimHead(upTo, func(maxIndex uint64) (int, error) {
+		return 0, ld.log.DeleteRange(first, min(upTo, maxIndex))
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if f, _ := ld.log.FirstIndex(); f <= 25 {
-		t.Fatalf("leader's log still starts at raft index %d", f)
+	if f, _ := ld.log.FirstIndex(); f <= first {
+		t.Fatalf("the log still starts at raft index %d", f)
 	}
-	write(30)
+}
+
+// snapshotCluster runs 3 replicas with small segments, stops replica 2,
+// writes, cuts the leader's log head past what replica 2 holds, writes
+// more and restarts replica 2, which can only catch up from a snapshot
+// (whose section is the leader's entries between its log start and the
+// snapshot). It returns the cluster and the leader's index once replica 2
+// has applied everything.
+func snapshotCluster(t *testing.T, tweak func(*Config)) (*testCluster, int) {
+	c := newSnapCluster(t, 3, tweak)
+	w := &rowWriter{t: t, c: c}
+	w.write(20)
+	stopFollower(t, c, 2, 20)
+	w.write(150)
+	l, ld := cutPastStopped(t, c, w)
+	w.write(30)
 	c.restart(2)
 	waitCaughtUp(t, c.reps[2], ld)
 	return c, l
+}
+
+// cutPastStopped writes 50 more batches and then cuts the leader's log
+// head through the last entry before them, past every stopped replica.
+func cutPastStopped(t *testing.T, c *testCluster, w *rowWriter) (int, *Replica) {
+	l := c.leader()
+	ld := c.reps[l]
+	behind, _ := ld.log.LastIndex()
+	w.write(50)
+	cutHead(t, ld, behind)
+	return l, ld
+}
+
+// transferTo hands leadership to replica i, again while a transfer times
+// out (raft gives one its election timeout, 100 ms in tests).
+func transferTo(t *testing.T, c *testCluster, i int) {
+	waitFor(t, 20*time.Second, func() error {
+		l := c.leader()
+		if l == i {
+			return nil
+		}
+		if l < 0 {
+			return errors.New("no leader")
+		}
+		err := c.reps[l].Raft().LeadershipTransferToServer(c.layout[i].ID, c.addrs[i]).Error()
+		return fmt.Errorf("replica %d does not lead yet (transfer: %v)", i, err)
+	})
 }
 
 // waitCaughtUp waits until r has applied what the leader ld has.
@@ -145,15 +194,7 @@ func TestSnapshotCarriesTheLeadersLog(t *testing.T) {
 	}
 
 	// Leading, it serves the whole log and takes writes at the next offset.
-	if err := ld.Raft().LeadershipTransferToServer(c.layout[2].ID, c.addrs[2]).Error(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, func() error {
-		if c.leader() != 2 {
-			return errors.New("replica 2 does not lead yet")
-		}
-		return nil
-	})
+	transferTo(t, c, 2)
 	base, err := c.append([][]byte{makeBatch(2, "after")}, 8, 0)
 	if err != nil || base != want.next {
 		t.Fatalf("append on replica 2 = %d, %v; want offset %d", base, err, want.next)
@@ -311,5 +352,44 @@ func TestSendSnapshotReplacesAReceivedSection(t *testing.T) {
 	}
 	if rest, _ := io.ReadAll(br); !bytes.Equal(rest, state) {
 		t.Fatalf("after the section: %q, want the state %q alone", rest, state)
+	}
+}
+
+// TestReceivedSnapshotIsSentOn: a replica that caught up from a snapshot
+// and then leads sends that snapshot on to a replica further behind, with
+// its own log section in place of the one it received, and the receiver
+// ends up holding the same log.
+func TestReceivedSnapshotIsSentOn(t *testing.T) {
+	c := newSnapCluster(t, 5, nil)
+	w := &rowWriter{t: t, c: c}
+	w.write(20)
+	stopFollower(t, c, 4, 20) // furthest behind
+	w.write(100)
+	a, _ := c.reps[c.leader()].stats()
+	stopFollower(t, c, 3, a)
+	w.write(100)
+	_, ld := cutPastStopped(t, c, w)
+	c.restart(3) // catches up from ld's snapshot, section included
+	waitCaughtUp(t, c.reps[3], ld)
+	metas, err := c.reps[3].snaps.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("replica 3 has no snapshot (%v)", err)
+	}
+	transferTo(t, c, 3)
+	w.write(10)
+	// Replica 4 is behind replica 3's log start: it needs replica 3's
+	// latest snapshot, the one it received.
+	if f, _ := c.reps[3].log.FirstIndex(); f <= 21 {
+		t.Fatalf("replica 3's log starts at raft index %d, replica 4 could catch up from it", f)
+	}
+	if m, _ := c.reps[3].snaps.List(); len(m) == 0 || m[0].ID != metas[0].ID {
+		t.Fatalf("replica 3 took a snapshot of its own: the test needs the received one latest")
+	}
+	c.restart(4)
+	waitCaughtUp(t, c.reps[4], c.reps[3])
+	want, got := dumpLog(t, c.reps[3]), dumpLog(t, c.reps[4])
+	if got.start != want.start || got.next != want.next || len(got.entries) != len(want.entries) {
+		t.Fatalf("replica 4 holds [%d, %d) in %d entries, replica 3 [%d, %d) in %d",
+			got.start, got.next, len(got.entries), want.start, want.next, len(want.entries))
 	}
 }
