@@ -6,9 +6,10 @@
 //
 // Invariants:
 //   - Raft indexes in the log are contiguous from FirstIndex to LastIndex;
-//     StoreLogs rejects a gap. After everything was deleted (raft removes
-//     all entries after installing a snapshot: IsMonotonic is true) the
-//     next entry may have any index and data offset.
+//     StoreLogs rejects a gap. After everything was deleted (Reset, or
+//     raft removing all entries after it installed a snapshot, which it
+//     does when given the log as a MonotonicLogStore) the next entry may
+//     have any index and data offset.
 //   - Data offsets are dense: an entry with records starts at the previous
 //     NextOffset. Offsets come from Options.OffsetFunc and are written into
 //     the frame, so recovery never decodes record batches.

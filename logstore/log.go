@@ -513,7 +513,9 @@ func (l *Log) syncFile(f File) error {
 
 // IsMonotonic implements raft.MonotonicLogStore: the log never has gaps,
 // so raft removes all entries after installing a snapshot, and the next
-// StoreLogs may then start at any index.
+// StoreLogs may then start at any index. (Bucket replicas hide it and
+// make the log agree with the snapshot themselves: node/replica
+// snapshot.go.)
 func (l *Log) IsMonotonic() bool { return true }
 
 // FirstIndex implements raft.LogStore; 0 when empty.
