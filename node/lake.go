@@ -33,40 +33,31 @@ func lakeEnabled(t *raftmeta.Table) bool {
 // table.datalake.enabled to the lake, for the buckets this node leads,
 // every table.datalake.freshness.
 func (n *Node) lakeLoop() {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	last := map[raftmeta.BucketID]time.Time{}
-	for {
-		select {
-		case <-n.quit:
+	last := map[raftmeta.BucketID]time.Time{} // owned by the loop's goroutine
+	n.everyReplicaEvery(time.Second, func(id raftmeta.BucketID, r *replica.Replica) {
+		tbl, err := n.meta.TableByID(id.TableID)
+		if err != nil || !lakeEnabled(tbl) || tbl.HasPrimaryKey() || !r.IsLeader() {
 			return
-		case <-t.C:
 		}
-		for id, r := range n.openReplicas() {
-			tbl, err := n.meta.TableByID(id.TableID)
-			if err != nil || !lakeEnabled(tbl) || tbl.HasPrimaryKey() || !r.IsLeader() {
-				continue
-			}
-			fresh := defaultLakeFreshness
-			if d, err := raftmeta.ParseDuration(tbl.Properties["table.datalake.freshness"]); err == nil {
-				fresh = d
-			}
-			if time.Since(last[id]) < fresh {
-				continue
-			}
-			last[id] = time.Now()
-			files, rows, err := n.tierToLake(id, tbl, r)
-			if err != nil {
-				n.tiered.errors.Add(1)
-				n.logger.Warn("lake tiering", "table", tbl.FullName(), "bucket", id, "err", err)
-			}
-			if files > 0 {
-				n.tiered.lakeFiles.Add(int64(files))
-				n.logger.Info("tiered to the lake", "table", tbl.FullName(), "partition", id.PartitionID, "bucket", id.Bucket,
-					"files", files, "rows", rows)
-			}
+		fresh := defaultLakeFreshness
+		if d, err := raftmeta.ParseDuration(tbl.Properties["table.datalake.freshness"]); err == nil {
+			fresh = d
 		}
-	}
+		if time.Since(last[id]) < fresh {
+			return
+		}
+		last[id] = time.Now()
+		files, rows, err := n.tierToLake(id, tbl, r)
+		if err != nil {
+			n.tiered.errors.Add(1)
+			n.logger.Warn("lake tiering", "table", tbl.FullName(), "bucket", id, "err", err)
+		}
+		if files > 0 {
+			n.tiered.lakeFiles.Add(int64(files))
+			n.logger.Info("tiered to the lake", "table", tbl.FullName(), "partition", id.PartitionID, "bucket", id.Bucket,
+				"files", files, "rows", rows)
+		}
+	})
 }
 
 // lakeDir is the lake directory of bucket id of table t.

@@ -361,7 +361,17 @@ func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
 
 // retentionLoop enforces table.log.ttl on every open replica.
 func (n *Node) retentionLoop() {
-	t := time.NewTicker(n.cfg.Storage.RetentionCheckInterval.Duration)
+	n.everyReplicaEvery(n.cfg.Storage.RetentionCheckInterval.Duration, func(id raftmeta.BucketID, r *replica.Replica) {
+		if err := r.EnforceRetention(n.tableTTL(id.TableID)); err != nil {
+			n.logger.Warn("retention", "bucket", id, "err", err)
+		}
+	})
+}
+
+// everyReplicaEvery calls fn for each open replica every interval until
+// the node closes (retention, tiering and lake tiering passes).
+func (n *Node) everyReplicaEvery(interval time.Duration, fn func(raftmeta.BucketID, *replica.Replica)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -370,9 +380,7 @@ func (n *Node) retentionLoop() {
 		case <-t.C:
 		}
 		for id, r := range n.openReplicas() {
-			if err := r.EnforceRetention(n.tableTTL(id.TableID)); err != nil {
-				n.logger.Warn("retention", "bucket", id, "err", err)
-			}
+			fn(id, r)
 		}
 	}
 }

@@ -76,18 +76,7 @@ func (n *Node) remoteLog(id raftmeta.BucketID) *tiering.RemoteLog {
 // lacks and drops the local ones it holds; bucket leaders expire remote
 // segments past table.log.ttl.
 func (n *Node) tieringLoop() {
-	t := time.NewTicker(n.cfg.Tiering.Interval.Duration)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.quit:
-			return
-		case <-t.C:
-		}
-		for id, r := range n.openReplicas() {
-			n.tier(id, r)
-		}
-	}
+	n.everyReplicaEvery(n.cfg.Tiering.Interval.Duration, n.tier)
 }
 
 func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
