@@ -56,12 +56,7 @@ func testTiering(t *testing.T, tc TieringConfig, store tiering.Store) {
 	cfg.Tiering = tc
 	n := startNode(t, cfg)
 	defer func() { n.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + n.ClientAddr())
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := withDB(t, n)
 	no := false
 	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table: "db.t",
@@ -337,12 +332,7 @@ func TestTieringExpiresRemoteSegments(t *testing.T) {
 	cfg.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{50 * time.Millisecond}, LocalSegments: 1}
 	n := startNode(t, cfg)
 	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := client.New("http://" + n.ClientAddr())
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := withDB(t, n)
 	no := false
 	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table:       "db.t",
