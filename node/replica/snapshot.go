@@ -14,10 +14,10 @@ import (
 // entries the leader still has locally and the remote log does not would
 // be missing from that replica, and from the whole bucket once it led.
 // So the snapshot a leader sends carries its local log with it: the
-// sending transport (snapshotTransport) puts a log section, the leader's
-// entries from its first index through the snapshot's, in front of the
-// FSM snapshot, and the receiving FSM (Restore → restoreLog) makes them
-// its log before it takes the state. The follower then holds what the
+// group's transport (durableTransport → sendSnapshot) puts a log section,
+// the leader's entries from its first index through the snapshot's, in
+// front of the FSM snapshot, and the receiving FSM (Restore → restoreLog)
+// makes them its log before it takes the state. The follower then holds what the
 // leader held, as a Kafka follower fetches from the leader's log start;
 // what the leader had dropped was in the remote log or expired.
 //
@@ -28,8 +28,11 @@ import (
 //	per entry, first..last: index u64 | term u64 | type u8 |
 //	ext length u32 | ext | data length u32 | data
 //
-// The start offset is the data offset of the first entry. The whole stream
-// is checked by the snapshot store's CRC on both nodes. A snapshot
+// The start offset is the data offset of the first entry. The entries come
+// from the sender's log, whose frames are CRC-checked when read; the
+// receiver's snapshot store checks the stream's CRC whenever it reads the
+// received snapshot back; StoreLogs checks indexes and data offsets as the
+// entries go into the log. A snapshot
 // without a section (one a node took itself, or one from a binary that
 // predates sections) restores as before: the replica's log is emptied
 // unless it already continues from the snapshot.
