@@ -72,19 +72,22 @@ func (l *liveness) Alive(addr raft.ServerAddress) bool {
 	return silent < unansweredFactor*l.timeout
 }
 
-// Answering reports whether the node at addr answered a ping within the
-// last timeout, its latest ping included: positive evidence, unlike Alive,
-// which gives a peer the benefit of the doubt. A leadership transfer asks
-// it of its target, because a transfer to a node that is gone stalls the
-// group's writes until raft gives the transfer up (its election timeout,
-// BackstopScale times the configured one), and gossip declares a killed
-// node failed only seconds after the group has elected a new leader.
-// A peer not asked about before is pinged from now on and is not
-// answering yet.
+// Answering reports whether the node at addr has answered a ping since it
+// was first asked about and still does: its latest ping did not fail, and
+// its last answer is younger than the unanswered window Alive allows a
+// slow peer. Unlike Alive it gives no benefit of the doubt to a peer that
+// never answered, and a failed ping (connection refused: the process is
+// gone) counts at once. A leadership transfer asks it of its target,
+// because a transfer to a node that is gone stalls the group's writes
+// until raft gives the transfer up (its election timeout, BackstopScale
+// times the configured one), and gossip declares a killed node failed
+// only seconds after the group has elected a new leader. A peer not asked
+// about before is pinged from now on and is not answering yet.
 func (l *liveness) Answering(addr raft.ServerAddress) bool {
 	now := time.Now()
 	p, _ := l.ask(addr, now)
-	return !p.failed.Load() && now.Sub(time.Unix(0, p.answered.Load())) < l.timeout
+	answered := p.answered.Load()
+	return answered != 0 && !p.failed.Load() && now.Sub(time.Unix(0, answered)) < unansweredFactor*l.timeout
 }
 
 // ask records that addr was asked about now (it is pinged from then on)
