@@ -56,7 +56,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.bin, "bin", "", "fluss-node binary (required; build it with `go build -o /tmp/fluss-node .`)")
 	flag.IntVar(&o.kills, "kills", 20, "leader kills to measure")
-	flag.IntVar(&o.basePort, "base-port", 39400, "node N listens on base+10N (client), +1 (peer), +2 (gossip)")
+	flag.IntVar(&o.basePort, "base-port", 22000, "node N listens on base+10N (client), +1 (peer), +2 (gossip); below the ephemeral port range, whose ports a client socket may hold when a node restarts")
 	flag.DurationVar(&o.attemptTimeout, "attempt-timeout", 2*time.Second, "bound of one write attempt")
 	flag.DurationVar(&o.settle, "settle", 3*time.Second, "wait after a restarted node is back before the next kill")
 	flag.DurationVar(&o.after, "after", 5*time.Second, "keep writing this long after the first ack, the killed node still down, and report the slowest write")
