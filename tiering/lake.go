@@ -3,17 +3,22 @@ package tiering
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -171,4 +176,249 @@ func EncodeLakeFile(cols *arrow.Schema, batches []LakeBatch) ([]byte, error) {
 func PutLakeFile(store Store, dir string, first, next int64, data []byte) (string, error) {
 	name := lakeFileName(dir, first, next)
 	return name, store.Put(name, bytes.NewReader(data), int64(len(data)))
+}
+
+// LakeEndFrom is the end of the gap-free run of files that covers offset
+// from: from itself when no file holds it. A bucket whose log no longer
+// reaches back to its lake end (LakeEnd) continues its lake from its log
+// start, and this is where that continuation ends.
+func LakeEndFrom(files []LakeFile, from int64) int64 {
+	end := from
+	for _, f := range files { // sorted by first offset
+		if f.FirstOffset > end {
+			break
+		}
+		end = max(end, f.NextOffset)
+	}
+	return end
+}
+
+// lakeBatchRows bounds the rows of one batch ReadLakeFile returns, so that
+// a reader asking for a few bytes gets a few rows.
+const lakeBatchRows = 4096
+
+// ReadLakeFile decodes lake file f, whose bytes are data: its table
+// columns (the file's schema without the system columns) and its rows as
+// batches of those columns, one per run of rows with the same commit
+// timestamp (at most lakeBatchRows each). The rows' __offset values must
+// be exactly f's offsets, in order; anything else is an error, as is a
+// file that is not a lake file. The records are the caller's to release.
+func ReadLakeFile(data []byte, f LakeFile) (cols *arrow.Schema, batches []LakeBatch, err error) {
+	defer func() {
+		// arrow-go's Parquet reader may panic on malformed input.
+		if p := recover(); p != nil {
+			cols, err = nil, fmt.Errorf("tiering: lake file %s: unreadable: %v", f.Name, p)
+			for _, b := range batches {
+				b.Rec.Release()
+			}
+			batches = nil
+		}
+	}()
+	fail := func(format string, args ...any) (*arrow.Schema, []LakeBatch, error) {
+		for _, b := range batches {
+			b.Rec.Release()
+		}
+		return nil, nil, fmt.Errorf("tiering: lake file %s: %s", f.Name, fmt.Sprintf(format, args...))
+	}
+	mem := &boundedAllocator{Allocator: memory.DefaultAllocator, left: lakeReadMemory}
+	rdr, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer rdr.Close()
+	if got, want := rdr.NumRows(), f.NextOffset-f.FirstOffset; got != want {
+		return fail("%d rows, its name says %d", got, want)
+	}
+	if err := checkLakeFooter(rdr.MetaData(), int64(len(data))); err != nil {
+		return fail("%v", err)
+	}
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, mem)
+	if err != nil {
+		return fail("%v", err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer tbl.Release()
+	cols, err = lakeColumns(tbl.Schema())
+	if err != nil {
+		return fail("%v", err)
+	}
+	n := cols.NumFields()
+	tr := array.NewTableReader(tbl, 1<<16)
+	defer tr.Release()
+	next := f.FirstOffset
+	for tr.Next() {
+		rec := tr.Record()
+		offs, ok1 := rec.Column(n).(*array.Int64)
+		ts, ok2 := rec.Column(n + 1).(*array.Timestamp)
+		if !ok1 || !ok2 || offs.NullN() > 0 || ts.NullN() > 0 {
+			return fail("null or mistyped system columns")
+		}
+		body := array.NewRecord(cols, rec.Columns()[:n], rec.NumRows())
+		rows := int(rec.NumRows())
+		for i := 0; i < rows; {
+			j := i
+			for j < rows && j-i < lakeBatchRows && ts.Value(j) == ts.Value(i) {
+				if offs.Value(j) != next {
+					body.Release()
+					return fail("row %d has __offset %d, want %d", next-f.FirstOffset, offs.Value(j), next)
+				}
+				next++
+				j++
+			}
+			batches = append(batches, LakeBatch{Rec: body.NewSlice(int64(i), int64(j)), BaseOffset: next - int64(j-i), CommitTs: int64(ts.Value(i))})
+			i = j
+		}
+		body.Release()
+	}
+	if next != f.NextOffset {
+		return fail("rows end at offset %d, its name says %d", next, f.NextOffset)
+	}
+	return cols, batches, nil
+}
+
+// lakeReadMemory bounds what ReadLakeFile allocates through arrow-go for
+// one file (its pages and columns), so that a damaged size field fails the
+// read instead of allocating gigabytes. A lake file is made of at most
+// 8 MiB of stored batches (node.lakeFileBytes), which decode to far less.
+const lakeReadMemory = 1 << 30
+
+// boundedAllocator is an arrow allocator that panics (ReadLakeFile
+// recovers) once more than left bytes are outstanding.
+type boundedAllocator struct {
+	memory.Allocator
+	mu   sync.Mutex
+	left int
+}
+
+func (a *boundedAllocator) take(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n > a.left {
+		panic(fmt.Sprintf("the file needs more than %d bytes of memory to decode", lakeReadMemory))
+	}
+	a.left -= n
+}
+
+func (a *boundedAllocator) give(n int) {
+	a.mu.Lock()
+	a.left += n
+	a.mu.Unlock()
+}
+
+func (a *boundedAllocator) Allocate(size int) []byte {
+	a.take(size)
+	return a.Allocator.Allocate(size)
+}
+
+func (a *boundedAllocator) Reallocate(size int, b []byte) []byte {
+	a.take(size - len(b))
+	return a.Allocator.Reallocate(size, b)
+}
+
+func (a *boundedAllocator) Free(b []byte) {
+	a.give(len(b))
+	a.Allocator.Free(b)
+}
+
+// checkLakeFooter checks what ReadLakeFile's reader trusts of a footer:
+// every row group's row count, and that every column chunk lies inside
+// the file.
+func checkLakeFooter(md *metadata.FileMetaData, size int64) error {
+	var rows int64
+	for i := range md.NumRowGroups() {
+		rg := md.RowGroup(i)
+		if rg.NumRows() < 0 || rg.NumRows() > md.NumRows-rows {
+			return fmt.Errorf("row group %d of %d rows in a file of %d", i, rg.NumRows(), md.NumRows)
+		}
+		rows += rg.NumRows()
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				return err
+			}
+			start := cc.DataPageOffset()
+			if d := cc.DictionaryPageOffset(); cc.HasDictionaryPage() && d > 0 && d < start {
+				start = d
+			}
+			if start < 0 || cc.TotalCompressedSize() < 0 || cc.TotalCompressedSize() > size-start || cc.NumValues() < 0 {
+				return fmt.Errorf("row group %d column %d: %d bytes at %d, %d values, in a file of %d bytes",
+					i, c, cc.TotalCompressedSize(), start, cc.NumValues(), size)
+			}
+		}
+	}
+	if rows != md.NumRows {
+		return fmt.Errorf("row groups of %d rows in a file of %d", rows, md.NumRows)
+	}
+	return nil
+}
+
+// lakeColumns checks that s is a lake file's schema (LakeSchema) and
+// returns its table columns, without the metadata (Parquet field ids) the
+// reader adds.
+func lakeColumns(s *arrow.Schema) (*arrow.Schema, error) {
+	n := s.NumFields() - 2
+	if n < 1 {
+		return nil, fmt.Errorf("%d columns, not a lake file", s.NumFields())
+	}
+	want := LakeSchema(arrow.NewSchema(nil, nil)).Fields()
+	fields := make([]arrow.Field, 0, n)
+	for i, f := range s.Fields() {
+		if i >= n {
+			w := want[i-n]
+			if f.Name != w.Name || !arrow.TypeEqual(f.Type, w.Type) {
+				return nil, fmt.Errorf("column %d is %s, want %s", i, f, w)
+			}
+			continue
+		}
+		if f.Name == LakeOffsetColumn || f.Name == LakeTimestampColumn {
+			return nil, fmt.Errorf("system column %s at %d", f.Name, i)
+		}
+		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: f.Nullable})
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// LakeFileNewest returns the newest commit timestamp (__timestamp) of the
+// lake file r of size bytes from its footer statistics alone, without
+// reading its rows; ok is false when the footer has none.
+func LakeFileNewest(r io.ReaderAt, size int64) (newest int64, ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			newest, ok, err = 0, false, fmt.Errorf("tiering: lake file footer: unreadable: %v", p)
+		}
+	}()
+	rdr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return 0, false, fmt.Errorf("tiering: lake file footer: %w", err)
+	}
+	defer rdr.Close()
+	md := rdr.MetaData()
+	for i := range md.NumRowGroups() {
+		rg := md.RowGroup(i)
+		if rg.NumColumns() < 3 {
+			return 0, false, fmt.Errorf("tiering: lake file footer: %d columns, not a lake file", rg.NumColumns())
+		}
+		col, err := rg.ColumnChunk(rg.NumColumns() - 1) // __timestamp is the last column
+		if err != nil {
+			return 0, false, fmt.Errorf("tiering: lake file footer: %w", err)
+		}
+		if set, err := col.StatsSet(); err != nil || !set {
+			return 0, false, nil
+		}
+		st, err := col.Statistics()
+		if err != nil {
+			return 0, false, fmt.Errorf("tiering: lake file footer: %w", err)
+		}
+		ts, isInt := st.(*metadata.Int64Statistics)
+		if !isInt || !ts.HasMinMax() {
+			return 0, false, nil
+		}
+		if !ok || ts.Max() > newest {
+			newest, ok = ts.Max(), true
+		}
+	}
+	return newest, ok, nil
 }
