@@ -417,7 +417,7 @@ func (n *Node) Fetch(ctx context.Context, b raftmeta.BucketID, offset int64, max
 	var res *rpc.FetchResult
 	q := &bucketReq{Bucket: b, Offset: offset, MaxBytes: int64(maxBytes), MaxWaitMs: maxWait.Milliseconds()}
 	err := n.route(ctx, b, q, callBucketFetch, func(r *replica.Replica) error {
-		batches, hw, start, err := r.Fetch(ctx, offset, maxBytes, maxWait)
+		batches, hw, start, err := n.fetchLeader(ctx, b, r, offset, maxBytes, maxWait)
 		if err != nil {
 			return replicaError(err)
 		}
@@ -434,7 +434,7 @@ func (n *Node) ListOffset(ctx context.Context, b raftmeta.BucketID, spec rpc.Off
 	var off int64
 	q := &bucketReq{Bucket: b, Spec: int32(spec), TsMs: tsMs}
 	err := n.route(ctx, b, q, callBucketOff, func(r *replica.Replica) error {
-		v, err := listOffsetLocal(r, spec, tsMs)
+		v, err := n.listOffsetLeader(b, r, spec, tsMs)
 		if err != nil {
 			return replicaError(err)
 		}

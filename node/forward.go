@@ -253,9 +253,9 @@ func (n *Node) handleBucket(call string) func(context.Context, []byte) ([]byte, 
 				}
 				p.BaseOffset, p.Count, err = r.Append(ctx, batches, q.WriterID, q.Seq)
 			case callBucketFetch:
-				p.Batches, p.HighWatermark, p.LogStartOffset, err = r.Fetch(ctx, q.Offset, int(q.MaxBytes), time.Duration(q.MaxWaitMs)*time.Millisecond)
+				p.Batches, p.HighWatermark, p.LogStartOffset, err = n.fetchLeader(ctx, q.Bucket, r, q.Offset, int(q.MaxBytes), time.Duration(q.MaxWaitMs)*time.Millisecond)
 			case callBucketOff:
-				p.Offset, err = listOffsetLocal(r, rpc.OffsetSpec(q.Spec), q.TsMs)
+				p.Offset, err = n.listOffsetLeader(q.Bucket, r, rpc.OffsetSpec(q.Spec), q.TsMs)
 			default:
 				err = n.servePK(ctx, call, r, q, &p)
 			}

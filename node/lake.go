@@ -77,9 +77,9 @@ func (n *Node) lakeDir(id raftmeta.BucketID, t *raftmeta.Table) (string, error) 
 	return tiering.LakeBucketDir(t.Database, t.Name, t.ID, partition, id.Bucket), nil
 }
 
-// tierToLake writes the bucket's committed rows after its lake end (or
-// after its log start, if the log no longer reaches back to the lake end)
-// as lake files: one per schema version met and per lakeFileBytes of
+// tierToLake writes the bucket's committed rows after its lake end (or,
+// if the log no longer reaches back to the lake end, after the files that
+// continue from its log start) as lake files: one per schema version met and per lakeFileBytes of
 // stored batches. It returns the files and rows written.
 func (n *Node) tierToLake(id raftmeta.BucketID, t *raftmeta.Table, r *replica.Replica) (files, rows int, err error) {
 	dir, err := n.lakeDir(id, t)
@@ -90,7 +90,12 @@ func (n *Node) tierToLake(id raftmeta.BucketID, t *raftmeta.Table, r *replica.Re
 	if err != nil {
 		return 0, 0, err
 	}
-	from := max(tiering.LakeEnd(have), r.LogStartOffset())
+	from := tiering.LakeEnd(have)
+	if start := r.LogStartOffset(); from < start {
+		// The log dropped rows before they reached the lake: the lake
+		// continues from the log start, after the files that already do.
+		from = tiering.LakeEndFrom(have, start)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for from < r.HighWatermark() {

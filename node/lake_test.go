@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/tiering"
 )
 
@@ -175,4 +180,132 @@ func TestLakeTiering(t *testing.T) {
 		t.Fatalf("%d lake files, want at least 4 (two passes, two buckets)", len(m))
 	}
 
+}
+
+// TestLakeUnionRead: once table.log.ttl has dropped the oldest segments of
+// a lake table, reads still start at offset 0: ListOffsets EARLIEST and a
+// timestamp before the first row answer the lake's start, Fetch below the
+// log start serves the lake's rows, and a Scan from EARLIEST returns every
+// row written exactly once, in order, the lake's and then the log's. A
+// lake with a gap before the log start is not read, and the lake tiering
+// after such a gap does not write the log's rows again.
+func TestLakeUnionRead(t *testing.T) {
+	lake := t.TempDir()
+	cfg := testConfig(t.TempDir())
+	cfg.Tiering.LakeDir = lake
+	cfg.Storage.SegmentBytes = 1 << 20
+	cfg.Storage.RetentionCheckInterval = Duration{100 * time.Millisecond}
+	n := startNode(t, cfg)
+	defer n.Close()
+	ctx, c := withDB(t, n)
+	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "6s",
+		"table.datalake.enabled": "true", "table.datalake.freshness": "1s"})
+	store, err := tiering.NewDirStore(lake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := tiering.LakeBucketDir("db", "t", tableID, "", 0)
+	lakeFiles := func() []tiering.LakeFile {
+		files, err := tiering.ListLake(store, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	// Three lake passes of ~2 MiB each: lake files [0, 1000), [1000, 2000)
+	// and [2000, 3000).
+	rng := rand.New(rand.NewPCG(3, 4))
+	next := 0
+	for range 3 {
+		next = appendBig(t, ctx, c, rng, next, 10)
+		waitFor(t, 20*time.Second, func() bool { return tiering.LakeEnd(lakeFiles()) == int64(next) })
+	}
+	want := readAll(t, ctx, c, "db.t", 1)
+	r := n.replica(raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0})
+	// The closed segments (1 MiB each) expire; the active one stays.
+	waitFor(t, 30*time.Second, func() bool { return r.LogStartOffset() > 2000 })
+
+	if got := readAll(t, ctx, c, "db.t", 1); got != want {
+		t.Fatalf("rows read back from the lake and the log differ from the rows written (%d and %d bytes)", len(got), len(want))
+	}
+	for _, spec := range []flussv1.ListOffsetsRequest_Spec{flussv1.ListOffsetsRequest_EARLIEST, flussv1.ListOffsetsRequest_TIMESTAMP} {
+		offs, err := c.ListOffsets(ctx, "db.t", spec, 1)
+		if err != nil || len(offs) != 1 || offs[0].Offset != 0 {
+			t.Fatalf("%v = %v, %v; want 0 (the lake's start)", spec, offs, err)
+		}
+	}
+	var scanned []json.RawMessage
+	err = c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t", From: flussv1.ScanRequest_EARLIEST}, func(m *flussv1.ScanResponse) error {
+		var part []json.RawMessage
+		if len(m.Rows) > 0 {
+			if err := json.Unmarshal(m.Rows, &part); err != nil {
+				return err
+			}
+		}
+		scanned = append(scanned, part...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(scanned); string(got) != want {
+		t.Fatalf("Scan from EARLIEST: %d rows, differing from the %d written", len(scanned), next)
+	}
+	if r.LogStartOffset() <= 2000 {
+		t.Fatal("the log start went back")
+	}
+	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if metricValue(t, body, "fluss_lake_files_read_total") < 2 || metricValue(t, body, "fluss_lake_batches_read_total") < 1 {
+		t.Fatalf("lake reads not counted:\n%s", body)
+	}
+
+	files := lakeFiles()
+	if len(files) != 3 || files[1].FirstOffset != 1000 {
+		t.Fatalf("lake files %+v, want three of 1,000 rows", files)
+	}
+	// The commit timestamp of offset 1000 (the second lake pass's first
+	// row, written after the first pass) finds offset 1000.
+	data, err := os.ReadFile(filepath.Join(lake, files[1].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, batches, err := tiering.ReadLakeFile(data, files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		b.Rec.Release()
+	}
+	offs, err := c.ListOffsets(ctx, "db.t", flussv1.ListOffsetsRequest_TIMESTAMP, batches[0].CommitTs)
+	if err != nil || len(offs) != 1 || offs[0].Offset != 1000 {
+		t.Fatalf("offset for the commit timestamp of offset 1000 = %v, %v; want 1000", offs, err)
+	}
+
+	// A gap: without the middle file the lake no longer reaches the log.
+	if err := store.Delete(files[1].Name); err != nil {
+		t.Fatal(err)
+	}
+	n.lakeReads.mu.Lock()
+	n.lakeReads.lists = nil // as if lakeListingFor had passed
+	n.lakeReads.mu.Unlock()
+	offs, err = c.ListOffsets(ctx, "db.t", flussv1.ListOffsetsRequest_EARLIEST, 0)
+	if err != nil || len(offs) != 1 || offs[0].Offset != r.LogStartOffset() {
+		t.Fatalf("EARLIEST with a gap in the lake = %v, %v; want the log start %d", offs, err, r.LogStartOffset())
+	}
+	for _, off := range []int64{0, 1500} {
+		if _, err := c.Fetch(ctx, &flussv1.FetchRequest{Table: "db.t", Bucket: 0, Offset: off}); codeOf(err) != connect.CodeOutOfRange {
+			t.Fatalf("fetch at %d with a gap in the lake: %v, want out_of_range", off, err)
+		}
+	}
+	// Lake passes after the gap (one a second) write nothing: the file
+	// after it already continues from the log start.
+	time.Sleep(2500 * time.Millisecond)
+	if got := lakeFiles(); len(got) != 2 {
+		t.Fatalf("lake files after the gap: %+v, want the two left", got)
+	}
 }

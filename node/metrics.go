@@ -46,6 +46,10 @@ func (n *Node) registerMetrics() {
 			n.tiered.expired.Load),
 		counterFunc("fluss_lake_files_written_total", "Parquet files this node wrote to the lake as a bucket leader.",
 			n.tiered.lakeFiles.Load),
+		counterFunc("fluss_lake_files_read_total", "Lake files this node decoded to serve reads below a log's start (the union read).",
+			n.lakeReads.filesRead.Load),
+		counterFunc("fluss_lake_batches_read_total", "Record batches this node served from lake files.",
+			n.lakeReads.batchesRead.Load),
 		counterFunc("fluss_tiering_errors_total", "Tiering and lake passes of a bucket that failed (listing, upload, deletion); the next pass retries.",
 			n.tiered.errors.Load),
 	)

@@ -42,16 +42,17 @@ type Node struct {
 	logger  *slog.Logger
 	baseLog *slog.Logger
 
-	lockFile *os.File
-	peers    *peer.Mux // the peer listener: every Raft group of this node
-	meta     *raftmeta.Meta
-	syncer   *logstore.Syncer
-	remote   tiering.Store          // nil while tiering is off
-	lake     tiering.Store          // nil without [tiering] lake_dir
-	tiered   tierState              // the tiering loop (tiering.go)
-	pump     *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
-	live     *liveness              // which peer nodes answer (for the pump)
-	registry *prometheus.Registry
+	lockFile  *os.File
+	peers     *peer.Mux // the peer listener: every Raft group of this node
+	meta      *raftmeta.Meta
+	syncer    *logstore.Syncer
+	remote    tiering.Store          // nil while tiering is off
+	lake      tiering.Store          // nil without [tiering] lake_dir
+	lakeReads lakeReads              // the union read's caches (lakeread.go)
+	tiered    tierState              // the tiering loop (tiering.go)
+	pump      *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
+	live      *liveness              // which peer nodes answer (for the pump)
+	registry  *prometheus.Registry
 
 	listener net.Listener
 	server   *http.Server

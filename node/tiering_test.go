@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -144,6 +145,26 @@ func testTiering(t *testing.T, tc TieringConfig, store tiering.Store) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() bool { return remoteSegments() == 0 })
+}
+
+// createBigTable creates db.t for appendBig: one bucket, (id BIGINT NOT
+// NULL, s STRING), uncompressed so that segments fill by the bytes
+// appended, with the extra properties props. It returns the table id.
+func createBigTable(t *testing.T, ctx context.Context, c *client.Client, props map[string]string) int64 {
+	t.Helper()
+	no := false
+	all := map[string]string{"table.log.arrow.compression.type": "NONE"}
+	maps.Copy(all, props)
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "s", Type: "STRING"}}},
+		BucketCount: 1,
+		Properties:  all,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tableID
 }
 
 // appendBig appends batches of 100 rows of ~2 KB of random letters (ids
@@ -333,16 +354,7 @@ func TestTieringExpiresRemoteSegments(t *testing.T) {
 	n := startNode(t, cfg)
 	defer n.Close()
 	ctx, c := withDB(t, n)
-	no := false
-	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
-		Table:       "db.t",
-		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "s", Type: "STRING"}}},
-		BucketCount: 1,
-		Properties:  map[string]string{"table.log.arrow.compression.type": "NONE", "table.log.ttl": "5s"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "5s"})
 	appendBig(t, ctx, c, rand.New(rand.NewPCG(9, 10)), 0, 30)
 	remoteSegments := func() int {
 		names, err := store.List(tiering.BucketDir(tableID, 0, 0))

@@ -1,0 +1,330 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/node/replica"
+	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/tiering"
+)
+
+// The union read (DESIGN §9): a log table with table.datalake.enabled
+// whose log no longer holds its oldest records (table.log.ttl) serves them
+// from its lake files, so one Fetch or Scan from EARLIEST reads the lake up
+// to the log start and the log after it. A lake row has the offset it had
+// in the log (__offset), so the two meet with no gap and no overlap. The
+// lake is used only while its files run without a gap from its first
+// offset to the log start; otherwise reads start at the log, as without a
+// lake.
+
+// lakeListingFor is how long a bucket's lake listing is trusted. Files are
+// only added (every table.datalake.freshness), and a stale listing only
+// misses the newest, which the log still holds.
+const lakeListingFor = 5 * time.Second
+
+// lakeCachedFiles is how many decoded lake files a node keeps for union
+// reads: a reader continues in the file it read last.
+const lakeCachedFiles = 4
+
+// lakeReads is what union reads keep of the lake.
+type lakeReads struct {
+	mu    sync.Mutex
+	lists map[string]lakeListing // by bucket lake directory
+	files []*lakeDecoded         // most recently used first
+
+	filesRead, batchesRead atomic.Int64 // for /metrics
+}
+
+type lakeListing struct {
+	files []tiering.LakeFile
+	at    time.Time
+}
+
+// lakeDecoded is one lake file as stored batches (record.AppendBatch
+// format, offsets and commit timestamps stamped), in offset order.
+type lakeDecoded struct {
+	name    string
+	next    []int64  // the offset after each batch
+	batches [][]byte // not modified once cached
+}
+
+// lakeTable returns bucket id's table when reads of it may use the lake:
+// a log table with table.datalake.enabled on a node with a lake.
+func (n *Node) lakeTable(id raftmeta.BucketID) *raftmeta.Table {
+	if n.lake == nil {
+		return nil
+	}
+	t, err := n.meta.TableByID(id.TableID)
+	if err != nil || !lakeEnabled(t) || t.HasPrimaryKey() {
+		return nil
+	}
+	return t
+}
+
+// lakeRun returns the bucket's lake files and where they start, when they
+// run without a gap from there to logStart and so extend the log
+// backwards; ok is false when the lake adds nothing before logStart.
+func (n *Node) lakeRun(id raftmeta.BucketID, t *raftmeta.Table, logStart int64) (files []tiering.LakeFile, start int64, ok bool, err error) {
+	dir, err := n.lakeDir(id, t)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	files, err = n.lakeList(dir, false)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if len(files) > 0 && files[0].FirstOffset < logStart && tiering.LakeEnd(files) < logStart {
+		// The files may have reached the log since they were listed.
+		if files, err = n.lakeList(dir, true); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	if len(files) == 0 || files[0].FirstOffset >= logStart || tiering.LakeEnd(files) < logStart {
+		return nil, 0, false, nil
+	}
+	return files, files[0].FirstOffset, true, nil
+}
+
+// lakeList lists a bucket's lake files, from the cache unless it is older
+// than lakeListingFor or fresh is set.
+func (n *Node) lakeList(dir string, fresh bool) ([]tiering.LakeFile, error) {
+	lr := &n.lakeReads
+	lr.mu.Lock()
+	l, ok := lr.lists[dir]
+	lr.mu.Unlock()
+	if ok && !fresh && time.Since(l.at) < lakeListingFor {
+		return l.files, nil
+	}
+	files, err := tiering.ListLake(n.lake, dir)
+	if err != nil {
+		return nil, err
+	}
+	lr.mu.Lock()
+	if lr.lists == nil {
+		lr.lists = map[string]lakeListing{}
+	}
+	lr.lists[dir] = lakeListing{files: files, at: time.Now()}
+	lr.mu.Unlock()
+	return files, nil
+}
+
+// fetchLeader is Fetch on the bucket's leading replica r with the union
+// read: the log start it reports is the lake's start when the lake extends
+// the log backwards, and offsets between the two are read from the lake.
+func (n *Node) fetchLeader(ctx context.Context, id raftmeta.BucketID, r *replica.Replica, offset int64, maxBytes int, maxWait time.Duration) (batches [][]byte, hw, start int64, err error) {
+	batches, hw, start, err = r.Fetch(ctx, offset, maxBytes, maxWait)
+	below := errors.Is(err, replica.ErrOffsetOutOfRange) && offset < start
+	if err != nil && !below {
+		return batches, hw, start, err
+	}
+	t := n.lakeTable(id)
+	if t == nil {
+		return batches, hw, start, err
+	}
+	files, lakeStart, ok, lerr := n.lakeRun(id, t, start)
+	switch {
+	case lerr != nil && below:
+		return nil, hw, start, fmt.Errorf("bucket %v: offset %d is before the log start %d, and the lake could not be listed: %w", id, offset, start, lerr)
+	case lerr != nil || !ok:
+		return batches, hw, start, err // the log's answer
+	case !below:
+		return batches, hw, lakeStart, nil
+	case offset < lakeStart:
+		return nil, hw, lakeStart, fmt.Errorf("%w: bucket %v: offset %d, the lake and the log hold [%d, %d)", replica.ErrOffsetOutOfRange, id, offset, lakeStart, hw)
+	}
+	batches, err = n.readLake(t, files, offset, max(maxBytes, 1))
+	return batches, hw, lakeStart, err
+}
+
+// listOffsetLeader answers ListOffset on the bucket's leading replica r,
+// once it serves reads, with the union read: EARLIEST is the lake's start
+// when the lake extends the log backwards, and a timestamp before the
+// log's first record is looked up in the lake.
+func (n *Node) listOffsetLeader(id raftmeta.BucketID, r *replica.Replica, spec rpc.OffsetSpec, tsMs int64) (int64, error) {
+	off, err := listOffsetLocal(r, spec, tsMs)
+	if err != nil || spec == rpc.OffsetLatest {
+		return off, err
+	}
+	start := r.LogStartOffset()
+	if spec != rpc.OffsetEarliest && off > start {
+		return off, nil // the log holds the answer
+	}
+	t := n.lakeTable(id)
+	if t == nil {
+		return off, nil
+	}
+	files, lakeStart, ok, err := n.lakeRun(id, t, start)
+	if err != nil || !ok {
+		return off, nil // the log's answer
+	}
+	if spec == rpc.OffsetEarliest {
+		return lakeStart, nil
+	}
+	return n.lakeOffsetForTimestamp(t, files, start, tsMs, off)
+}
+
+// lakeOffsetForTimestamp is the first offset below logStart in the lake
+// files whose commit timestamp is >= tsMs, or otherwise (the log's answer).
+// Files whose footer says they are all older are not read.
+func (n *Node) lakeOffsetForTimestamp(t *raftmeta.Table, files []tiering.LakeFile, logStart, tsMs, otherwise int64) (int64, error) {
+	for _, f := range files {
+		if f.FirstOffset >= logStart {
+			break
+		}
+		if newest, ok, err := n.lakeFileNewest(f); err != nil {
+			return 0, err
+		} else if ok && newest < tsMs {
+			continue
+		}
+		d, err := n.lakeFile(t, f)
+		if err != nil {
+			return 0, err
+		}
+		for i, b := range d.batches {
+			h, _, err := record.CheckBatch(b)
+			if err != nil {
+				return 0, err
+			}
+			if h.CommitTimestamp >= tsMs {
+				return h.BaseOffset, nil
+			}
+			if d.next[i] >= logStart {
+				return otherwise, nil
+			}
+		}
+	}
+	return otherwise, nil
+}
+
+// lakeFileNewest reads the newest commit timestamp of lake file f from its
+// footer (tiering.LakeFileNewest).
+func (n *Node) lakeFileNewest(f tiering.LakeFile) (int64, bool, error) {
+	o, err := n.lake.Open(f.Name)
+	if err != nil {
+		return 0, false, fmt.Errorf("open lake file: %w", err)
+	}
+	defer o.Close()
+	return tiering.LakeFileNewest(o, o.Size())
+}
+
+// readLake returns the stored batches of the lake file holding offset,
+// from the batch that holds it on, about maxBytes (at least one batch).
+func (n *Node) readLake(t *raftmeta.Table, files []tiering.LakeFile, offset int64, maxBytes int) ([][]byte, error) {
+	i := slices.IndexFunc(files, func(f tiering.LakeFile) bool { return f.FirstOffset <= offset && offset < f.NextOffset })
+	if i < 0 {
+		return nil, fmt.Errorf("table %s: no lake file holds offset %d", t.FullName(), offset)
+	}
+	d, err := n.lakeFile(t, files[i])
+	if err != nil {
+		return nil, err
+	}
+	k, _ := slices.BinarySearch(d.next, offset+1)
+	var out [][]byte
+	size := 0
+	for _, b := range d.batches[k:] {
+		if len(out) > 0 && size+len(b) > maxBytes {
+			break
+		}
+		out = append(out, b)
+		size += len(b)
+	}
+	n.lakeReads.batchesRead.Add(int64(len(out)))
+	return out, nil
+}
+
+// lakeFile returns lake file f decoded as stored batches, from the cache
+// or read now.
+func (n *Node) lakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecoded, error) {
+	lr := &n.lakeReads
+	lr.mu.Lock()
+	for i, d := range lr.files {
+		if d.name == f.Name {
+			copy(lr.files[1:i+1], lr.files[:i])
+			lr.files[0] = d
+			lr.mu.Unlock()
+			return d, nil
+		}
+	}
+	lr.mu.Unlock()
+	d, err := n.decodeLakeFile(t, f)
+	if err != nil {
+		return nil, err
+	}
+	lr.mu.Lock()
+	lr.files = slices.Insert(lr.files, 0, d)
+	lr.files = lr.files[:min(len(lr.files), lakeCachedFiles)]
+	lr.mu.Unlock()
+	lr.filesRead.Add(1)
+	return d, nil
+}
+
+// decodeLakeFile reads lake file f and encodes its rows as stored batches
+// of the table's schema version with the file's columns, compressed as the
+// table's log is.
+func (n *Node) decodeLakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecoded, error) {
+	o, err := n.lake.Open(f.Name)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: open lake file: %w", t.FullName(), err)
+	}
+	data := make([]byte, o.Size())
+	_, err = o.ReadAt(data, 0)
+	o.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("table %s: read lake file %s: %w", t.FullName(), f.Name, err)
+	}
+	cols, lbs, err := tiering.ReadLakeFile(data, f)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, b := range lbs {
+			b.Rec.Release()
+		}
+	}()
+	// A lake file holds the rows of one schema version; versions only add
+	// columns, so the columns name it.
+	i := slices.IndexFunc(t.Schemas, func(s *record.Schema) bool { return sameColumns(s.ArrowSchema(), cols) })
+	if i < 0 {
+		return nil, fmt.Errorf("table %s: lake file %s has columns %s, which no schema version of the table has", t.FullName(), f.Name, cols)
+	}
+	sch := t.Schemas[i]
+	comp, level, err := t.LogCompression()
+	if err != nil {
+		return nil, err
+	}
+	d := &lakeDecoded{name: f.Name}
+	for _, b := range lbs {
+		h := record.BatchHeader{
+			BaseOffset:      b.BaseOffset,
+			RecordCount:     int32(b.Rec.NumRows()),
+			CommitTimestamp: b.CommitTs,
+			SchemaID:        sch.ID,
+		}
+		stored, err := record.AppendRecordBatch(nil, h, b.Rec, comp, level)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: lake file %s: %w", t.FullName(), f.Name, err)
+		}
+		d.batches = append(d.batches, stored)
+		d.next = append(d.next, b.BaseOffset+b.Rec.NumRows())
+	}
+	return d, nil
+}
+
+// sameColumns reports whether a and b have the same column names, types
+// and nullability, in order.
+func sameColumns(a, b *arrow.Schema) bool {
+	return slices.EqualFunc(a.Fields(), b.Fields(), func(x, y arrow.Field) bool {
+		return x.Name == y.Name && x.Nullable == y.Nullable && arrow.TypeEqual(x.Type, y.Type)
+	})
+}
