@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,29 @@ func (n *Node) lakeRun(id raftmeta.BucketID, t *raftmeta.Table, logStart int64) 
 		return nil, 0, false, nil
 	}
 	return files, files[0].FirstOffset, true, nil
+}
+
+// retentionBound is the first offset retention must keep on replica r of
+// bucket id: for a lake table, the end of the lake files that run from the
+// log start (rows the lake does not hold yet stay in the log, so that they
+// are not lost to it); math.MaxInt64 for other tables and on a node
+// without a lake. ok is false when the lake could not be listed: delete
+// nothing this time.
+func (n *Node) retentionBound(id raftmeta.BucketID, r *replica.Replica) (keepFrom int64, ok bool) {
+	t := n.lakeTable(id)
+	if t == nil {
+		return math.MaxInt64, true
+	}
+	dir, err := n.lakeDir(id, t)
+	if err == nil {
+		var files []tiering.LakeFile
+		if files, err = n.lakeList(dir, true); err == nil {
+			return tiering.LakeEndFrom(files, r.LogStartOffset()), true
+		}
+	}
+	n.tiered.errors.Add(1)
+	n.logger.Warn("retention: list the lake", "table", t.FullName(), "bucket", id, "err", err)
+	return 0, false
 }
 
 // lakeList lists a bucket's lake files, from the cache unless it is older

@@ -361,11 +361,19 @@ func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
 
 // retentionLoop enforces table.log.ttl on every open replica.
 func (n *Node) retentionLoop() {
-	n.everyReplicaEvery(n.cfg.Storage.RetentionCheckInterval.Duration, func(id raftmeta.BucketID, r *replica.Replica) {
-		if err := r.EnforceRetention(n.tableTTL(id.TableID)); err != nil {
-			n.logger.Warn("retention", "bucket", id, "err", err)
-		}
-	})
+	n.everyReplicaEvery(n.cfg.Storage.RetentionCheckInterval.Duration, n.enforceRetention)
+}
+
+// enforceRetention enforces table.log.ttl on replica r of bucket id, never
+// beyond what a lake table's lake holds (retentionBound).
+func (n *Node) enforceRetention(id raftmeta.BucketID, r *replica.Replica) {
+	keepFrom, ok := n.retentionBound(id, r)
+	if !ok {
+		return
+	}
+	if err := r.EnforceRetention(n.tableTTL(id.TableID), keepFrom); err != nil {
+		n.logger.Warn("retention", "bucket", id, "err", err)
+	}
 }
 
 // everyReplicaEvery calls fn for each open replica every interval until

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -107,9 +108,11 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 	}
 	expired := 0
 	if r.IsLeader() {
-		if expired, err = rl.DeleteBefore(time.Now().Add(-n.tableTTL(id.TableID)).UnixMilli()); err != nil {
-			n.tiered.errors.Add(1)
-			n.logger.Warn("tiering: remote retention", "bucket", id, "err", err)
+		if keepFrom, ok := n.retentionBound(id, r); ok {
+			if expired, err = rl.DeleteBefore(time.Now().Add(-n.tableTTL(id.TableID)).UnixMilli(), keepFrom); err != nil {
+				n.tiered.errors.Add(1)
+				n.logger.Warn("tiering: remote retention", "bucket", id, "err", err)
+			}
 		}
 	}
 	n.tiered.uploaded.Add(int64(st.Uploaded))
@@ -134,7 +137,7 @@ func (n *Node) dropRemoteLog(id raftmeta.BucketID) {
 	}
 	n.tiered.mu.Lock()
 	defer n.tiered.mu.Unlock()
-	if _, err := rl.DeleteBefore(int64(^uint64(0) >> 1)); err != nil {
+	if _, err := rl.DeleteBefore(math.MaxInt64, math.MaxInt64); err != nil {
 		n.logger.Warn("tiering: remove the remote log of a dropped bucket", "bucket", id, "err", err)
 	}
 }

@@ -293,11 +293,12 @@ func (l *RemoteLog) OffsetForTimestamp(tsMs int64) (int64, bool) {
 }
 
 // DeleteBefore is remote retention: it deletes the segments, oldest first,
-// whose records are all older than cutoffMs, and returns how many.
-func (l *RemoteLog) DeleteBefore(cutoffMs int64) (int, error) {
+// whose records are all older than cutoffMs and below keepFrom (the lake
+// end of a lake table; math.MaxInt64: no such bound), and returns how many.
+func (l *RemoteLog) DeleteBefore(cutoffMs, keepFrom int64) (int, error) {
 	n := 0
 	for _, s := range l.Segments() {
-		if s.MaxTs >= cutoffMs {
+		if s.MaxTs >= cutoffMs || s.NextOffset > keepFrom {
 			break
 		}
 		if err := l.store.Delete(s.Name); err != nil {

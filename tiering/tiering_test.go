@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -278,9 +279,12 @@ func TestRemoteLogUploadReadExpire(t *testing.T) {
 	if got := readRemote(t, other, 0, end); !slices.Equal(got, want) {
 		t.Fatal("remote read after dropping the local copies differs")
 	}
-	// Remote retention: segments 0 and 1 expire.
-	if n, err := rl.DeleteBefore(closed[1].MaxTs + 1); err != nil || n != 2 {
-		t.Fatalf("DeleteBefore = %d, %v; want 2", n, err)
+	// Remote retention: segments 0 and 1 expire, but not past keepFrom.
+	if n, err := rl.DeleteBefore(closed[1].MaxTs+1, closed[1].NextOffset-1); err != nil || n != 1 {
+		t.Fatalf("DeleteBefore below an offset inside segment 1 = %d, %v; want 1", n, err)
+	}
+	if n, err := rl.DeleteBefore(closed[1].MaxTs+1, math.MaxInt64); err != nil || n != 1 {
+		t.Fatalf("DeleteBefore = %d, %v; want 1", n, err)
 	}
 	if s, e := rl.Range(); s != closed[2].FirstOffset || e != end {
 		t.Fatalf("range after expiry = [%d, %d)", s, e)
@@ -434,7 +438,7 @@ func TestRemoteLogKeepsRecentSegmentsOpen(t *testing.T) {
 		t.Fatalf("most recently used is %s, want %s", rl.open[0].name, segs[1].Name)
 	}
 	// Expiring a segment closes its file.
-	if n, err := rl.DeleteBefore(closed[1].MaxTs + 1); err != nil || n != 2 {
+	if n, err := rl.DeleteBefore(closed[1].MaxTs+1, math.MaxInt64); err != nil || n != 2 {
 		t.Fatalf("DeleteBefore = %d, %v", n, err)
 	}
 	for _, o := range rl.open {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -452,7 +453,7 @@ func TestPKWipedReplicaRejoinsFromSnapshot(t *testing.T) {
 		if err := r.raft.Snapshot().Error(); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.EnforceRetention(time.Nanosecond); err != nil {
+		if err := r.EnforceRetention(time.Nanosecond, math.MaxInt64); err != nil {
 			t.Fatalf("retention on %d: %v", i, err)
 		}
 		if r.LogStartOffset() == 0 {
@@ -511,14 +512,14 @@ func TestRetentionSnapshotsOnlyWhenSegmentsExpire(t *testing.T) {
 		}
 		return len(metas)
 	}
-	if err := r.EnforceRetention(time.Hour); err != nil {
+	if err := r.EnforceRetention(time.Hour, math.MaxInt64); err != nil {
 		t.Fatal(err)
 	}
 	if n := snaps(); n != 0 {
 		t.Fatalf("%d snapshots after a retention pass with nothing expired, want 0", n)
 	}
 	time.Sleep(5 * time.Millisecond)
-	if err := r.EnforceRetention(time.Millisecond); err != nil {
+	if err := r.EnforceRetention(time.Millisecond, math.MaxInt64); err != nil {
 		t.Fatal(err)
 	}
 	if n := snaps(); n != 1 || r.LogStartOffset() == 0 {

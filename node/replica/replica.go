@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -574,15 +575,22 @@ func (r *Replica) WaitLeader(ctx context.Context) error {
 func (r *Replica) Raft() *raft.Raft { return r.raft }
 
 // EnforceRetention deletes closed segments whose records are all older than
-// ttl, never beyond the last raft snapshot (it takes one first when the
-// latest does not cover them; when nothing expired it does nothing).
-func (r *Replica) EnforceRetention(ttl time.Duration) error {
+// ttl and below keepFrom (a lake table's rows not yet in the lake stay;
+// math.MaxInt64: no such bound), never beyond the last raft snapshot (it
+// takes one first when the latest does not cover them; when nothing
+// expired it does nothing).
+func (r *Replica) EnforceRetention(ttl time.Duration, keepFrom int64) error {
 	if ttl <= 0 {
 		return nil
 	}
 	cutoff := time.Now().Add(-ttl).UnixMilli()
-	n, err := r.trimHead(r.log.Expired(cutoff), func(maxIndex uint64) (int, error) {
-		return r.log.DeleteBefore(cutoff, maxIndex)
+	need, limit := r.log.Expired(cutoff), uint64(math.MaxUint64)
+	if keepFrom < math.MaxInt64 {
+		limit = r.log.Covered(keepFrom, 0)
+		need = min(need, limit)
+	}
+	n, err := r.trimHead(need, func(maxIndex uint64) (int, error) {
+		return r.log.DeleteBefore(cutoff, min(maxIndex, limit))
 	})
 	if err != nil {
 		return fmt.Errorf("bucket %v retention: %w", r.cfg.ID, err)

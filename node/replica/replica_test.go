@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -530,16 +531,17 @@ func TestRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := r.EnforceRetention(time.Hour); err != nil {
+	if err := r.EnforceRetention(time.Hour, math.MaxInt64); err != nil {
 		t.Fatal(err)
 	}
 	if s := r.LogStartOffset(); s != 0 {
 		t.Fatalf("1h retention moved log start to %d", s)
 	}
 	// Everything is older than "now + 1ms" once the clock moves on: use a
-	// tiny ttl and wait until the cutoff passes the newest record.
+	// tiny ttl and wait until the cutoff passes the newest record. First
+	// with keepFrom 20: only segments wholly below offset 20 go.
 	waitFor(t, 5*time.Second, func() error {
-		if err := r.EnforceRetention(time.Nanosecond); err != nil {
+		if err := r.EnforceRetention(time.Nanosecond, 20); err != nil {
 			return err
 		}
 		if s := r.LogStartOffset(); s == 0 {
@@ -547,7 +549,17 @@ func TestRetention(t *testing.T) {
 		}
 		return nil
 	})
+	if s := r.LogStartOffset(); s > 20 {
+		t.Fatalf("retention kept from 20 moved the log start to %d", s)
+	}
+	kept := r.LogStartOffset()
+	if err := r.EnforceRetention(time.Nanosecond, math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
 	start := r.LogStartOffset()
+	if start <= kept {
+		t.Fatalf("retention without a bound left the log start at %d", start)
+	}
 	if _, _, _, err := r.Fetch(ctx, start-1, 0, 0); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("Fetch below log start: %s", errString(err))
 	}
