@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/fluss-node/fluss-node/kvstore"
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
@@ -29,14 +30,14 @@ func lakeEnabled(t *raftmeta.Table) bool {
 	return strings.EqualFold(t.Properties["table.datalake.enabled"], "true")
 }
 
-// lakeLoop writes the committed rows of log tables with
-// table.datalake.enabled to the lake, for the buckets this node leads,
-// every table.datalake.freshness.
+// lakeLoop writes the committed rows of tables with
+// table.datalake.enabled to the lake (a primary-key table's changelog), for
+// the buckets this node leads, every table.datalake.freshness.
 func (n *Node) lakeLoop() {
 	last := map[raftmeta.BucketID]time.Time{} // owned by the loop's goroutine
 	n.everyReplicaEvery(time.Second, func(id raftmeta.BucketID, r *replica.Replica) {
 		tbl, err := n.meta.TableByID(id.TableID)
-		if err != nil || !lakeEnabled(tbl) || tbl.HasPrimaryKey() || !r.IsLeader() {
+		if err != nil || !lakeEnabled(tbl) || !r.IsLeader() {
 			return
 		}
 		fresh := defaultLakeFreshness
@@ -58,6 +59,17 @@ func (n *Node) lakeLoop() {
 				"files", files, "rows", rows)
 		}
 	})
+}
+
+// lakeColumnsOf is the columns of the stored batches of table t's schema
+// version s, which its lake files hold (before __offset and __timestamp):
+// a log table's columns, or a primary-key table's changelog columns (its
+// columns, then _change_type).
+func lakeColumnsOf(t *raftmeta.Table, s *record.Schema) *arrow.Schema {
+	if t.HasPrimaryKey() {
+		return kvstore.ChangelogArrowSchema(s)
+	}
+	return s.ArrowSchema()
 }
 
 // lakeDir is the lake directory of bucket id of table t.
@@ -146,7 +158,7 @@ func (n *Node) tierToLake(id raftmeta.BucketID, t *raftmeta.Table, r *replica.Re
 				if s == nil {
 					return files, rows, fmt.Errorf("batch at offset %d has schema version %d, which table %s lacks", bt.BaseOffset, bt.SchemaID, t.FullName())
 				}
-				schemaID, cols = bt.SchemaID, s.ArrowSchema()
+				schemaID, cols = bt.SchemaID, lakeColumnsOf(t, s)
 			}
 			rec, err := record.DecodeBody(cols, bt.Body, nil)
 			if err != nil {

@@ -61,13 +61,13 @@ type lakeDecoded struct {
 }
 
 // lakeTable returns bucket id's table when reads of it may use the lake:
-// a log table with table.datalake.enabled on a node with a lake.
+// a table with table.datalake.enabled on a node with a lake.
 func (n *Node) lakeTable(id raftmeta.BucketID) *raftmeta.Table {
 	if n.lake == nil {
 		return nil
 	}
 	t, err := n.meta.TableByID(id.TableID)
-	if err != nil || !lakeEnabled(t) || t.HasPrimaryKey() {
+	if err != nil || !lakeEnabled(t) {
 		return nil
 	}
 	return t
@@ -294,8 +294,8 @@ func (n *Node) lakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecoded, er
 }
 
 // decodeLakeFile reads lake file f and encodes its rows as stored batches
-// of the table's schema version with the file's columns, compressed as the
-// table's log is.
+// of the table's schema version with the file's columns (a primary-key
+// table's as changelog batches), compressed as the table's log is.
 func (n *Node) decodeLakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecoded, error) {
 	o, err := n.lake.Open(f.Name)
 	if err != nil {
@@ -318,7 +318,7 @@ func (n *Node) decodeLakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecod
 	}()
 	// A lake file holds the rows of one schema version; versions only add
 	// columns, so the columns name it.
-	i := slices.IndexFunc(t.Schemas, func(s *record.Schema) bool { return sameColumns(s.ArrowSchema(), cols) })
+	i := slices.IndexFunc(t.Schemas, func(s *record.Schema) bool { return sameColumns(lakeColumnsOf(t, s), cols) })
 	if i < 0 {
 		return nil, fmt.Errorf("table %s: lake file %s has columns %s, which no schema version of the table has", t.FullName(), f.Name, cols)
 	}
@@ -327,9 +327,14 @@ func (n *Node) decodeLakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecod
 	if err != nil {
 		return nil, err
 	}
+	var attrs uint16
+	if t.HasPrimaryKey() {
+		attrs = record.AttrChangeType // a changelog: _change_type is its last column
+	}
 	d := &lakeDecoded{name: f.Name}
 	for _, b := range lbs {
 		h := record.BatchHeader{
+			Attributes:      attrs,
 			BaseOffset:      b.BaseOffset,
 			RecordCount:     int32(b.Rec.NumRows()),
 			CommitTimestamp: b.CommitTs,

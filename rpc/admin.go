@@ -151,9 +151,6 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 	if err != nil {
 		return nil, err
 	}
-	if err := notBuiltYet(req.Msg.GetTable(), spec); err != nil {
-		return nil, err
-	}
 	if len(spec.PrimaryKey) > 0 {
 		// The merge engine a bucket replica will build must accept the
 		// properties; refuse them here rather than leave buckets unopenable.
@@ -169,16 +166,6 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 		return nil, fmt.Errorf("create table %q: %w", req.Msg.GetTable(), err)
 	}
 	return connect.NewResponse(&flussv1.CreateTableResponse{TableId: id}), nil
-}
-
-// notBuiltYet refuses the table features this server cannot serve yet,
-// before a table is created that could not be used: lake tiering of
-// primary-key tables (table.datalake.enabled = true; log tables have it).
-func notBuiltYet(table string, spec raftmeta.TableSpec) error {
-	if v := spec.Properties["table.datalake.enabled"]; strings.EqualFold(v, "true") && len(spec.PrimaryKey) > 0 {
-		return fmt.Errorf("%w: lake tiering of primary-key tables (table %q sets table.datalake.enabled = %s); leave it unset or false, or use a log table", ErrUnimplemented, table, v)
-	}
-	return nil
 }
 
 func schemaToProto(s *record.Schema) *flussv1.Schema {

@@ -181,9 +181,6 @@ func TestBadInput(t *testing.T) {
 		// arrow-go allocated by that count, a fatal out-of-memory.
 		{"arrow schema claiming 2^31 fields", "/fluss.v1.WriteService/Append", `{"table":"shop.orders","arrow":"/////3gAAAAQAAAAAAAKAAwACgAJAAQACgAAABAAAAAAAQQACAAIAAAABAAIAAAABAAAAP///38UAAAAEAAUABAADwAOAAgAAAAEABAAAAAQAAAAGAAAAAAAAgEcAAAAAAAAAAgADAAIAAcACAAAAAAAAAFAAAAAAgAAAGlkAAD/////AAAAAA=="}`, "invalid_argument", "schema fields"},
 		{"partitions of an unpartitioned table", "/fluss.v1.AdminService/ListPartitions", `{"table":"shop.orders"}`, "invalid_argument", "not partitioned"},
-		{"lake tiering of a primary-key table", "/fluss.v1.AdminService/CreateTable",
-			`{"table":"shop.lake","schema":{"columns":[{"name":"id","type":"BIGINT","nullable":false}],"primaryKey":["id"]},"properties":{"table.datalake.enabled":"TRUE"}}`,
-			"unimplemented", "table.datalake.enabled"},
 		{"aggregation the engine refuses", "/fluss.v1.AdminService/CreateTable",
 			`{"table":"shop.agg","schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"b","type":"BOOLEAN"}],"primaryKey":["id"]},` +
 				`"properties":{"table.merge-engine":"aggregation","fields.b.agg":"sum"}}`, "invalid_argument", "fields.b.agg"},
