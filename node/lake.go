@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -35,7 +36,7 @@ func lakeEnabled(t *raftmeta.Table) bool {
 // the buckets this node leads, every table.datalake.freshness.
 func (n *Node) lakeLoop() {
 	last := map[raftmeta.BucketID]time.Time{} // owned by the loop's goroutine
-	n.everyReplicaEvery(time.Second, func(id raftmeta.BucketID, r *replica.Replica) {
+	n.everyReplicaEvery(cmp.Or(n.lakeCheckEvery, time.Second), func(id raftmeta.BucketID, r *replica.Replica) {
 		tbl, err := n.meta.TableByID(id.TableID)
 		if err != nil || !lakeEnabled(tbl) || !r.IsLeader() {
 			return

@@ -85,8 +85,11 @@ type Node struct {
 	// autoPartitionNow is the controller's clock for auto-partitioning
 	// (nil: time.Now); tests set it before Start.
 	autoPartitionNow func() time.Time
-	deadMu           sync.Mutex
-	deadSince        map[raftmeta.NodeID]time.Time // nodes gossip declared failed (hook for re-replication)
+	// lakeCheckEvery is how often the lake loop looks at the buckets (0:
+	// every second); tests set it before Start.
+	lakeCheckEvery time.Duration
+	deadMu         sync.Mutex
+	deadSince      map[raftmeta.NodeID]time.Time // nodes gossip declared failed (hook for re-replication)
 
 	registered chan struct{} // closed once this node is in the catalog
 	quit       chan struct{}

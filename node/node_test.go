@@ -45,11 +45,20 @@ func testConfig(dir string) Config {
 
 func startNode(t *testing.T, cfg Config) *Node {
 	t.Helper()
+	return startNodeWith(t, cfg, nil)
+}
+
+// startNodeWith is startNode with tune (if not nil) called before Start.
+func startNodeWith(t *testing.T, cfg Config, tune func(*Node)) *Node {
+	t.Helper()
 	n, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.gossipProfile = "local" // membership.ProfileLocal
+	if tune != nil {
+		tune(n)
+	}
 	if err := n.Start(context.Background()); err != nil {
 		n.Close()
 		t.Fatal(err)

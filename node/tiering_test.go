@@ -147,6 +147,23 @@ func testTiering(t *testing.T, tc TieringConfig, store tiering.Store) {
 	waitFor(t, 10*time.Second, func() bool { return remoteSegments() == 0 })
 }
 
+// stopBucketLeader closes the node (of three) that leads bucket 0 of table
+// and sets its entry in nodes to nil. It returns its index and the other
+// two's.
+func stopBucketLeader(t *testing.T, ctx context.Context, c *client.Client, nodes []*Node, table string) (victim int, alive []int) {
+	t.Helper()
+	layout, err := c.GetTableLayout(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim = int(layout[0].Leader) - 1
+	if err := nodes[victim].Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[victim] = nil
+	return victim, []int{(victim + 1) % 3, (victim + 2) % 3}
+}
+
 // createBigTable creates db.t for appendBig: one bucket, (id BIGINT NOT
 // NULL, s STRING), uncompressed so that segments fill by the bytes
 // appended, with the extra properties props. It returns the table id.
@@ -240,16 +257,7 @@ func TestClusterTiering(t *testing.T) {
 	waitFor(t, 30*time.Second, tiered(c, 5, 0, 1, 2))
 	want := readAll(t, ctx, c, "db.t", 1)
 
-	layout, err := c.GetTableLayout(ctx, "db.t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := int(layout[0].Leader) - 1
-	if err := nodes[victim].Close(); err != nil {
-		t.Fatal(err)
-	}
-	nodes[victim] = nil
-	alive := []int{(victim + 1) % 3, (victim + 2) % 3}
+	victim, alive := stopBucketLeader(t, ctx, c, nodes, "db.t")
 	c = retryClient(nodes[alive[0]])
 	before := remoteSegments()
 	appendBig(t, ctx, c, rng, next, 30)
