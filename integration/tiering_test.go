@@ -28,16 +28,7 @@ func TestTieringThroughTheBinary(t *testing.T) {
 	mustCLI(t, p.addr, "", "table", "create", "tier.t", "--schema", "id BIGINT NOT NULL, s STRING", "--buckets", "1",
 		"--set", "table.log.arrow.compression.type=NONE")
 	const rows = 3000
-	rng := rand.New(rand.NewPCG(5, 6))
-	var in strings.Builder
-	for i := range rows {
-		s := make([]byte, 2000)
-		for k := range s {
-			s[k] = 'a' + byte(rng.IntN(26))
-		}
-		fmt.Fprintf(&in, "{\"id\":%d,\"s\":%q}\n", i, s)
-	}
-	mustCLI(t, p.addr, in.String(), "append", "tier.t", "--batch", "100") // ~200 KB requests
+	mustCLI(t, p.addr, bigRows(rows, 5), "append", "tier.t", "--batch", "100") // ~200 KB requests
 
 	count := func(pattern string) int {
 		m, _ := filepath.Glob(pattern)
@@ -54,7 +45,31 @@ func TestTieringThroughTheBinary(t *testing.T) {
 
 	p.kill()
 	p = startNodeWithConfig(t, dir, config)
-	out := mustCLI(t, p.addr, "", "scan", "tier.t", "--from", "earliest", "--columns", "id", "--limit", fmt.Sprint(rows)).stdout
+	scanFromEarliest(t, p.addr, "tier.t", rows)
+	if l := count(local); l != 2 {
+		t.Fatalf("%d local segments after the restart, want 2", l)
+	}
+}
+
+// bigRows is n NDJSON rows {"id": i, "s": 2,000 random letters}, ids 0..n-1.
+func bigRows(n int, seed uint64) string {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	var in strings.Builder
+	for i := range n {
+		s := make([]byte, 2000)
+		for k := range s {
+			s[k] = 'a' + byte(rng.IntN(26))
+		}
+		fmt.Fprintf(&in, "{\"id\":%d,\"s\":%q}\n", i, s)
+	}
+	return in.String()
+}
+
+// scanFromEarliest scans table's ids from EARLIEST through the CLI and
+// checks they are 0..rows-1, in order, each once.
+func scanFromEarliest(t *testing.T, addr, table string, rows int) {
+	t.Helper()
+	out := mustCLI(t, addr, "", "scan", table, "--from", "earliest", "--columns", "id", "--limit", fmt.Sprint(rows)).stdout
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != rows {
 		t.Fatalf("scan returned %d rows, want %d", len(lines), rows)
@@ -65,8 +80,40 @@ func TestTieringThroughTheBinary(t *testing.T) {
 			t.Fatalf("row %d of the scan is %s (%v)", i, line, err)
 		}
 	}
-	if l := count(local); l != 2 {
-		t.Fatalf("%d local segments after the restart, want 2", l)
+}
+
+// TestLakeUnionReadThroughTheBinary: a lake table (table.datalake.enabled,
+// lake_dir in the config file) whose table.log.ttl has dropped the closed
+// segments from the log still scans from offset 0 through the CLI after a
+// kill -9 and restart: the lake's rows, then the log's, each once.
+func TestLakeUnionReadThroughTheBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir, lake := t.TempDir(), t.TempDir()
+	config := fmt.Sprintf("[storage]\nsegment_bytes = 1048576\nretention_check_interval = \"200ms\"\n\n[tiering]\nlake_dir = %q\n", lake)
+	p := startNodeWithConfig(t, dir, config)
+	mustCLI(t, p.addr, "", "db", "create", "lk")
+	mustCLI(t, p.addr, "", "table", "create", "lk.t", "--schema", "id BIGINT NOT NULL, s STRING", "--buckets", "1",
+		"--set", "table.log.arrow.compression.type=NONE", "--set", "table.log.ttl=3s",
+		"--set", "table.datalake.enabled=true", "--set", "table.datalake.freshness=1s")
+	const rows = 3000
+	mustCLI(t, p.addr, bigRows(rows, 7), "append", "lk.t", "--batch", "100")
+	local := filepath.Join(dir, "buckets", "*", "*", "*", "log", "*.log")
+	waitFor(t, 30*time.Second, func() error {
+		if m, _ := filepath.Glob(local); len(m) != 1 {
+			return fmt.Errorf("%d local segments, want the active one alone", len(m))
+		}
+		return nil
+	})
+	if m, _ := filepath.Glob(filepath.Join(lake, "lk", "t", "*", "bucket=0", "*.parquet")); len(m) == 0 {
+		t.Fatal("no lake files")
+	}
+	p.kill()
+	p = startNodeWithConfig(t, dir, config)
+	scanFromEarliest(t, p.addr, "lk.t", rows)
+	if n := metricValue(t, p.addr, "fluss_lake_files_read_total"); n < 1 {
+		t.Fatalf("fluss_lake_files_read_total = %d after the scan, want the lake read", n)
 	}
 }
 
