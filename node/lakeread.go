@@ -75,8 +75,12 @@ func (n *Node) lakeTable(id raftmeta.BucketID) *raftmeta.Table {
 
 // lakeRun returns the bucket's lake files and where they start, when they
 // run without a gap from there to logStart and so extend the log
-// backwards; ok is false when the lake adds nothing before logStart.
-func (n *Node) lakeRun(id raftmeta.BucketID, t *raftmeta.Table, logStart int64) (files []tiering.LakeFile, start int64, ok bool, err error) {
+// backwards; ok is false when the lake adds nothing before logStart. With
+// recheck, a cached listing that falls short of logStart is listed again
+// (a read below the log start, which only the lake can serve; other
+// callers take the cached answer rather than list the lake on every call
+// while it has a gap).
+func (n *Node) lakeRun(id raftmeta.BucketID, t *raftmeta.Table, logStart int64, recheck bool) (files []tiering.LakeFile, start int64, ok bool, err error) {
 	dir, err := n.lakeDir(id, t)
 	if err != nil {
 		return nil, 0, false, err
@@ -85,7 +89,7 @@ func (n *Node) lakeRun(id raftmeta.BucketID, t *raftmeta.Table, logStart int64) 
 	if err != nil {
 		return nil, 0, false, err
 	}
-	if len(files) > 0 && files[0].FirstOffset < logStart && tiering.LakeEnd(files) < logStart {
+	if recheck && len(files) > 0 && files[0].FirstOffset < logStart && tiering.LakeEnd(files) < logStart {
 		// The files may have reached the log since they were listed.
 		if files, err = n.lakeList(dir, true); err != nil {
 			return nil, 0, false, err
@@ -156,7 +160,7 @@ func (n *Node) fetchLeader(ctx context.Context, id raftmeta.BucketID, r *replica
 	if t == nil {
 		return batches, hw, start, err
 	}
-	files, lakeStart, ok, lerr := n.lakeRun(id, t, start)
+	files, lakeStart, ok, lerr := n.lakeRun(id, t, start, below)
 	switch {
 	case lerr != nil && below:
 		return nil, hw, start, fmt.Errorf("bucket %v: offset %d is before the log start %d, and the lake could not be listed: %w", id, offset, start, lerr)
@@ -167,7 +171,10 @@ func (n *Node) fetchLeader(ctx context.Context, id raftmeta.BucketID, r *replica
 	case offset < lakeStart:
 		return nil, hw, lakeStart, fmt.Errorf("%w: bucket %v: offset %d, the lake and the log hold [%d, %d)", replica.ErrOffsetOutOfRange, id, offset, lakeStart, hw)
 	}
-	batches, err = n.readLake(t, files, offset, max(maxBytes, 1))
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20 // as the log's Fetch
+	}
+	batches, err = n.readLake(t, files, offset, maxBytes)
 	return batches, hw, lakeStart, err
 }
 
@@ -188,7 +195,7 @@ func (n *Node) listOffsetLeader(id raftmeta.BucketID, r *replica.Replica, spec r
 	if t == nil {
 		return off, nil
 	}
-	files, lakeStart, ok, err := n.lakeRun(id, t, start)
+	files, lakeStart, ok, err := n.lakeRun(id, t, start, false)
 	if err != nil || !ok {
 		return off, nil // the log's answer
 	}
