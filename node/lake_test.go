@@ -517,3 +517,29 @@ func TestClusterLakeUnionRead(t *testing.T) {
 		t.Fatalf("after failover: %d rows read back, want %d starting with the %d read before", n, next, strings.Count(want, `"id":`))
 	}
 }
+
+func TestLakeReadsCache(t *testing.T) {
+	var lr lakeReads
+	if lr.cached("a", nil) != nil {
+		t.Fatal("an empty cache has a")
+	}
+	a := &lakeDecoded{name: "a"}
+	if lr.cached("a", a) != a || lr.cached("a", nil) != a {
+		t.Fatal("a not cached")
+	}
+	if other := (&lakeDecoded{name: "a"}); lr.cached("a", other) != a {
+		t.Fatal("a second decoding of a replaced the cached one")
+	}
+	for _, name := range []string{"b", "c", "d"} {
+		lr.cached(name, &lakeDecoded{name: name})
+	}
+	lr.cached("a", nil) // a is the most recently used again
+	lr.cached("e", &lakeDecoded{name: "e"})
+	var names []string
+	for _, d := range lr.files {
+		names = append(names, d.name)
+	}
+	if !slices.Equal(names, []string{"e", "a", "d", "c"}) {
+		t.Fatalf("cache holds %v, want [e a d c] (b least recently used)", names)
+	}
+}

@@ -278,26 +278,34 @@ func (n *Node) readLake(t *raftmeta.Table, files []tiering.LakeFile, offset int6
 // or read now.
 func (n *Node) lakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecoded, error) {
 	lr := &n.lakeReads
-	lr.mu.Lock()
-	for i, d := range lr.files {
-		if d.name == f.Name {
-			copy(lr.files[1:i+1], lr.files[:i])
-			lr.files[0] = d
-			lr.mu.Unlock()
-			return d, nil
-		}
+	if d := lr.cached(f.Name, nil); d != nil {
+		return d, nil
 	}
-	lr.mu.Unlock()
 	d, err := n.decodeLakeFile(t, f)
 	if err != nil {
 		return nil, err
 	}
-	lr.mu.Lock()
-	lr.files = slices.Insert(lr.files, 0, d)
-	lr.files = lr.files[:min(len(lr.files), lakeCachedFiles)]
-	lr.mu.Unlock()
 	lr.filesRead.Add(1)
-	return d, nil
+	return lr.cached(f.Name, d), nil
+}
+
+// cached returns the cached decoding of the lake file name, most recently
+// used from now on. If there is none it caches add (when not nil) and
+// returns it, evicting the least recently used beyond lakeCachedFiles.
+func (lr *lakeReads) cached(name string, add *lakeDecoded) *lakeDecoded {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if i := slices.IndexFunc(lr.files, func(d *lakeDecoded) bool { return d.name == name }); i >= 0 {
+		d := lr.files[i]
+		copy(lr.files[1:i+1], lr.files[:i])
+		lr.files[0] = d
+		return d // another read decoded it meanwhile, or add is nil
+	}
+	if add != nil {
+		lr.files = slices.Insert(lr.files, 0, add)
+		lr.files = lr.files[:min(len(lr.files), lakeCachedFiles)]
+	}
+	return add
 }
 
 // decodeLakeFile reads lake file f and encodes its rows as stored batches
