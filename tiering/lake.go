@@ -282,7 +282,8 @@ func ReadLakeFile(data []byte, f LakeFile) (cols *arrow.Schema, batches []LakeBa
 // lakeReadMemory bounds what ReadLakeFile allocates through arrow-go for
 // one file (its pages and columns), so that a damaged size field fails the
 // read instead of allocating gigabytes. A lake file is made of at most
-// 8 MiB of stored batches (node.lakeFileBytes), which decode to far less.
+// 8 MiB of stored batches (node.lakeFileBytes), whose rows decode to far
+// less than this.
 const lakeReadMemory = 1 << 30
 
 // boundedAllocator is an arrow allocator that panics (ReadLakeFile
