@@ -543,3 +543,67 @@ func TestLakeReadsCache(t *testing.T) {
 		t.Fatalf("cache holds %v, want [e a d c] (b least recently used)", names)
 	}
 }
+
+// TestLakePartitionedTable: each partition's buckets have lake files of
+// their own (under the partition's name), and once table.log.ttl has
+// dropped their logs' heads, a Scan from EARLIEST over every partition
+// still returns every row once.
+func TestLakePartitionedTable(t *testing.T) {
+	n, ctx, c, lake, _ := startLakeNode(t, 100*time.Millisecond, time.Second)
+	no := false
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table: "db.p",
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
+			{Name: "dt", Type: "STRING", Nullable: &no}, {Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "s", Type: "STRING"}}},
+		PartitionKeys: []string{"dt"},
+		BucketCount:   1,
+		Properties: map[string]string{"table.log.arrow.compression.type": "NONE", "table.log.ttl": "4s",
+			"table.datalake.enabled": "true", "table.datalake.freshness": "1s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("y", 2000)
+	const perPartition = 1500 // ~3 MiB: three segments or so
+	for k := 0; k < perPartition; k += 100 {
+		var rows []string
+		for i := k; i < k+100; i++ {
+			for _, dt := range []string{"a", "b"} {
+				rows = append(rows, fmt.Sprintf(`{"dt":%q,"id":%d,"s":%q}`, dt, i, pad))
+			}
+		}
+		if _, err := c.Append(ctx, "db.p", []byte("["+strings.Join(rows, ",")+"]")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(r map[string]any) string { return fmt.Sprintf("%v/%v", r["dt"], r["id"]) }
+	keys := func(rows []map[string]any) []string {
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			out[i] = key(r)
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := keys(scanAll(t, ctx, c, "db.p"))
+	if len(want) != 2*perPartition {
+		t.Fatalf("scanned %d rows before the TTL, want %d", len(want), 2*perPartition)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		dropped := 0
+		for id, r := range n.openReplicas() {
+			if id.TableID == tableID && r.LogStartOffset() > 0 {
+				dropped++
+			}
+		}
+		return dropped == 2
+	})
+	for _, dt := range []string{"a", "b"} {
+		if m, _ := filepath.Glob(filepath.Join(lake, "db", "p", fmt.Sprint(tableID), dt, "bucket=0", "*.parquet")); len(m) == 0 {
+			t.Fatalf("no lake files of partition %s", dt)
+		}
+	}
+	if got := keys(scanAll(t, ctx, c, "db.p")); !slices.Equal(got, want) {
+		t.Fatalf("scan after the TTL: %d rows, differing from the %d before", len(got), len(want))
+	}
+}
