@@ -41,8 +41,8 @@ const lakeCachedFiles = 4
 // lakeReads is what union reads keep of the lake.
 type lakeReads struct {
 	mu    sync.Mutex
-	lists map[string]lakeListing // by bucket lake directory
-	files []*lakeDecoded         // most recently used first
+	lists map[raftmeta.BucketID]lakeListing
+	files []*lakeDecoded // most recently used first
 
 	filesRead, batchesRead atomic.Int64 // for /metrics
 }
@@ -81,17 +81,13 @@ func (n *Node) lakeTable(id raftmeta.BucketID) *raftmeta.Table {
 // callers take the cached answer rather than list the lake on every call
 // while it has a gap).
 func (n *Node) lakeRun(id raftmeta.BucketID, t *raftmeta.Table, logStart int64, recheck bool) (files []tiering.LakeFile, start int64, ok bool, err error) {
-	dir, err := n.lakeDir(id, t)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	files, err = n.lakeList(dir, false)
+	files, err = n.lakeList(id, t, false)
 	if err != nil {
 		return nil, 0, false, err
 	}
 	if recheck && len(files) > 0 && files[0].FirstOffset < logStart && tiering.LakeEnd(files) < logStart {
 		// The files may have reached the log since they were listed.
-		if files, err = n.lakeList(dir, true); err != nil {
+		if files, err = n.lakeList(id, t, true); err != nil {
 			return nil, 0, false, err
 		}
 	}
@@ -112,27 +108,29 @@ func (n *Node) retentionBound(id raftmeta.BucketID, r *replica.Replica) (keepFro
 	if t == nil {
 		return math.MaxInt64, true
 	}
-	dir, err := n.lakeDir(id, t)
+	files, err := n.lakeList(id, t, true)
 	if err == nil {
-		var files []tiering.LakeFile
-		if files, err = n.lakeList(dir, true); err == nil {
-			return tiering.LakeEndFrom(files, r.LogStartOffset()), true
-		}
+		return tiering.LakeEndFrom(files, r.LogStartOffset()), true
 	}
 	n.tiered.errors.Add(1)
 	n.logger.Warn("retention: list the lake", "table", t.FullName(), "bucket", id, "err", err)
 	return 0, false
 }
 
-// lakeList lists a bucket's lake files, from the cache unless it is older
-// than lakeListingFor or fresh is set.
-func (n *Node) lakeList(dir string, fresh bool) ([]tiering.LakeFile, error) {
+// lakeList lists bucket id's lake files, from the cache (without working
+// out the bucket's directory: this runs on every Fetch of a lake table)
+// unless it is older than lakeListingFor or fresh is set.
+func (n *Node) lakeList(id raftmeta.BucketID, t *raftmeta.Table, fresh bool) ([]tiering.LakeFile, error) {
 	lr := &n.lakeReads
 	lr.mu.Lock()
-	l, ok := lr.lists[dir]
+	l, ok := lr.lists[id]
 	lr.mu.Unlock()
 	if ok && !fresh && time.Since(l.at) < lakeListingFor {
 		return l.files, nil
+	}
+	dir, err := n.lakeDir(id, t)
+	if err != nil {
+		return nil, err
 	}
 	files, err := tiering.ListLake(n.lake, dir)
 	if err != nil {
@@ -140,9 +138,9 @@ func (n *Node) lakeList(dir string, fresh bool) ([]tiering.LakeFile, error) {
 	}
 	lr.mu.Lock()
 	if lr.lists == nil {
-		lr.lists = map[string]lakeListing{}
+		lr.lists = map[raftmeta.BucketID]lakeListing{}
 	}
-	lr.lists[dir] = lakeListing{files: files, at: time.Now()}
+	lr.lists[id] = lakeListing{files: files, at: time.Now()}
 	lr.mu.Unlock()
 	return files, nil
 }
