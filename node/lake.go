@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -29,6 +30,38 @@ const lakeFileBytes = 8 << 20
 // lakeEnabled reports whether t tiers to the lake.
 func lakeEnabled(t *raftmeta.Table) bool {
 	return strings.EqualFold(t.Properties["table.datalake.enabled"], "true")
+}
+
+// lakeProgress is where each bucket's lake ended after this node's last
+// pass of it as leader, for the fluss_lake_lag_records gauge.
+type lakeProgress struct {
+	mu   sync.Mutex
+	ends map[raftmeta.BucketID]int64
+}
+
+func (p *lakeProgress) set(id raftmeta.BucketID, end int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ends == nil {
+		p.ends = map[raftmeta.BucketID]int64{}
+	}
+	p.ends[id] = end
+}
+
+// lakeLag is the committed records of the buckets this node leads that
+// their last lake pass here left out of the lake (buckets never passed here
+// count none).
+func (n *Node) lakeLag() int64 {
+	var lag int64
+	for id, r := range n.openReplicas() {
+		n.lakeEnds.mu.Lock()
+		end, ok := n.lakeEnds.ends[id]
+		n.lakeEnds.mu.Unlock()
+		if ok && r.IsLeader() {
+			lag += max(0, r.HighWatermark()-end)
+		}
+	}
+	return lag
 }
 
 // lakeLoop writes the committed rows of tables with
@@ -109,6 +142,7 @@ func (n *Node) tierToLake(id raftmeta.BucketID, t *raftmeta.Table, r *replica.Re
 		// continues from the log start, after the files that already do.
 		from = tiering.LakeEndFrom(have, start)
 	}
+	defer func() { n.lakeEnds.set(id, from) }() // from: the end of what is in the lake
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for from < r.HighWatermark() {

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -266,12 +264,7 @@ func TestLakeUnionRead(t *testing.T) {
 	if r.LogStartOffset() <= 2000 {
 		t.Fatal("the log start went back")
 	}
-	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, n)
 	if metricValue(t, body, "fluss_lake_files_read_total") < 2 || metricValue(t, body, "fluss_lake_batches_read_total") < 1 {
 		t.Fatalf("lake reads not counted:\n%s", body)
 	}
@@ -355,6 +348,9 @@ func TestLakeHoldsBackRetention(t *testing.T) {
 	}
 	next = appendBig(t, ctx, c, rng, next, 20)
 	want := readAll(t, ctx, c, "db.t", 1)
+	if lag := metricValue(t, scrape(t, n), "fluss_lake_lag_records"); lag != float64(next-1000) {
+		t.Fatalf("fluss_lake_lag_records = %v, want %d (the rows after the lake end)", lag, next-1000)
+	}
 	time.Sleep(1200 * time.Millisecond) // every closed segment is past the ttl
 	n.enforceRetention(id, r)
 	if s := r.LogStartOffset(); s == 0 || s > 1000 {
@@ -365,6 +361,9 @@ func TestLakeHoldsBackRetention(t *testing.T) {
 	}
 	if e := lakeEnd(); e != int64(next) {
 		t.Fatalf("lake end %d, want %d", e, next)
+	}
+	if lag := metricValue(t, scrape(t, n), "fluss_lake_lag_records"); lag != 0 {
+		t.Fatalf("fluss_lake_lag_records = %v with every row in the lake", lag)
 	}
 	n.enforceRetention(id, r)
 	if s := r.LogStartOffset(); s <= 1000 {

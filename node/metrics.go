@@ -46,6 +46,10 @@ func (n *Node) registerMetrics() {
 			n.tiered.expired.Load),
 		counterFunc("fluss_lake_files_written_total", "Parquet files this node wrote to the lake as a bucket leader.",
 			n.tiered.lakeFiles.Load),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fluss_lake_lag_records",
+			Help: "Committed records of the lake-table buckets this node leads that are not in the lake yet, as of each bucket's last lake pass.",
+		}, func() float64 { return float64(n.lakeLag()) }),
 		counterFunc("fluss_lake_files_read_total", "Lake files this node decoded to serve reads below a log's start (the union read).",
 			n.lakeReads.filesRead.Load),
 		counterFunc("fluss_lake_batches_read_total", "Record batches this node served from lake files.",

@@ -49,6 +49,7 @@ type Node struct {
 	remote    tiering.Store          // nil while tiering is off
 	lake      tiering.Store          // nil without [tiering] lake_dir
 	lakeReads lakeReads              // the union read's caches (lakeread.go)
+	lakeEnds  lakeProgress           // lake ends after this node's passes (lake.go)
 	tiered    tierState              // the tiering loop (tiering.go)
 	pump      *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
 	live      *liveness              // which peer nodes answer (for the pump)

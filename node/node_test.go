@@ -98,12 +98,7 @@ func TestNodeLifecycle(t *testing.T) {
 	if err := n.Ready(); err != nil {
 		t.Fatalf("Ready: %v", err)
 	}
-	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, n)
 	if !strings.Contains(string(body), "fluss_bucket_replicas 3") {
 		t.Fatalf("metrics do not count 3 replicas:\n%.2000s", body)
 	}
@@ -190,6 +185,21 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// scrape returns node n's /metrics.
+func scrape(t *testing.T, n *Node) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }
 
 // metricValue returns the value of an unlabelled metric in a Prometheus

@@ -3,10 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,12 +117,7 @@ func testTiering(t *testing.T, tc TieringConfig, store tiering.Store) {
 		}
 	}
 	check("tiered")
-	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, n)
 	up, dropped := metricValue(t, body, "fluss_tiering_segments_uploaded_total"), metricValue(t, body, "fluss_tiering_local_segments_dropped_total")
 	if int(up) != remoteSegments() || int(dropped) != remoteSegments()-1 || metricValue(t, body, "fluss_tiering_errors_total") != 0 {
 		t.Fatalf("tiering metrics: %v uploaded, %v dropped (%d remote segments)\n%s", up, dropped, remoteSegments(), body)
@@ -306,12 +299,7 @@ func TestTieringPrimaryKeyChangelog(t *testing.T) {
 		}
 	}
 	dropped := func() float64 {
-		resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		body := scrape(t, n)
 		return metricValue(t, body, "fluss_tiering_local_segments_dropped_total")
 	}
 	// ~3 MiB of changelog per bucket in 1 MiB segments: each of the 4
@@ -383,12 +371,7 @@ func TestTieringExpiresRemoteSegments(t *testing.T) {
 	if _, err := c.Fetch(ctx, &flussv1.FetchRequest{Table: "db.t", Bucket: 0, Offset: 0}); codeOf(err) != connect.CodeOutOfRange {
 		t.Fatalf("fetch at an expired offset: %v, want out_of_range", err)
 	}
-	resp, err := http.Get("http://" + n.ClientAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, n)
 	if got := metricValue(t, body, "fluss_tiering_remote_segments_expired_total"); int(got) < uploaded {
 		t.Fatalf("%v remote segments expired, want >= %d", got, uploaded)
 	}
