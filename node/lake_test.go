@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc/client"
@@ -86,7 +87,8 @@ func lakeRows(t *testing.T, store tiering.Store, dir string) (rows []map[string]
 // TestLakeTiering: a log table with table.datalake.enabled is written to
 // the lake directory as Parquet, bucket by bucket, incrementally: every
 // committed row once, with dense __offset values, the same values the log
-// returns. A node without a lake directory refuses such a table.
+// returns, the small files of its passes merged into one. A node without a
+// lake directory refuses such a table.
 func TestLakeTiering(t *testing.T) {
 	lake := t.TempDir()
 	cfg := testConfig(t.TempDir())
@@ -130,9 +132,11 @@ func TestLakeTiering(t *testing.T) {
 		t.Helper()
 		for b := int32(0); b < 2; b++ {
 			dir := tiering.LakeBucketDir("db", "events", tableID, "", b)
+			// Each pass compacts what the passes before wrote: the lake
+			// settles as one file of every row.
 			waitFor(t, 20*time.Second, func() bool {
 				files, err := tiering.ListLake(store, dir)
-				return err == nil && tiering.LakeEnd(files) == int64(rowsPerBucket)
+				return err == nil && len(files) == 1 && tiering.LakeEnd(files) == int64(rowsPerBucket)
 			})
 			rows, offsets := lakeRows(t, store, dir)
 			if len(rows) != rowsPerBucket {
@@ -176,8 +180,11 @@ func TestLakeTiering(t *testing.T) {
 	if codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "lake_dir") {
 		t.Fatalf("CreateTable with datalake on a node without a lake: %v", err)
 	}
-	if m, _ := filepath.Glob(filepath.Join(lake, "db", "events", fmt.Sprint(tableID), "bucket=*", "*.parquet")); len(m) < 4 {
-		t.Fatalf("%d lake files, want at least 4 (two passes, two buckets)", len(m))
+	if m, _ := filepath.Glob(filepath.Join(lake, "db", "events", fmt.Sprint(tableID), "bucket=*", "*.parquet")); len(m) != 2 {
+		t.Fatalf("%d lake files, want 2 (two buckets, their passes' files merged)", len(m))
+	}
+	if merged := metricValue(t, scrape(t, n), "fluss_lake_files_compacted_total"); merged < 2 {
+		t.Fatalf("fluss_lake_files_compacted_total = %v, want the first passes' files merged away", merged)
 	}
 
 }
@@ -202,6 +209,25 @@ func startLakeNode(t *testing.T, retentionEvery, lakeEvery time.Duration) (n *No
 	return n, ctx, c, lake, store
 }
 
+// bigTableBucket returns, for bucket 0 of db.t (createBigTable) on n: its
+// id, table, replica, lake directory and a listing of its lake files.
+func bigTableBucket(t *testing.T, n *Node, store tiering.Store, tableID int64) (raftmeta.BucketID, *raftmeta.Table, *replica.Replica, string, func() []tiering.LakeFile) {
+	t.Helper()
+	id := raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0}
+	tbl, err := n.meta.TableByID(tableID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := tiering.LakeBucketDir("db", "t", tableID, "", 0)
+	return id, tbl, n.replica(id), dir, func() []tiering.LakeFile {
+		files, err := tiering.ListLake(store, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+}
+
 // TestLakeUnionRead: once table.log.ttl has dropped the oldest segments of
 // a lake table, reads still start at offset 0: ListOffsets EARLIEST and a
 // timestamp before the first row answer the lake's start, Fetch below the
@@ -210,28 +236,22 @@ func startLakeNode(t *testing.T, retentionEvery, lakeEvery time.Duration) (n *No
 // lake with a gap before the log start is not read, and the lake tiering
 // after such a gap does not write the log's rows again.
 func TestLakeUnionRead(t *testing.T) {
-	n, ctx, c, lake, store := startLakeNode(t, 100*time.Millisecond, time.Second)
-	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "6s",
-		"table.datalake.enabled": "true", "table.datalake.freshness": "1s"})
-	dir := tiering.LakeBucketDir("db", "t", tableID, "", 0)
-	lakeFiles := func() []tiering.LakeFile {
-		files, err := tiering.ListLake(store, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return files
-	}
-	// Three phases of ~2 MiB, each waited for in the lake: lake files that
-	// end at 1000, 2000 and 3000 (and more if a pass met a phase half
-	// written).
+	// Lake passes run by hand below (and so no compaction merges their
+	// files), retention every 100 ms.
+	n, ctx, c, lake, store := startLakeNode(t, 100*time.Millisecond, time.Hour)
+	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "6s", "table.datalake.enabled": "true"})
+	id, tbl, r, _, lakeFiles := bigTableBucket(t, n, store, tableID)
+	// Three phases of ~2 MiB, each followed by a lake pass: lake files
+	// [0, 1000), [1000, 2000) and [2000, 3000).
 	rng := rand.New(rand.NewPCG(3, 4))
 	next := 0
 	for range 3 {
 		next = appendBig(t, ctx, c, rng, next, 10)
-		waitFor(t, 20*time.Second, func() bool { return tiering.LakeEnd(lakeFiles()) == int64(next) })
+		if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := readAll(t, ctx, c, "db.t", 1)
-	r := n.replica(raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0})
 	// The closed segments (1 MiB each) expire; the active one stays.
 	waitFor(t, 30*time.Second, func() bool { return r.LogStartOffset() > 2000 })
 
@@ -269,12 +289,10 @@ func TestLakeUnionRead(t *testing.T) {
 		t.Fatalf("lake reads not counted:\n%s", body)
 	}
 
-	// A pass may have met a phase half written, so there are three files
-	// or more; one starts at 1000 and ends by 2000 either way.
 	files := lakeFiles()
 	mid := slices.IndexFunc(files, func(f tiering.LakeFile) bool { return f.FirstOffset == 1000 })
-	if mid < 0 || files[mid].NextOffset > 2000 {
-		t.Fatalf("lake files %+v, want one from 1000 to at most 2000", files)
+	if len(files) != 3 || mid != 1 || files[mid].NextOffset != 2000 {
+		t.Fatalf("lake files %+v, want [0, 1000), [1000, 2000) and [2000, 3000)", files)
 	}
 	// The commit timestamp of offset 1000 (the second phase's first row,
 	// written after the first phase reached the lake) finds offset 1000.
@@ -310,9 +328,11 @@ func TestLakeUnionRead(t *testing.T) {
 			t.Fatalf("fetch at %d with a gap in the lake: %v, want out_of_range", off, err)
 		}
 	}
-	// Lake passes after the gap (one a second) write nothing: the file
-	// after it already continues from the log start.
-	time.Sleep(2500 * time.Millisecond)
+	// A lake pass after the gap writes nothing: the file after it already
+	// continues from the log start.
+	if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+		t.Fatal(err)
+	}
 	if got := lakeFiles(); len(got) != len(files)-1 {
 		t.Fatalf("lake files after the gap: %+v, want the %d left", got, len(files)-1)
 	}
@@ -380,7 +400,9 @@ func TestLakeHoldsBackRetention(t *testing.T) {
 // $changelog and $binlog still read from offset 0, through the lake, the
 // same rows as before.
 func TestLakePrimaryKeyTable(t *testing.T) {
-	n, ctx, c, _, store := startLakeNode(t, 100*time.Millisecond, time.Second)
+	// The lake pass runs by hand below (so no compaction runs as the files
+	// are read), retention every 100 ms.
+	n, ctx, c, _, store := startLakeNode(t, 100*time.Millisecond, time.Hour)
 	no := false
 	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table: "db.pk",
@@ -415,11 +437,19 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 	const changes = 1500 + 2*1500 + 50
 	changelog, binlog := readAll(t, ctx, c, "db.pk$changelog", 1), readAll(t, ctx, c, "db.pk$binlog", 1)
 
+	id := raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0}
+	tbl, err := n.meta.TableByID(tableID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := n.replica(id)
+	if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+		t.Fatal(err)
+	}
 	dir := tiering.LakeBucketDir("db", "pk", tableID, "", 0)
-	waitFor(t, 20*time.Second, func() bool {
-		files, err := tiering.ListLake(store, dir)
-		return err == nil && tiering.LakeEnd(files) == changes
-	})
+	if files, err := tiering.ListLake(store, dir); err != nil || tiering.LakeEnd(files) != changes {
+		t.Fatalf("lake files %+v, %v; want them to end at %d", files, err, changes)
+	}
 	rows, offsets := lakeRows(t, store, dir)
 	kinds := map[float64]int{}
 	for i, r := range rows {
@@ -433,7 +463,6 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 		t.Fatalf("lake change types %v, want 1500 +I, -U, +U and 50 -D", kinds)
 	}
 
-	r := n.replica(raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0})
 	waitFor(t, 30*time.Second, func() bool { return r.LogStartOffset() > 0 })
 	if got := readAll(t, ctx, c, "db.pk$changelog", 1); got != changelog {
 		t.Fatalf("$changelog through the lake differs from the log's (%d and %d bytes)", len(got), len(changelog))
@@ -604,5 +633,118 @@ func TestLakePartitionedTable(t *testing.T) {
 	}
 	if got := keys(scanAll(t, ctx, c, "db.p")); !slices.Equal(got, want) {
 		t.Fatalf("scan after the TTL: %d rows, differing from the %d before", len(got), len(want))
+	}
+}
+
+func TestDeleteCoveredLakeFiles(t *testing.T) {
+	store, err := tiering.NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]int64{{0, 10}, {0, 5}, {2, 8}, {5, 15}, {10, 20}, {12, 18}} {
+		if _, err := tiering.PutLakeFile(store, "d", r[0], r[1], []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := &Node{lake: store}
+	files, err := tiering.ListLake(store, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, deleted, err := n.deleteCoveredLakeFiles(files)
+	if err != nil || deleted != 3 {
+		t.Fatalf("deleted %d, %v; want 3", deleted, err)
+	}
+	left, err := tiering.ListLake(store, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranges [][2]int64
+	for _, f := range left {
+		ranges = append(ranges, [2]int64{f.FirstOffset, f.NextOffset})
+	}
+	if want := [][2]int64{{0, 10}, {5, 15}, {10, 20}}; !slices.Equal(ranges, want) || len(kept) != len(want) {
+		t.Fatalf("left %v (kept %d), want %v", ranges, len(kept), want)
+	}
+}
+
+// TestLakeCompaction: small lake files at the end of a bucket's lake are
+// merged into one, a file another holds is deleted, every row is in the
+// lake once with dense offsets afterwards, and a union read whose cached
+// listing names a merged-away file lists again and reads on.
+func TestLakeCompaction(t *testing.T) {
+	// Retention and lake passes run by hand below.
+	n, ctx, c, _, store := startLakeNode(t, time.Hour, time.Hour)
+	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "1s", "table.datalake.enabled": "true"})
+	id, tbl, r, dir, lakeFiles := bigTableBucket(t, n, store, tableID)
+	rng := rand.New(rand.NewPCG(9, 10))
+	next := 0
+	for range 5 { // five passes of 200 rows: five small files
+		next = appendBig(t, ctx, c, rng, next, 2)
+		if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := lakeFiles()
+	if len(files) != 5 {
+		t.Fatalf("%d lake files, want 5", len(files))
+	}
+	// A file the first one holds, as a deposed leader's pass leaves.
+	data, err := os.ReadFile(filepath.Join(n.cfg.Tiering.LakeDir, files[0].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, batches, err := tiering.ReadLakeFile(data, files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := []tiering.LakeBatch{{Rec: batches[0].Rec.NewSlice(0, 50), BaseOffset: 0, CommitTs: batches[0].CommitTs}}
+	sub, err := tiering.EncodeLakeFile(cols, part)
+	part[0].Rec.Release()
+	for _, b := range batches {
+		b.Rec.Release()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tiering.PutLakeFile(store, dir, 0, 50, sub); err != nil {
+		t.Fatal(err)
+	}
+	want := readAll(t, ctx, c, "db.t", 1)
+	// The log drops what the lake holds, and a union read caches the
+	// listing of the small files.
+	time.Sleep(1200 * time.Millisecond)
+	n.enforceRetention(id, r)
+	if r.LogStartOffset() == 0 {
+		t.Fatal("retention deleted nothing")
+	}
+	if got := readAll(t, ctx, c, "db.t", 1); got != want {
+		t.Fatal("the union read before compaction differs from the rows written")
+	}
+
+	written, deleted, err := n.compactLake(id, tbl)
+	if err != nil || written != 1 || deleted != 6 {
+		t.Fatalf("compaction wrote %d and deleted %d files, %v; want 1 and 6", written, deleted, err)
+	}
+	if files := lakeFiles(); len(files) != 1 || files[0].FirstOffset != 0 || files[0].NextOffset != int64(next) {
+		t.Fatalf("lake files after compaction %+v, want one of [0, %d)", files, next)
+	}
+	_, offsets := lakeRows(t, store, dir)
+	for i, off := range offsets {
+		if off != int64(i) {
+			t.Fatalf("compacted lake row %d has __offset %d", i, off)
+		}
+	}
+	if len(offsets) != next {
+		t.Fatalf("%d rows in the compacted lake, want %d", len(offsets), next)
+	}
+	n.lakeReads.mu.Lock()
+	n.lakeReads.files = nil // the merged files' decodings: gone, as after a while
+	n.lakeReads.mu.Unlock()
+	if got := readAll(t, ctx, c, "db.t", 1); got != want {
+		t.Fatal("the union read after compaction differs from the rows written")
+	}
+	if written, deleted, err := n.compactLake(id, tbl); err != nil || written+deleted != 0 {
+		t.Fatalf("a second compaction wrote %d and deleted %d files, %v; want nothing", written, deleted, err)
 	}
 }

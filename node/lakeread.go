@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"math"
 	"slices"
 	"sync"
@@ -173,6 +173,14 @@ func (n *Node) fetchLeader(ctx context.Context, id raftmeta.BucketID, r *replica
 		maxBytes = 1 << 20 // as the log's Fetch
 	}
 	batches, err = n.readLake(t, files, offset, maxBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Compaction merged the file away since the listing was cached.
+		if _, lerr = n.lakeList(id, t, true); lerr == nil {
+			if files, _, ok, lerr = n.lakeRun(id, t, start, false); lerr == nil && ok {
+				batches, err = n.readLake(t, files, offset, maxBytes)
+			}
+		}
+	}
 	return batches, hw, lakeStart, err
 }
 
@@ -310,15 +318,9 @@ func (lr *lakeReads) cached(name string, add *lakeDecoded) *lakeDecoded {
 // of the table's schema version with the file's columns (a primary-key
 // table's as changelog batches), compressed as the table's log is.
 func (n *Node) decodeLakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecoded, error) {
-	o, err := n.lake.Open(f.Name)
+	data, err := n.readLakeObject(f)
 	if err != nil {
-		return nil, fmt.Errorf("table %s: open lake file: %w", t.FullName(), err)
-	}
-	data := make([]byte, o.Size())
-	_, err = o.ReadAt(data, 0)
-	o.Close()
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("table %s: read lake file %s: %w", t.FullName(), f.Name, err)
+		return nil, fmt.Errorf("table %s: %w", t.FullName(), err)
 	}
 	cols, lbs, err := tiering.ReadLakeFile(data, f)
 	if err != nil {

@@ -44,8 +44,10 @@ func (n *Node) registerMetrics() {
 			n.tiered.dropped.Load),
 		counterFunc("fluss_tiering_remote_segments_expired_total", "Remote log segments deleted by table.log.ttl.",
 			n.tiered.expired.Load),
-		counterFunc("fluss_lake_files_written_total", "Parquet files this node wrote to the lake as a bucket leader.",
+		counterFunc("fluss_lake_files_written_total", "Parquet files this node wrote to the lake as a bucket leader (compaction's included).",
 			n.tiered.lakeFiles.Load),
+		counterFunc("fluss_lake_files_compacted_total", "Lake files this node deleted as a bucket leader after merging them into a bigger one, or because another file held their rows.",
+			n.tiered.lakeMerged.Load),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fluss_lake_lag_records",
 			Help: "Committed records of the lake-table buckets this node leads that are not in the lake yet, as of each bucket's last lake pass.",

@@ -20,8 +20,8 @@ import (
 // dropped cannot leave an object behind the deletion. The counters are
 // for /metrics.
 type tierState struct {
-	mu                                            sync.Mutex
-	uploaded, dropped, expired, lakeFiles, errors atomic.Int64
+	mu                                                        sync.Mutex
+	uploaded, dropped, expired, lakeFiles, lakeMerged, errors atomic.Int64
 }
 
 // openRemoteStore opens the configured remote storage (none: tiering off)
