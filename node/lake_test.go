@@ -747,4 +747,26 @@ func TestLakeCompaction(t *testing.T) {
 	if written, deleted, err := n.compactLake(id, tbl); err != nil || written+deleted != 0 {
 		t.Fatalf("a second compaction wrote %d and deleted %d files, %v; want nothing", written, deleted, err)
 	}
+
+	// Files of a new schema version merge among themselves, not with the
+	// file before them.
+	if _, err := c.AddColumns(ctx, "db.t", &flussv1.Column{Name: "note", Type: "STRING"}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err = n.meta.TableByID(tableID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		next = appendBig(t, ctx, c, rng, next, 1)
+		if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if written, deleted, err := n.compactLake(id, tbl); err != nil || written != 1 || deleted != 2 {
+		t.Fatalf("compaction across a schema change wrote %d and deleted %d files, %v; want 1 and 2", written, deleted, err)
+	}
+	if files := lakeFiles(); len(files) != 2 || files[1].NextOffset != int64(next) {
+		t.Fatalf("lake files %+v, want the old schema's and the new one's", files)
+	}
 }

@@ -63,17 +63,21 @@ func (n *Node) compactLake(id raftmeta.BucketID, t *raftmeta.Table) (written, de
 			total += tail[j].size
 			j++
 		}
-		if j-i >= 2 {
-			merged, err := n.mergeLakeFiles(dir, tail[i:j])
-			if err != nil {
-				return written, deleted, err
-			}
-			if merged > 0 {
-				written++
-				deleted += merged
-			}
+		if j-i < 2 {
+			i = j
+			continue
 		}
-		i = j
+		merged, err := n.mergeLakeFiles(dir, tail[i:j])
+		if err != nil {
+			return written, deleted, err
+		}
+		if merged > 0 {
+			written++
+			deleted += merged
+		}
+		// A schema version change may have ended the merge early: the
+		// next run starts at the first file left.
+		i += max(merged, 1)
 	}
 	return written, deleted, nil
 }
