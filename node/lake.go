@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -52,12 +53,12 @@ func (p *lakeProgress) set(id raftmeta.BucketID, end int64) {
 // their last lake pass here left out of the lake (buckets never passed here
 // count none).
 func (n *Node) lakeLag() int64 {
+	n.lakeEnds.mu.Lock()
+	ends := maps.Clone(n.lakeEnds.ends)
+	n.lakeEnds.mu.Unlock()
 	var lag int64
 	for id, r := range n.openReplicas() {
-		n.lakeEnds.mu.Lock()
-		end, ok := n.lakeEnds.ends[id]
-		n.lakeEnds.mu.Unlock()
-		if ok && r.IsLeader() {
+		if end, ok := ends[id]; ok && r.IsLeader() {
 			lag += max(0, r.HighWatermark()-end)
 		}
 	}
@@ -136,8 +137,9 @@ func (n *Node) lakeDir(id raftmeta.BucketID, t *raftmeta.Table) (string, error) 
 
 // tierToLake writes the bucket's committed rows after its lake end (or,
 // if the log no longer reaches back to the lake end, after the files that
-// continue from its log start) as lake files: one per schema version met and per lakeFileBytes of
-// stored batches. It returns the files and rows written.
+// continue from its log start) as lake files: one per schema version met
+// and per lakeFileBytes of stored batches. It returns the files and rows
+// written, and records where the lake ends (lakeEnds).
 func (n *Node) tierToLake(id raftmeta.BucketID, t *raftmeta.Table, r *replica.Replica) (files, rows int, err error) {
 	dir, err := n.lakeDir(id, t)
 	if err != nil {
