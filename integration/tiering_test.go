@@ -7,9 +7,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog/hadoop"
+	"github.com/apache/iceberg-go/table"
 )
 
 // TestTieringThroughTheBinary configures tiering in a config file, writes
@@ -115,6 +121,48 @@ func TestLakeUnionReadThroughTheBinary(t *testing.T) {
 	if n := metricValue(t, p.addr, "fluss_lake_files_read_total"); n < 1 {
 		t.Fatalf("fluss_lake_files_read_total = %d after the scan, want the lake read", n)
 	}
+	// The lake is an Iceberg table too (lake_format's default): an engine
+	// reading it through the Hadoop catalog at lake_dir gets every row once.
+	waitFor(t, 30*time.Second, func() error {
+		ids, err := icebergIDs(lake, "lk", "t")
+		if err != nil {
+			return err
+		}
+		for i, id := range ids {
+			if id != int64(i) {
+				return fmt.Errorf("Iceberg table lk.t: row %d has id %d (%d rows)", i, id, len(ids))
+			}
+		}
+		if len(ids) != rows {
+			return fmt.Errorf("Iceberg table lk.t has %d rows, want %d", len(ids), rows)
+		}
+		return nil
+	})
+}
+
+// icebergIDs reads the id column of table db.name of the Hadoop catalog
+// at lake with iceberg-go, sorted.
+func icebergIDs(lake, db, name string) ([]int64, error) {
+	ctx := context.Background()
+	cat, err := hadoop.NewCatalog("check", lake, iceberg.Properties{})
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := cat.LoadTable(ctx, table.Identifier{db, name})
+	if err != nil {
+		return nil, err
+	}
+	at, err := tbl.Scan(table.WithSelectedFields("id")).ToArrowTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer at.Release()
+	var ids []int64
+	for _, chunk := range at.Column(0).Data().Chunks() {
+		ids = append(ids, chunk.(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // TestClusterTieringKillNine: three processes share a remote directory. A

@@ -78,6 +78,14 @@ type TieringConfig struct {
 	// disk, or a mount all nodes share. Empty (default): such tables
 	// cannot be created.
 	LakeDir string `toml:"lake_dir"`
+	// LakeFormat is "iceberg" (default): every lake table is also an
+	// Apache Iceberg table of a Hadoop catalog in LakeDir
+	// (tiering/iceberg.go), or "parquet": the Parquet files only.
+	LakeFormat string `toml:"lake_format"`
+	// LakeSnapshotRetention is how long an Iceberg snapshot that is no
+	// longer current is kept, and with it the lake files compaction
+	// replaced that it holds. Default 1h.
+	LakeSnapshotRetention Duration `toml:"lake_snapshot_retention"`
 	// LocalSegments is how many closed, tiered segments a replica keeps on
 	// local disk (the table property table.log.tiered.local-segments
 	// overrides it). Default 2.
@@ -216,7 +224,8 @@ func Default() Config {
 		},
 		KV:      KVConfig{MemtableBytes: 16 << 20, BlockCacheBytes: 32 << 20},
 		Cluster: ClusterConfig{DeadNodeGrace: Duration{5 * time.Minute}},
-		Tiering: TieringConfig{Interval: Duration{time.Minute}, LocalSegments: 2},
+		Tiering: TieringConfig{Interval: Duration{time.Minute}, LocalSegments: 2, LakeFormat: "iceberg",
+			LakeSnapshotRetention: Duration{time.Hour}},
 	}
 }
 
@@ -322,6 +331,12 @@ func (c *Config) Validate() error {
 	if c.Tiering.Interval.Duration <= 0 || c.Tiering.LocalSegments < 0 {
 		errs = append(errs, fmt.Errorf("tiering: need interval > 0 and local_segments >= 0, got %s and %d",
 			c.Tiering.Interval.Duration, c.Tiering.LocalSegments))
+	}
+	if c.Tiering.LakeFormat != "iceberg" && c.Tiering.LakeFormat != "parquet" {
+		errs = append(errs, fmt.Errorf("tiering: lake_format must be \"iceberg\" or \"parquet\", got %q", c.Tiering.LakeFormat))
+	}
+	if c.Tiering.LakeSnapshotRetention.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("tiering: need lake_snapshot_retention > 0, got %s", c.Tiering.LakeSnapshotRetention.Duration))
 	}
 	return errors.Join(errs...)
 }

@@ -93,14 +93,19 @@ func (n *Node) lakeLoop() {
 			n.logger.Info("tiered to the lake", "table", tbl.FullName(), "partition", id.PartitionID, "bucket", id.Bucket,
 				"files", files, "rows", rows)
 		}
-		written, deleted, err := n.compactLake(id, tbl)
+		written, obsolete, err := n.compactLake(id, tbl)
 		if err != nil {
 			n.tiered.errors.Add(1)
 			n.logger.Warn("lake compaction", "table", tbl.FullName(), "bucket", id, "err", err)
 		}
 		n.tiered.lakeFiles.Add(int64(written))
+		deleted, err := n.settleLake(id, tbl, obsolete)
+		if err != nil {
+			n.tiered.errors.Add(1)
+			n.logger.Warn("lake files", "table", tbl.FullName(), "bucket", id, "err", err)
+		}
 		n.tiered.lakeMerged.Add(int64(deleted))
-		if deleted > 0 {
+		if written+deleted > 0 {
 			n.logger.Info("compacted the lake", "table", tbl.FullName(), "partition", id.PartitionID, "bucket", id.Bucket,
 				"written", written, "deleted", deleted)
 		}

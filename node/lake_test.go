@@ -2,8 +2,10 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,10 +16,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog/hadoop"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
@@ -57,42 +63,112 @@ func lakeRows(t *testing.T, store tiering.Store, dir string) (rows []map[string]
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := array.NewTableReader(tbl, 1<<20)
-		for tr.Next() {
-			rec := tr.Record()
-			js, err := rec.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
+		for _, r := range tableRows(t, tbl) {
+			offsets = append(offsets, int64(r[tiering.LakeOffsetColumn].(float64)))
+			if r[tiering.LakeTimestampColumn] == nil {
+				t.Fatalf("%s: a row without %s", f.Name, tiering.LakeTimestampColumn)
 			}
-			var part []map[string]any
-			if err := json.Unmarshal(js, &part); err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range part {
-				offsets = append(offsets, int64(r[tiering.LakeOffsetColumn].(float64)))
-				if r[tiering.LakeTimestampColumn] == nil {
-					t.Fatalf("%s: a row without %s", f.Name, tiering.LakeTimestampColumn)
-				}
-				delete(r, tiering.LakeOffsetColumn)
-				delete(r, tiering.LakeTimestampColumn)
-				rows = append(rows, r)
-			}
+			delete(r, tiering.LakeOffsetColumn)
+			delete(r, tiering.LakeTimestampColumn)
+			rows = append(rows, r)
 		}
-		tr.Release()
 		tbl.Release()
 	}
 	return rows, offsets
 }
 
+// tableRows returns the rows of tbl as JSON objects.
+func tableRows(t *testing.T, tbl arrow.Table) (rows []map[string]any) {
+	t.Helper()
+	tr := array.NewTableReader(tbl, 1<<20)
+	defer tr.Release()
+	for tr.Next() {
+		js, err := tr.RecordBatch().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var part []map[string]any
+		if err := json.Unmarshal(js, &part); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, part...)
+	}
+	return rows
+}
+
+// icebergRows reads table db.name of the Iceberg (Hadoop) catalog in lake
+// with iceberg-go, as an engine would, and returns its rows as JSON
+// objects, sorted by (id, __offset), and the current snapshot's data files.
+func icebergRows(t *testing.T, lake, db, name string) (rows []map[string]any, files []string, err error) {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := hadoop.NewCatalog("check", lake, iceberg.Properties{})
+	if err != nil {
+		return nil, nil, err
+	}
+	tbl, err := cat.LoadTable(ctx, table.Identifier{db, name})
+	if err != nil {
+		return nil, nil, err
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, task := range tasks {
+		files = append(files, task.File.FilePath())
+	}
+	at, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer at.Release()
+	rows = tableRows(t, at)
+	key := func(r map[string]any) [2]float64 {
+		id, _ := r["id"].(float64)
+		return [2]float64{id, r[tiering.LakeOffsetColumn].(float64)}
+	}
+	slices.SortFunc(rows, func(a, b map[string]any) int {
+		ka, kb := key(a), key(b)
+		return cmp.Or(cmp.Compare(ka[0], kb[0]), cmp.Compare(ka[1], kb[1]))
+	})
+	return rows, files, nil
+}
+
+// waitForIceberg waits until table db.name of the lake's Iceberg catalog
+// holds want rows and, unless files < 0, that many files, and returns its
+// rows (icebergRows). A read
+// may fail meanwhile: the table may not be there yet, or, with a short
+// snapshot retention, a file of the snapshot read may just have expired.
+func waitForIceberg(t *testing.T, lake, db, name string, files, want int) []map[string]any {
+	t.Helper()
+	var rows []map[string]any
+	var last error
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var got []string
+		rows, got, last = icebergRows(t, lake, db, name)
+		if last == nil && (files < 0 || len(got) == files) && len(rows) == want {
+			return rows
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Iceberg table %s.%s: %d files and %d rows (%v), want %d and %d", db, name, len(got), len(rows), last, files, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestLakeTiering: a log table with table.datalake.enabled is written to
 // the lake directory as Parquet, bucket by bucket, incrementally: every
 // committed row once, with dense __offset values, the same values the log
-// returns, the small files of its passes merged into one. A node without a
-// lake directory refuses such a table.
+// returns, the small files of its passes merged into one. The files are
+// an Iceberg table's, which reads every row once, and the files merged
+// away are deleted once its snapshots that held them expire. A node
+// without a lake directory refuses such a table.
 func TestLakeTiering(t *testing.T) {
 	lake := t.TempDir()
 	cfg := testConfig(t.TempDir())
 	cfg.Tiering.LakeDir = lake
+	cfg.Tiering.LakeSnapshotRetention = Duration{300 * time.Millisecond}
 	n := startNode(t, cfg)
 	defer n.Close()
 	ctx, c := withDB(t, n)
@@ -163,10 +239,26 @@ func TestLakeTiering(t *testing.T) {
 			}
 		}
 	}
+	checkIceberg := func(rowsPerBucket int) {
+		t.Helper()
+		// The settled lake's files become the Iceberg table's (a bucket's
+		// file may be written a moment before its commit): each row of
+		// both buckets once (ids 0..n-1 at offsets 0..n-1 in each bucket).
+		for i, r := range waitForIceberg(t, lake, "db", "events", 2, 2*rowsPerBucket) {
+			if k := i / 2; r["id"] != float64(k) || r[tiering.LakeOffsetColumn] != float64(k) || r["s"] != fmt.Sprintf("row %d", k) {
+				t.Fatalf("Iceberg row %d is %v, want id and __offset %d", i, r, k)
+			}
+		}
+	}
 	write(0, 200)
 	check(200)
+	checkIceberg(200)
 	write(200, 300)
 	check(300) // the second pass starts where the first ended
+	checkIceberg(300)
+	if commits := metricValue(t, scrape(t, n), "fluss_lake_iceberg_commits_total"); commits < 4 {
+		t.Fatalf("fluss_lake_iceberg_commits_total = %v, want a commit per bucket per pass that changed it", commits)
+	}
 
 	// A node without a lake directory refuses such a table.
 	other := startNode(t, testConfig(t.TempDir()))
@@ -191,12 +283,16 @@ func TestLakeTiering(t *testing.T) {
 
 // startLakeNode starts a node with a lake directory, 1 MiB segments,
 // retention passes every retentionEvery and the lake loop looking at the
-// buckets every lakeEvery, and a database "db" on it.
-func startLakeNode(t *testing.T, retentionEvery, lakeEvery time.Duration) (n *Node, ctx context.Context, c *client.Client, lake string, store tiering.Store) {
+// buckets every lakeEvery (and opts applied to its configuration), and a
+// database "db" on it.
+func startLakeNode(t *testing.T, retentionEvery, lakeEvery time.Duration, opts ...func(*Config)) (n *Node, ctx context.Context, c *client.Client, lake string, store tiering.Store) {
 	t.Helper()
 	lake = t.TempDir()
 	cfg := testConfig(t.TempDir())
 	cfg.Tiering.LakeDir = lake
+	for _, o := range opts {
+		o(&cfg)
+	}
 	cfg.Storage.SegmentBytes = 1 << 20
 	cfg.Storage.RetentionCheckInterval = Duration{retentionEvery}
 	n = startNodeWith(t, cfg, func(n *Node) { n.lakeCheckEvery = lakeEvery })
@@ -342,8 +438,9 @@ func TestLakeUnionRead(t *testing.T) {
 // segments only once the lake holds their rows, so no row is lost to both;
 // the rows that left the log are read from the lake.
 func TestLakeHoldsBackRetention(t *testing.T) {
-	// Retention and lake passes run by hand below.
-	n, ctx, c, _, store := startLakeNode(t, time.Hour, time.Hour)
+	// Retention and lake passes run by hand below; without Iceberg
+	// metadata obsolete files are deleted at once (TestLakeIceberg).
+	n, ctx, c, _, store := startLakeNode(t, time.Hour, time.Hour, func(c *Config) { c.Tiering.LakeFormat = "parquet" })
 	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "1s", "table.datalake.enabled": "true"})
 	id := raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0}
 	tbl, err := n.meta.TableByID(tableID)
@@ -544,6 +641,12 @@ func TestClusterLakeUnionRead(t *testing.T) {
 	if n := strings.Count(all, `"id":`); !strings.HasPrefix(all, strings.TrimSuffix(want, "]")) || n != next {
 		t.Fatalf("after failover: %d rows read back, want %d starting with the %d read before", n, next, strings.Count(want, `"id":`))
 	}
+	// The new leader went on committing to the same Iceberg table.
+	for i, row := range waitForIceberg(t, lake, "db", "t", -1, next) {
+		if row["id"] != float64(i) || row[tiering.LakeOffsetColumn] != float64(i) {
+			t.Fatalf("Iceberg row %d: id %v at __offset %v", i, row["id"], row[tiering.LakeOffsetColumn])
+		}
+	}
 }
 
 func TestLakeReadsCache(t *testing.T) {
@@ -636,7 +739,7 @@ func TestLakePartitionedTable(t *testing.T) {
 	}
 }
 
-func TestDeleteCoveredLakeFiles(t *testing.T) {
+func TestCoveredLakeFiles(t *testing.T) {
 	store, err := tiering.NewDirStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -646,25 +749,22 @@ func TestDeleteCoveredLakeFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n := &Node{lake: store}
 	files, err := tiering.ListLake(store, "d")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, deleted, err := n.deleteCoveredLakeFiles(files)
-	if err != nil || deleted != 3 {
-		t.Fatalf("deleted %d, %v; want 3", deleted, err)
+	kept, covered := coveredLakeFiles(files)
+	ranges := func(files []tiering.LakeFile) (out [][2]int64) {
+		for _, f := range files {
+			out = append(out, [2]int64{f.FirstOffset, f.NextOffset})
+		}
+		return out
 	}
-	left, err := tiering.ListLake(store, "d")
-	if err != nil {
-		t.Fatal(err)
+	if got, want := ranges(kept), [][2]int64{{0, 10}, {5, 15}, {10, 20}}; !slices.Equal(got, want) {
+		t.Fatalf("kept %v, want %v", got, want)
 	}
-	var ranges [][2]int64
-	for _, f := range left {
-		ranges = append(ranges, [2]int64{f.FirstOffset, f.NextOffset})
-	}
-	if want := [][2]int64{{0, 10}, {5, 15}, {10, 20}}; !slices.Equal(ranges, want) || len(kept) != len(want) {
-		t.Fatalf("left %v (kept %d), want %v", ranges, len(kept), want)
+	if got, want := ranges(covered), [][2]int64{{0, 5}, {2, 8}, {12, 18}}; !slices.Equal(got, want) {
+		t.Fatalf("covered %v, want %v", got, want)
 	}
 }
 
@@ -673,10 +773,19 @@ func TestDeleteCoveredLakeFiles(t *testing.T) {
 // lake once with dense offsets afterwards, and a union read whose cached
 // listing names a merged-away file lists again and reads on.
 func TestLakeCompaction(t *testing.T) {
-	// Retention and lake passes run by hand below.
-	n, ctx, c, _, store := startLakeNode(t, time.Hour, time.Hour)
+	// Retention and lake passes run by hand below; without Iceberg
+	// metadata obsolete files are deleted at once (TestLakeIceberg).
+	n, ctx, c, _, store := startLakeNode(t, time.Hour, time.Hour, func(c *Config) { c.Tiering.LakeFormat = "parquet" })
 	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "1s", "table.datalake.enabled": "true"})
 	id, tbl, r, dir, lakeFiles := bigTableBucket(t, n, store, tableID)
+	compact := func() (written, deleted int, err error) {
+		written, obsolete, err := n.compactLake(id, tbl)
+		if err != nil {
+			return written, 0, err
+		}
+		deleted, err = n.settleLake(id, tbl, obsolete)
+		return written, deleted, err
+	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	next := 0
 	for range 5 { // five passes of 200 rows: five small files
@@ -722,7 +831,7 @@ func TestLakeCompaction(t *testing.T) {
 		t.Fatal("the union read before compaction differs from the rows written")
 	}
 
-	written, deleted, err := n.compactLake(id, tbl)
+	written, deleted, err := compact()
 	if err != nil || written != 1 || deleted != 6 {
 		t.Fatalf("compaction wrote %d and deleted %d files, %v; want 1 and 6", written, deleted, err)
 	}
@@ -744,7 +853,7 @@ func TestLakeCompaction(t *testing.T) {
 	if got := readAll(t, ctx, c, "db.t", 1); got != want {
 		t.Fatal("the union read after compaction differs from the rows written")
 	}
-	if written, deleted, err := n.compactLake(id, tbl); err != nil || written+deleted != 0 {
+	if written, deleted, err := compact(); err != nil || written+deleted != 0 {
 		t.Fatalf("a second compaction wrote %d and deleted %d files, %v; want nothing", written, deleted, err)
 	}
 
@@ -763,10 +872,101 @@ func TestLakeCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if written, deleted, err := n.compactLake(id, tbl); err != nil || written != 1 || deleted != 2 {
+	if written, deleted, err := compact(); err != nil || written != 1 || deleted != 2 {
 		t.Fatalf("compaction across a schema change wrote %d and deleted %d files, %v; want 1 and 2", written, deleted, err)
 	}
 	if files := lakeFiles(); len(files) != 2 || files[1].NextOffset != int64(next) {
 		t.Fatalf("lake files %+v, want the old schema's and the new one's", files)
+	}
+}
+
+// TestLakeIceberg: with Iceberg metadata, the files compaction replaced
+// leave the Iceberg table at once but stay on disk while the snapshot
+// retention keeps the snapshots that held them (the union read meanwhile
+// reads each row once), and are deleted after it. A table with a column
+// Iceberg cannot read as stored has no Iceberg table, and its replaced
+// files are deleted at once.
+func TestLakeIceberg(t *testing.T) {
+	n, ctx, c, lake, store := startLakeNode(t, time.Hour, time.Hour) // passes by hand
+	tableID := createBigTable(t, ctx, c, map[string]string{"table.datalake.enabled": "true"})
+	id, tbl, r, _, lakeFiles := bigTableBucket(t, n, store, tableID)
+	pass := func(id raftmeta.BucketID, tbl *raftmeta.Table, r *replica.Replica) (written, deleted int) {
+		t.Helper()
+		if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+			t.Fatal(err)
+		}
+		written, obsolete, err := n.compactLake(id, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if deleted, err = n.settleLake(id, tbl, obsolete); err != nil {
+			t.Fatal(err)
+		}
+		return written, deleted
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	next := 0
+	for range 3 {
+		next = appendBig(t, ctx, c, rng, next, 1)
+		pass(id, tbl, r)
+	}
+	// The second pass merged the first two files, the third that and the
+	// third file: the Iceberg table holds the last merge, the directory
+	// the four files replaced too.
+	if files := lakeFiles(); len(files) != 5 {
+		t.Fatalf("%d lake files, want the 4 replaced and the last merge", len(files))
+	}
+	rows := waitForIceberg(t, lake, "db", "t", 1, next)
+	for i, row := range rows {
+		if row["id"] != float64(i) || row[tiering.LakeOffsetColumn] != float64(i) {
+			t.Fatalf("Iceberg row %d: id %v at __offset %v", i, row["id"], row[tiering.LakeOffsetColumn])
+		}
+	}
+	want := readAll(t, ctx, c, "db.t", 1)
+	if _, deleted := pass(id, tbl, r); deleted != 0 {
+		t.Fatalf("deleted %d replaced files within the snapshot retention", deleted)
+	}
+	// Past the retention (and its margin) they go.
+	n.iceberg.Retention = time.Millisecond
+	time.Sleep(5 * time.Millisecond)
+	pass(id, tbl, r)
+	if files := lakeFiles(); len(files) != 1 || files[0].NextOffset != int64(next) {
+		t.Fatalf("lake files past the retention: %+v, want the merged one", files)
+	}
+	if got := readAll(t, ctx, c, "db.t", 1); got != want {
+		t.Fatal("the union read changed when the replaced files went")
+	}
+	waitForIceberg(t, lake, "db", "t", 1, next)
+
+	// TIME(0) is stored as milliseconds: no Iceberg table for this one.
+	no := false
+	timeID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.times",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "at", Type: "TIME"}}},
+		BucketCount: 1,
+		Properties:  map[string]string{"table.datalake.enabled": "true"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := raftmeta.BucketID{TableID: timeID, PartitionID: raftmeta.NoPartition, Bucket: 0}
+	ttbl, err := n.meta.TableByID(timeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for i := range 3 {
+		b := int32(0)
+		if _, err := c.AppendRequest(ctx, &flussv1.AppendRequest{Table: "db.times", Bucket: &b, Rows: []byte(fmt.Sprintf(`[{"id":%d,"at":"10:00:0%d"}]`, i, i))}); err != nil {
+			t.Fatal(err)
+		}
+		_, d := pass(tid, ttbl, n.replica(tid))
+		deleted += d
+	}
+	if deleted != 4 { // as above: 1+2, then their merge and 3
+		t.Fatalf("deleted %d replaced files of a table without Iceberg metadata, want the 4 merged at once", deleted)
+	}
+	if _, err := os.Stat(filepath.Join(lake, "db", "times", "metadata")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a table with a TIME(0) column has Iceberg metadata: %v", err)
 	}
 }

@@ -1,9 +1,14 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -18,39 +23,40 @@ import (
 // pass the bucket leader merges the small files at the end of the
 // bucket's lake: a run of adjacent files (each starting where the one
 // before ends, of one schema version) becomes one file of their offsets,
-// up to lakeFileBytes, and the merged files are deleted once it is stored.
-// Files that another file covers (left by a deposed leader's pass) are
-// deleted too. Nothing is deleted that a stored file does not hold, so a
-// reader sees every offset at any moment, at worst twice while the two
-// overlap; a reader holding a listing that names a deleted file lists
-// again (fetchLeader).
+// up to lakeFileBytes. The merged files, and files that another file
+// covers (left by a deposed leader's pass), are then obsolete, and
+// settleLake deletes them: at once for a table without Iceberg metadata;
+// for one with, it first commits the bucket's files to the Iceberg table
+// and deletes an obsolete file only when no snapshot kept holds it. Nothing
+// is deleted that a stored file does not hold, so a reader sees every
+// offset at any moment, at worst twice while the two overlap (the union
+// read takes each offset once); a reader holding a listing that names a
+// deleted file lists again (fetchLeader).
 
 // lakeSmallFile is the size below which a lake file is merged with its
 // neighbours: files at least this big were written whole or compacted
 // already, so compaction looks at the files after the last of them.
 const lakeSmallFile = lakeFileBytes / 2
 
-// compactLake merges the small files at the end of bucket id's lake and
-// deletes covered files; it returns how many files it wrote and deleted.
-func (n *Node) compactLake(id raftmeta.BucketID, t *raftmeta.Table) (written, deleted int, err error) {
+// compactLake merges the small files at the end of bucket id's lake; it
+// returns how many files it wrote and the files now obsolete (merged or
+// covered), for settleLake.
+func (n *Node) compactLake(id raftmeta.BucketID, t *raftmeta.Table) (written int, obsolete []tiering.LakeFile, err error) {
 	dir, err := n.lakeDir(id, t)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	files, err := tiering.ListLake(n.lake, dir)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
-	files, deleted, err = n.deleteCoveredLakeFiles(files)
-	if err != nil {
-		return 0, deleted, err
-	}
+	files, obsolete = coveredLakeFiles(files)
 	// The small files at the end, with their sizes.
 	var tail []sizedLakeFile
 	for i := len(files) - 1; i >= 0; i-- {
 		size, err := n.lakeFileSize(files[i])
 		if err != nil {
-			return 0, deleted, err
+			return 0, obsolete, err
 		}
 		if size >= lakeSmallFile {
 			break
@@ -69,17 +75,19 @@ func (n *Node) compactLake(id raftmeta.BucketID, t *raftmeta.Table) (written, de
 		}
 		merged, err := n.mergeLakeFiles(dir, tail[i:j])
 		if err != nil {
-			return written, deleted, err
+			return written, obsolete, err
 		}
 		if merged > 0 {
 			written++
-			deleted += merged
+			for _, f := range tail[i : i+merged] {
+				obsolete = append(obsolete, f.LakeFile)
+			}
 		}
 		// A schema version change may have ended the merge early: the
 		// next run starts at the first file left.
 		i += max(merged, 1)
 	}
-	return written, deleted, nil
+	return written, obsolete, nil
 }
 
 type sizedLakeFile struct {
@@ -87,26 +95,22 @@ type sizedLakeFile struct {
 	size int64
 }
 
-// deleteCoveredLakeFiles deletes the files (sorted by first offset, then
-// next offset: tiering.ListLake) whose offsets another file holds, and
-// returns the others.
-func (n *Node) deleteCoveredLakeFiles(files []tiering.LakeFile) (kept []tiering.LakeFile, deleted int, err error) {
+// coveredLakeFiles splits files (sorted by first offset, then next
+// offset: tiering.ListLake) into those whose offsets another file holds
+// and the others.
+func coveredLakeFiles(files []tiering.LakeFile) (kept, covered []tiering.LakeFile) {
 	reach := int64(-1) // the furthest an earlier file reaches
 	for i, f := range files {
 		// An earlier file starts no later; a next one that starts at the
 		// same offset ends later.
-		covered := reach >= f.NextOffset || i+1 < len(files) && files[i+1].FirstOffset == f.FirstOffset
-		reach = max(reach, f.NextOffset)
-		if !covered {
+		if reach >= f.NextOffset || i+1 < len(files) && files[i+1].FirstOffset == f.FirstOffset {
+			covered = append(covered, f)
+		} else {
 			kept = append(kept, f)
-			continue
 		}
-		if err := n.lake.Delete(f.Name); err != nil {
-			return nil, deleted, fmt.Errorf("delete covered lake file %s: %w", f.Name, err)
-		}
-		deleted++
+		reach = max(reach, f.NextOffset)
 	}
-	return kept, deleted, nil
+	return kept, covered
 }
 
 // lakeFileSize is the stored size of a lake file.
@@ -119,8 +123,7 @@ func (n *Node) lakeFileSize(f tiering.LakeFile) (int64, error) {
 	return o.Size(), nil
 }
 
-// mergeLakeFiles writes the rows of run (adjacent files) as one file and
-// then deletes the files of run. Only the leading files that share the
+// mergeLakeFiles writes the rows of run (adjacent files) as one file. Only the leading files that share the
 // first one's columns are merged (a schema version change ends the run);
 // it returns how many were, 0 when fewer than two.
 func (n *Node) mergeLakeFiles(dir string, run []sizedLakeFile) (int, error) {
@@ -162,11 +165,6 @@ func (n *Node) mergeLakeFiles(dir string, run []sizedLakeFile) (int, error) {
 	if _, err := tiering.PutLakeFile(n.lake, dir, first, next, data); err != nil {
 		return 0, err
 	}
-	for _, f := range run[:took] {
-		if err := n.lake.Delete(f.Name); err != nil {
-			return 0, fmt.Errorf("delete merged lake file %s: %w", f.Name, err)
-		}
-	}
 	return took, nil
 }
 
@@ -182,4 +180,120 @@ func (n *Node) readLakeObject(f tiering.LakeFile) ([]byte, error) {
 		return nil, fmt.Errorf("read lake file %s: %w", f.Name, err)
 	}
 	return data, nil
+}
+
+// settleLake deletes the obsolete files of bucket id's lake (compactLake)
+// and returns how many. A table with Iceberg metadata first has the
+// bucket's other files committed as its files in the Iceberg table
+// (tiering.IcebergLake.SyncBucket), which takes the obsolete ones out of
+// its current snapshot; such a file is deleted only once every snapshot
+// that held it is past the snapshot retention (the expiry of those
+// snapshots deletes most of them first). Should the commit fail, nothing
+// is deleted and the next pass tries again.
+func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []tiering.LakeFile) (deleted int, err error) {
+	dir, err := n.lakeDir(id, t)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	if n.iceberg != nil && !n.icebergRefused(t.ID) {
+		files, err := tiering.ListLake(n.lake, dir)
+		if err != nil {
+			return 0, err
+		}
+		files = slices.DeleteFunc(files, func(f tiering.LakeFile) bool {
+			return slices.ContainsFunc(obsolete, func(o tiering.LakeFile) bool { return o.Name == f.Name })
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := n.iceberg.SyncBucket(ctx, icebergTableOf(t), dir, files)
+		switch {
+		case errors.Is(err, tiering.ErrIcebergType):
+			n.refuseIceberg(t.ID, err)
+		case err != nil:
+			return 0, err
+		default:
+			if res.Committed {
+				n.tiered.icebergCommits.Add(1)
+			}
+			// Every obsolete file is out of the current snapshot now: the
+			// snapshots that held it are older than now.
+			keep := n.iceberg.Retention + min(n.iceberg.Retention, time.Minute) // and a margin for clock skew between nodes
+			obsolete = n.lakeGone.due(dir, obsolete, now, keep)
+		}
+	}
+	for _, f := range obsolete {
+		if err := n.lake.Delete(f.Name); err != nil {
+			return deleted, fmt.Errorf("delete obsolete lake file %s: %w", f.Name, err)
+		}
+		deleted++
+	}
+	return deleted, nil
+}
+
+// icebergTableOf is what table t's Iceberg metadata is made from.
+func icebergTableOf(t *raftmeta.Table) tiering.IcebergTable {
+	it := tiering.IcebergTable{Database: t.Database, Name: t.Name, ID: t.ID, PartitionKeys: t.PartitionKeys}
+	for _, s := range t.Schemas {
+		it.Columns = append(it.Columns, lakeColumnsOf(t, s))
+	}
+	return it
+}
+
+// icebergRefused reports whether table id has no Iceberg metadata because
+// of a column type (tiering.ErrIcebergType).
+func (n *Node) icebergRefused(id int64) bool {
+	n.lakeGone.mu.Lock()
+	defer n.lakeGone.mu.Unlock()
+	return n.lakeGone.refused[id]
+}
+
+// refuseIceberg notes, and logs once, that table id has no Iceberg metadata.
+func (n *Node) refuseIceberg(id int64, err error) {
+	n.lakeGone.mu.Lock()
+	defer n.lakeGone.mu.Unlock()
+	if n.lakeGone.refused == nil {
+		n.lakeGone.refused = map[int64]bool{}
+	}
+	n.lakeGone.refused[id] = true
+	n.logger.Warn("lake table without Iceberg metadata: its Parquet files only", "err", err)
+}
+
+// lakeGraveyard holds when this node first saw each obsolete lake file
+// out of its table's current Iceberg snapshot. Restarts and leader changes
+// start the clock again, which only defers deletion.
+type lakeGraveyard struct {
+	mu      sync.Mutex
+	since   map[string]time.Time
+	refused map[int64]bool // tables without Iceberg metadata (icebergRefused)
+}
+
+// due returns the files of obsolete (all of bucket directory dir) first
+// seen at least keep before now, and forgets the files of dir no longer
+// obsolete (deleted, or by snapshot expiry).
+func (g *lakeGraveyard) due(dir string, obsolete []tiering.LakeFile, now time.Time, keep time.Duration) []tiering.LakeFile {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.since == nil {
+		g.since = map[string]time.Time{}
+	}
+	seen := map[string]bool{}
+	var due []tiering.LakeFile
+	for _, f := range obsolete {
+		seen[f.Name] = true
+		first, ok := g.since[f.Name]
+		if !ok {
+			g.since[f.Name] = now
+			continue
+		}
+		if now.Sub(first) >= keep {
+			due = append(due, f)
+		}
+	}
+	for name := range g.since {
+		if strings.HasPrefix(name, dir+"/") && !seen[name] {
+			delete(g.since, name)
+		}
+	}
+	return due
 }

@@ -48,6 +48,8 @@ func (n *Node) registerMetrics() {
 			n.tiered.lakeFiles.Load),
 		counterFunc("fluss_lake_files_compacted_total", "Lake files this node deleted as a bucket leader after merging them into a bigger one, or because another file held their rows.",
 			n.tiered.lakeMerged.Load),
+		counterFunc("fluss_lake_iceberg_commits_total", "Snapshots (and schema changes) this node committed to the Iceberg tables of the lake as a bucket leader.",
+			n.tiered.icebergCommits.Load),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fluss_lake_lag_records",
 			Help: "Committed records of the lake-table buckets this node leads that are not in the lake yet, as of each bucket's last lake pass.",

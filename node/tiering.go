@@ -20,8 +20,8 @@ import (
 // dropped cannot leave an object behind the deletion. The counters are
 // for /metrics.
 type tierState struct {
-	mu                                                        sync.Mutex
-	uploaded, dropped, expired, lakeFiles, lakeMerged, errors atomic.Int64
+	mu                                                                        sync.Mutex
+	uploaded, dropped, expired, lakeFiles, lakeMerged, icebergCommits, errors atomic.Int64
 }
 
 // openRemoteStore opens the configured remote storage (none: tiering off)
@@ -54,6 +54,11 @@ func (n *Node) openRemoteStore() error {
 			return err
 		}
 		n.lake = store
+		if t.LakeFormat == "iceberg" {
+			if n.iceberg, err = tiering.OpenIcebergLake(t.LakeDir, t.LakeSnapshotRetention.Duration); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

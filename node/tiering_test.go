@@ -52,6 +52,7 @@ func testTiering(t *testing.T, tc TieringConfig, store tiering.Store) {
 	cfg := testConfig(dir)
 	cfg.Storage.SegmentBytes = 1 << 20
 	tc.Interval, tc.LocalSegments = Duration{50 * time.Millisecond}, 1
+	tc.LakeFormat, tc.LakeSnapshotRetention = cfg.Tiering.LakeFormat, cfg.Tiering.LakeSnapshotRetention
 	cfg.Tiering = tc
 	n := startNode(t, cfg)
 	defer func() { n.Close() }()
@@ -206,7 +207,7 @@ func TestClusterTiering(t *testing.T) {
 	remote := t.TempDir()
 	nodes, cfgs := opsClusterWith(t, 3, func(c *Config) {
 		c.Storage.SegmentBytes = 1 << 20
-		c.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{100 * time.Millisecond}, LocalSegments: 1}
+		c.Tiering.RemoteDir, c.Tiering.Interval, c.Tiering.LocalSegments = remote, Duration{100 * time.Millisecond}, 1
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -278,7 +279,7 @@ func TestTieringPrimaryKeyChangelog(t *testing.T) {
 	dir, remote := t.TempDir(), t.TempDir()
 	cfg := testConfig(dir)
 	cfg.Storage.SegmentBytes = 1 << 20
-	cfg.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{50 * time.Millisecond}, LocalSegments: 1}
+	cfg.Tiering.RemoteDir, cfg.Tiering.Interval, cfg.Tiering.LocalSegments = remote, Duration{50 * time.Millisecond}, 1
 	n := startNode(t, cfg)
 	defer func() { n.Close() }()
 	ctx, c := withDB(t, n)
@@ -346,7 +347,7 @@ func TestTieringExpiresRemoteSegments(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.Storage.SegmentBytes = 1 << 20
 	cfg.Storage.RetentionCheckInterval = Duration{100 * time.Millisecond}
-	cfg.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{50 * time.Millisecond}, LocalSegments: 1}
+	cfg.Tiering.RemoteDir, cfg.Tiering.Interval, cfg.Tiering.LocalSegments = remote, Duration{50 * time.Millisecond}, 1
 	n := startNode(t, cfg)
 	defer n.Close()
 	ctx, c := withDB(t, n)
@@ -385,7 +386,7 @@ func TestTieringReadRefreshesAStaleListing(t *testing.T) {
 	remote := t.TempDir()
 	cfg := testConfig(t.TempDir())
 	cfg.Storage.SegmentBytes = 1 << 20
-	cfg.Tiering = TieringConfig{RemoteDir: remote, Interval: Duration{time.Hour}, LocalSegments: 0}
+	cfg.Tiering.RemoteDir, cfg.Tiering.Interval, cfg.Tiering.LocalSegments = remote, Duration{time.Hour}, 0
 	n := startNode(t, cfg)
 	defer n.Close()
 	ctx, c := withDB(t, n)
