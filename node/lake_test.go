@@ -938,11 +938,11 @@ func TestLakeIceberg(t *testing.T) {
 	}
 	waitForIceberg(t, lake, "db", "t", 1, next)
 
-	// TIME(0) is stored as milliseconds: no Iceberg table for this one.
+	// TIME(9) is stored as nanoseconds: no Iceberg table for this one.
 	no := false
 	timeID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table:       "db.times",
-		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "at", Type: "TIME"}}},
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}, {Name: "at", Type: "TIME(9)"}}},
 		BucketCount: 1,
 		Properties:  map[string]string{"table.datalake.enabled": "true"},
 	})
@@ -957,7 +957,7 @@ func TestLakeIceberg(t *testing.T) {
 	deleted := 0
 	for i := range 3 {
 		b := int32(0)
-		if _, err := c.AppendRequest(ctx, &flussv1.AppendRequest{Table: "db.times", Bucket: &b, Rows: []byte(fmt.Sprintf(`[{"id":%d,"at":"10:00:0%d"}]`, i, i))}); err != nil {
+		if _, err := c.AppendRequest(ctx, &flussv1.AppendRequest{Table: "db.times", Bucket: &b, Rows: []byte(fmt.Sprintf(`[{"id":%d,"at":"10:00:00.00000000%d"}]`, i, i))}); err != nil {
 			t.Fatal(err)
 		}
 		_, d := pass(tid, ttbl, n.replica(tid))
@@ -967,6 +967,6 @@ func TestLakeIceberg(t *testing.T) {
 		t.Fatalf("deleted %d replaced files of a table without Iceberg metadata, want the 4 merged at once", deleted)
 	}
 	if _, err := os.Stat(filepath.Join(lake, "db", "times", "metadata")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a table with a TIME(0) column has Iceberg metadata: %v", err)
+		t.Fatalf("a table with a TIME(9) column has Iceberg metadata: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/hadoop"
@@ -37,9 +38,9 @@ import (
 // Lake files carry no Parquet field ids: the table's name mapping
 // (schema.name-mapping.default) maps their columns by name. A table with a
 // column of a type Iceberg v2 cannot read as stored has no Iceberg
-// metadata (ErrIcebergType): TIME of precision 0-3 (stored as
-// milliseconds; Iceberg's time is microseconds), TIME and TIMESTAMP of
-// precision 7-9 (nanoseconds: Iceberg v3).
+// metadata (ErrIcebergType): TIME and TIMESTAMP of precision 7-9
+// (nanoseconds: Iceberg v3), and TIME(0-3) in files written before lake
+// files stored it as microseconds (lakeStoredField).
 
 // IcebergTableIDProperty is the Iceberg table property naming the
 // fluss-node table whose lake it describes.
@@ -259,6 +260,7 @@ func icebergFields(t IcebergTable) ([]arrow.Field, error) {
 			if seen[f.Name] {
 				continue
 			}
+			f, _ = lakeStoredField(f)
 			if !icebergReadable(f.Type) {
 				return nil, fmt.Errorf("tiering: iceberg: table %s.%s: column %s is %s: %w", t.Database, t.Name, f.Name, f.Type, ErrIcebergType)
 			}
@@ -367,6 +369,17 @@ func (l *IcebergLake) dataFile(tbl *table.Table, f LakeFile) (iceberg.DataFile, 
 	defer rdr.Close()
 	if n := rdr.NumRows(); n != f.NextOffset-f.FirstOffset {
 		return nil, fmt.Errorf("tiering: iceberg: lake file %s holds %d rows, its name says %d", f.Name, n, f.NextOffset-f.FirstOffset)
+	}
+	// Files written before TIME(0-3) was stored as microseconds have it
+	// as milliseconds, which Iceberg does not read.
+	stored, err := pqarrow.FromParquet(rdr.MetaData().Schema, nil, rdr.MetaData().KeyValueMetadata())
+	if err != nil {
+		return nil, fmt.Errorf("tiering: iceberg: lake file %s: %w", f.Name, err)
+	}
+	for _, c := range stored.Fields() {
+		if !icebergReadable(c.Type) {
+			return nil, fmt.Errorf("tiering: iceberg: lake file %s: column %s is %s: %w", f.Name, c.Name, c.Type, ErrIcebergType)
+		}
 	}
 	df, err := table.DataFileFromMetadata(table.DataFileArgs{
 		Schema:        tbl.Schema(),

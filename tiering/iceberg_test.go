@@ -119,11 +119,12 @@ func TestIcebergSyncBucket(t *testing.T) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "at", Type: arrow.FixedWidthTypes.Time64us, Nullable: true},
+		{Name: "at_ms", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true}, // TIME(3): stored as microseconds
 		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
 	}, nil)
 	tbl := IcebergTable{Database: "db", Name: "t", ID: 7, Columns: []*arrow.Schema{v1}}
 	b0, b1 := LakeBucketDir("db", "t", 7, "", 0), LakeBucketDir("db", "t", 7, "", 1)
-	f0 := putLakeJSON(t, store, b0, v1, 0, `[{"id":1,"s":"a","at":"10:00:00.000001","amount":"1.50"},{"id":2},{"id":3,"s":"c"}]`)
+	f0 := putLakeJSON(t, store, b0, v1, 0, `[{"id":1,"s":"a","at":"10:00:00.000001","at_ms":"10:00:00.123","amount":"1.50"},{"id":2},{"id":3,"s":"c"}]`)
 	f1 := putLakeJSON(t, store, b0, v1, 3, `[{"id":4,"s":"d"},{"id":5,"s":"e"}]`)
 	g0 := putLakeJSON(t, store, b1, v1, 0, `[{"id":10,"s":"x"},{"id":11,"s":"y"}]`)
 	sync := func(tbl IcebergTable, dir string, files ...LakeFile) IcebergSync {
@@ -147,11 +148,13 @@ func TestIcebergSyncBucket(t *testing.T) {
 	if got, want := ids(rows), []string{"1@0", "2@1", "3@2", "4@3", "5@4", "10@0", "11@1"}; !slices.Equal(got, want) {
 		t.Fatalf("Iceberg rows %v, want %v", got, want)
 	}
-	if r := rows[0]; r["s"] != "a" || r["amount"] != "1.5" || r["at"] != "10:00:00.000001" || r[LakeTimestampColumn] == nil {
+	if r := rows[0]; r["s"] != "a" || r["amount"] != "1.5" || r["at"] != "10:00:00.000001" || r["at_ms"] != "10:00:00.123" || r[LakeTimestampColumn] == nil {
 		t.Fatalf("row %v", r)
 	}
-	if f, ok := schema.FindFieldByName("at"); !ok || f.Type != iceberg.PrimitiveTypes.Time {
-		t.Fatalf("Iceberg schema %s", schema)
+	for _, c := range []string{"at", "at_ms"} {
+		if f, ok := schema.FindFieldByName(c); !ok || f.Type != iceberg.PrimitiveTypes.Time {
+			t.Fatalf("Iceberg schema %s", schema)
+		}
 	}
 
 	// A schema version adds a column.
@@ -166,7 +169,7 @@ func TestIcebergSyncBucket(t *testing.T) {
 	for _, f := range schema.Fields() {
 		names = append(names, f.Name)
 	}
-	if want := []string{"id", "s", "at", "amount", "note", LakeOffsetColumn, LakeTimestampColumn}; !slices.Equal(names, want) {
+	if want := []string{"id", "s", "at", "at_ms", "amount", "note", LakeOffsetColumn, LakeTimestampColumn}; !slices.Equal(names, want) {
 		t.Fatalf("Iceberg columns %v, want %v", names, want)
 	}
 	if len(rows) != 9 || rows[5]["note"] != "new" || rows[0]["note"] != nil {
@@ -174,7 +177,7 @@ func TestIcebergSyncBucket(t *testing.T) {
 	}
 
 	// Compaction merges f0 and f1: one snapshot swaps them for the merged file.
-	merged := putLakeJSON(t, store, b0, v1, 0, `[{"id":1,"s":"a","at":"10:00:00.000001","amount":"1.50"},{"id":2},{"id":3,"s":"c"},{"id":4,"s":"d"},{"id":5,"s":"e"}]`)
+	merged := putLakeJSON(t, store, b0, v1, 0, `[{"id":1,"s":"a","at":"10:00:00.000001","at_ms":"10:00:00.123","amount":"1.50"},{"id":2},{"id":3,"s":"c"},{"id":4,"s":"d"},{"id":5,"s":"e"}]`)
 	if res := sync(tbl, b0, merged, f2); res.Added != 1 || res.Removed != 2 {
 		t.Fatalf("sync after compaction: %+v", res)
 	}
@@ -268,10 +271,11 @@ func TestIcebergPartitioned(t *testing.T) {
 }
 
 // TestIcebergRefusesUnreadableTypes: a table with a column that Iceberg v2
-// cannot read as the lake files store it gets no Iceberg table.
+// cannot read as the lake files store it (nanoseconds) gets no Iceberg
+// table.
 func TestIcebergRefusesUnreadableTypes(t *testing.T) {
 	root, _, lake := newIcebergLake(t, time.Hour)
-	for _, dt := range []arrow.DataType{arrow.FixedWidthTypes.Time32ms, arrow.FixedWidthTypes.Time64ns, &arrow.TimestampType{Unit: arrow.Nanosecond}} {
+	for _, dt := range []arrow.DataType{arrow.FixedWidthTypes.Time64ns, &arrow.TimestampType{Unit: arrow.Nanosecond}} {
 		cols := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "c", Type: dt}}, nil)
 		_, err := lake.SyncBucket(context.Background(), IcebergTable{Database: "db", Name: "x", ID: 1, Columns: []*arrow.Schema{cols}}, LakeBucketDir("db", "x", 1, "", 0), nil)
 		if !errors.Is(err, ErrIcebergType) || !strings.Contains(err.Error(), "column c") {

@@ -122,21 +122,88 @@ type LakeBatch struct {
 }
 
 // LakeSchema is the schema of a lake file of a table whose columns are
-// cols: the table's columns, then __offset and __timestamp.
+// cols: the table's columns (as stored: lakeStoredField), then __offset
+// and __timestamp.
 func LakeSchema(cols *arrow.Schema) *arrow.Schema {
-	fields := append(slices.Clone(cols.Fields()),
+	s, _ := lakeFileSchema(cols)
+	return s
+}
+
+// lakeFileSchema is LakeSchema, and whether a column is stored in another
+// type than its own.
+func lakeFileSchema(cols *arrow.Schema) (*arrow.Schema, bool) {
+	fields := make([]arrow.Field, 0, cols.NumFields()+2)
+	widened := false
+	for _, f := range cols.Fields() {
+		f, w := lakeStoredField(f)
+		fields = append(fields, f)
+		widened = widened || w
+	}
+	fields = append(fields,
 		arrow.Field{Name: LakeOffsetColumn, Type: arrow.PrimitiveTypes.Int64},
 		arrow.Field{Name: LakeTimestampColumn, Type: &arrow.TimestampType{Unit: arrow.Millisecond}})
-	return arrow.NewSchema(fields, nil)
+	return arrow.NewSchema(fields, nil), widened
+}
+
+// lakeTimeUnitKey is the field metadata of a TIME(0-3) column, which the
+// log holds as milliseconds (Arrow time32[ms]) and lake files store as
+// microseconds (time64[us], exact): the unit of Iceberg's time type and the
+// one engines read. The metadata, kept in the file's Arrow schema, tells
+// ReadLakeFile to read it back as milliseconds.
+const lakeTimeUnitKey = "fluss.time-unit"
+
+// lakeStoredField is field f as lake files store it, and whether that
+// differs from f.
+func lakeStoredField(f arrow.Field) (arrow.Field, bool) {
+	if t, ok := f.Type.(*arrow.Time32Type); ok && t.Unit == arrow.Millisecond {
+		return arrow.Field{Name: f.Name, Type: arrow.FixedWidthTypes.Time64us, Nullable: f.Nullable,
+			Metadata: arrow.NewMetadata([]string{lakeTimeUnitKey}, []string{"ms"})}, true
+	}
+	return f, false
+}
+
+// widenTime returns the microseconds of a time32[ms] array.
+func widenTime(mem memory.Allocator, a *array.Time32) arrow.Array {
+	b := array.NewTime64Builder(mem, &arrow.Time64Type{Unit: arrow.Microsecond})
+	defer b.Release()
+	b.Reserve(a.Len())
+	for i := range a.Len() {
+		if a.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(arrow.Time64(a.Value(i)) * 1000)
+		}
+	}
+	return b.NewArray()
+}
+
+// narrowTime returns the milliseconds of a time64[us] array (widenTime's
+// inverse).
+func narrowTime(mem memory.Allocator, a *array.Time64) arrow.Array {
+	b := array.NewTime32Builder(mem, &arrow.Time32Type{Unit: arrow.Millisecond})
+	defer b.Release()
+	b.Reserve(a.Len())
+	for i := range a.Len() {
+		if a.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(arrow.Time32(a.Value(i) / 1000))
+		}
+	}
+	return b.NewArray()
 }
 
 // EncodeLakeFile writes batches, whose records have schema cols and whose
 // offsets run without a gap, as one ZSTD-compressed Parquet file.
 func EncodeLakeFile(cols *arrow.Schema, batches []LakeBatch) ([]byte, error) {
-	schema := LakeSchema(cols)
+	schema, widened := lakeFileSchema(cols)
 	var buf bytes.Buffer
 	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithStats(true))
-	w, err := pqarrow.NewFileWriter(schema, &buf, props, pqarrow.DefaultWriterProps())
+	arrowProps := pqarrow.DefaultWriterProps()
+	if widened {
+		arrowProps = pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()) // keeps lakeTimeUnitKey
+	}
+	w, err := pqarrow.NewFileWriter(schema, &buf, props, arrowProps)
 	if err != nil {
 		return nil, fmt.Errorf("tiering: lake file: %w", err)
 	}
@@ -156,11 +223,22 @@ func EncodeLakeFile(cols *arrow.Schema, batches []LakeBatch) ([]byte, error) {
 		o, t := offs.NewArray(), ts.NewArray()
 		offs.Release()
 		ts.Release()
-		rec := array.NewRecord(schema, append(slices.Clone(b.Rec.Columns()), o, t), int64(n))
+		columns := append(slices.Clone(b.Rec.Columns()), o, t)
+		var made []arrow.Array
+		for i, f := range cols.Fields() {
+			if _, w := lakeStoredField(f); w {
+				columns[i] = widenTime(mem, columns[i].(*array.Time32))
+				made = append(made, columns[i])
+			}
+		}
+		rec := array.NewRecord(schema, columns, int64(n))
 		err := w.Write(rec)
 		rec.Release()
 		o.Release()
 		t.Release()
+		for _, a := range made {
+			a.Release()
+		}
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("tiering: lake file: %w", err)
@@ -241,7 +319,7 @@ func ReadLakeFile(data []byte, f LakeFile) (cols *arrow.Schema, batches []LakeBa
 		return fail("%v", err)
 	}
 	defer tbl.Release()
-	cols, err = lakeColumns(tbl.Schema())
+	cols, narrow, err := lakeColumns(tbl.Schema())
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -256,7 +334,18 @@ func ReadLakeFile(data []byte, f LakeFile) (cols *arrow.Schema, batches []LakeBa
 		if !ok1 || !ok2 || offs.NullN() > 0 || ts.NullN() > 0 {
 			return fail("null or mistyped system columns")
 		}
-		body := array.NewRecord(cols, rec.Columns()[:n], rec.NumRows())
+		columns := slices.Clone(rec.Columns()[:n])
+		for _, i := range narrow {
+			tc, ok := columns[i].(*array.Time64)
+			if !ok {
+				return fail("column %s is %s", cols.Field(i).Name, columns[i].DataType())
+			}
+			columns[i] = narrowTime(mem, tc)
+		}
+		body := array.NewRecord(cols, columns, rec.NumRows())
+		for _, i := range narrow {
+			columns[i].Release() // body holds them
+		}
 		rows := int(rec.NumRows())
 		for i := 0; i < rows; {
 			j := i
@@ -358,11 +447,12 @@ func checkLakeFooter(md *metadata.FileMetaData, size int64) error {
 
 // lakeColumns checks that s is a lake file's schema (LakeSchema) and
 // returns its table columns, without the metadata (Parquet field ids) the
-// reader adds.
-func lakeColumns(s *arrow.Schema) (*arrow.Schema, error) {
+// reader adds, and the indexes of those stored widened (lakeStoredField),
+// which it returns with their own type.
+func lakeColumns(s *arrow.Schema) (cols *arrow.Schema, narrow []int, err error) {
 	n := s.NumFields() - 2
 	if n < 1 {
-		return nil, fmt.Errorf("%d columns, not a lake file", s.NumFields())
+		return nil, nil, fmt.Errorf("%d columns, not a lake file", s.NumFields())
 	}
 	want := LakeSchema(arrow.NewSchema(nil, nil)).Fields()
 	fields := make([]arrow.Field, 0, n)
@@ -370,16 +460,21 @@ func lakeColumns(s *arrow.Schema) (*arrow.Schema, error) {
 		if i >= n {
 			w := want[i-n]
 			if f.Name != w.Name || !arrow.TypeEqual(f.Type, w.Type) {
-				return nil, fmt.Errorf("column %d is %s, want %s", i, f, w)
+				return nil, nil, fmt.Errorf("column %d is %s, want %s", i, f, w)
 			}
 			continue
 		}
 		if f.Name == LakeOffsetColumn || f.Name == LakeTimestampColumn {
-			return nil, fmt.Errorf("system column %s at %d", f.Name, i)
+			return nil, nil, fmt.Errorf("system column %s at %d", f.Name, i)
 		}
-		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: f.Nullable})
+		typ := f.Type
+		if unit, _ := f.Metadata.GetValue(lakeTimeUnitKey); unit == "ms" && arrow.TypeEqual(typ, arrow.FixedWidthTypes.Time64us) {
+			typ = arrow.FixedWidthTypes.Time32ms
+			narrow = append(narrow, i)
+		}
+		fields = append(fields, arrow.Field{Name: f.Name, Type: typ, Nullable: f.Nullable})
 	}
-	return arrow.NewSchema(fields, nil), nil
+	return arrow.NewSchema(fields, nil), narrow, nil
 }
 
 // LakeFileNewest returns the newest commit timestamp (__timestamp) of the

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -233,6 +235,18 @@ func TestLakeEndFrom(t *testing.T) {
 func FuzzReadLakeFile(f *testing.F) {
 	data, lf, _ := lakeTestFile(f)
 	f.Add(data)
+	// The same offsets with a TIME(3) column, stored widened.
+	cols := arrow.NewSchema([]arrow.Field{{Name: "at", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true}}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, cols, strings.NewReader(`[{"at":"00:00:01"},{},{"at":"00:00:02"},{},{},{},{},{},{"at":"23:00:00"}]`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	timed, err := EncodeLakeFile(cols, []LakeBatch{{Rec: rec, BaseOffset: lf.FirstOffset, CommitTs: 7}})
+	rec.Release()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(timed)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _, _ = LakeFileNewest(bytes.NewReader(data), int64(len(data))) // must not panic
 		cols, batches, err := ReadLakeFile(data, lf)
@@ -279,4 +293,66 @@ func BenchmarkReadLakeFile(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(f.NextOffset)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// TestLakeFileTimeMillis: a TIME(0-3) column (time32[ms]) is stored as
+// microseconds, the unit Iceberg and engines read, and ReadLakeFile gives
+// it back as milliseconds, nulls and all; a file written before that, with
+// milliseconds stored, reads the same.
+func TestLakeFileTimeMillis(t *testing.T) {
+	cols := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "at", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true},
+	}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, cols, strings.NewReader(`[{"id":1,"at":"23:59:59.999"},{"id":2},{"id":3,"at":"00:00:00.001"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	f := LakeFile{Name: "d/" + lakeFileName("", 0, 3)[1:], FirstOffset: 0, NextOffset: 3}
+	check := func(data []byte) {
+		t.Helper()
+		got, batches, err := ReadLakeFile(data, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			for _, b := range batches {
+				b.Rec.Release()
+			}
+		}()
+		if !got.Equal(cols) || len(batches) != 1 || !array.RecordEqual(batches[0].Rec, rec) {
+			t.Fatalf("read back %s %v, want %s %v", got, batches, cols, rec)
+		}
+	}
+	data, err := EncodeLakeFile(cols, []LakeBatch{{Rec: rec, BaseOffset: 0, CommitTs: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lt := rdr.MetaData().Schema.Column(1).LogicalType().String(); !strings.Contains(lt, "microseconds") {
+		t.Fatalf("TIME(3) stored as %s, want microseconds", lt)
+	}
+	check(data)
+
+	// As written before: milliseconds in the file.
+	old := arrow.NewSchema(append(slices.Clone(cols.Fields()), LakeSchema(arrow.NewSchema(nil, nil)).Fields()...), nil)
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(old, &buf, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, _, _ := array.FromJSON(memory.DefaultAllocator, arrow.PrimitiveTypes.Int64, strings.NewReader(`[0,1,2]`))
+	ts, _, _ := array.FromJSON(memory.DefaultAllocator, &arrow.TimestampType{Unit: arrow.Millisecond}, strings.NewReader(`[1,1,1]`))
+	oldRec := array.NewRecord(old, append(slices.Clone(rec.Columns()), offs, ts), 3)
+	if err := w.Write(oldRec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check(buf.Bytes())
 }
