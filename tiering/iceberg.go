@@ -233,6 +233,7 @@ func (l *IcebergLake) table(ctx context.Context, t IcebergTable, fields []arrow.
 		"format-version":                          "2",
 		table.DefaultNameMappingKey:               string(mapping),
 		table.ManifestMergeEnabledKey:             "true",
+		table.ManifestMinMergeCountKey:            "8", // a commit reads them all (BenchmarkIcebergSyncBucket)
 		table.MetadataDeleteAfterCommitEnabledKey: "true",
 		table.MetadataPreviousVersionsMaxKey:      "20",
 	}))
