@@ -176,10 +176,12 @@ func (l *IcebergLake) syncBucket(ctx context.Context, t IcebergTable, dir string
 	return res, l.expire(ctx, tbl, &res)
 }
 
-// table loads t's Iceberg table, or creates it. An Iceberg table left by
-// an older table of the same name (dropped) keeps its metadata in its own
-// lake directory, <db>/<table>/<old id>/metadata, where it still reads as
-// a table by path, and a new one is created.
+// table loads t's Iceberg table, or creates it. The metadata of an
+// Iceberg table left by an older table of the same name (dropped) is set
+// aside in that table's lake directory, <db>/<table>/<old id>/metadata,
+// for the record (it names its manifests by their old paths, so it no
+// longer reads as a table; the old table's Parquet files do), and a new
+// one is created.
 func (l *IcebergLake) table(ctx context.Context, t IcebergTable, fields []arrow.Field) (*table.Table, error) {
 	ident := table.Identifier{t.Database, t.Name}
 	tbl, err := l.cat.LoadTable(ctx, ident)
