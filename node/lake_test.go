@@ -883,7 +883,8 @@ func TestLakeCompaction(t *testing.T) {
 // TestLakeIceberg: with Iceberg metadata, the files compaction replaced
 // leave the Iceberg table at once but stay on disk while the snapshot
 // retention keeps the snapshots that held them (the union read meanwhile
-// reads each row once), and are deleted after it. A table with a column
+// reads each row once), and are deleted after it; an idle pass leaves the
+// Iceberg table alone. A table with a column
 // Iceberg cannot read as stored has no Iceberg table, and its replaced
 // files are deleted at once.
 func TestLakeIceberg(t *testing.T) {
@@ -937,6 +938,19 @@ func TestLakeIceberg(t *testing.T) {
 		t.Fatal("the union read changed when the replaced files went")
 	}
 	waitForIceberg(t, lake, "db", "t", 1, next)
+	// A pass over a bucket whose files are those of its last commit does
+	// not touch the Iceberg table (which would make a new one here).
+	meta := filepath.Join(lake, "db", "t", "metadata")
+	if err := os.Rename(meta, meta+".away"); err != nil {
+		t.Fatal(err)
+	}
+	pass(id, tbl, r)
+	if _, err := os.Stat(meta); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an idle pass touched the Iceberg table: %v", err)
+	}
+	if err := os.Rename(meta+".away", meta); err != nil {
+		t.Fatal(err)
+	}
 
 	// TIME(9) is stored as nanoseconds: no Iceberg table for this one.
 	no := false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
 	"strings"
@@ -204,15 +205,28 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 		files = slices.DeleteFunc(files, func(f tiering.LakeFile) bool {
 			return slices.ContainsFunc(obsolete, func(o tiering.LakeFile) bool { return o.Name == f.Name })
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		res, err := n.iceberg.SyncBucket(ctx, icebergTableOf(t), dir, files)
+		// A bucket whose files and schema versions are those of its last
+		// commit here is skipped: an idle table costs a listing per pass.
+		h := fnv.New64a()
+		fmt.Fprintln(h, len(t.Schemas))
+		for _, f := range files {
+			fmt.Fprintln(h, f.Name)
+		}
+		sum := h.Sum64()
+		var res tiering.IcebergSync
+		if !n.lakeGone.synced(dir, sum) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err = n.iceberg.SyncBucket(ctx, icebergTableOf(t), dir, files)
+		}
 		switch {
 		case errors.Is(err, tiering.ErrIcebergType):
 			n.refuseIceberg(t.ID, err)
 		case err != nil:
+			n.lakeGone.setSynced(dir, 0)
 			return 0, err
 		default:
+			n.lakeGone.setSynced(dir, sum)
 			if res.Committed {
 				n.tiered.icebergCommits.Add(1)
 			}
@@ -265,7 +279,26 @@ func (n *Node) refuseIceberg(id int64, err error) {
 type lakeGraveyard struct {
 	mu      sync.Mutex
 	since   map[string]time.Time
-	refused map[int64]bool // tables without Iceberg metadata (icebergRefused)
+	refused map[int64]bool    // tables without Iceberg metadata (icebergRefused)
+	commits map[string]uint64 // by bucket directory: a hash of what its last commit here made its files
+}
+
+// synced reports whether bucket directory dir's last commit here was of
+// the files and schema versions whose hash is sum.
+func (g *lakeGraveyard) synced(dir string, sum uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return sum != 0 && g.commits[dir] == sum
+}
+
+// setSynced records sum (0: none) as the hash of dir's last commit here.
+func (g *lakeGraveyard) setSynced(dir string, sum uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.commits == nil {
+		g.commits = map[string]uint64{}
+	}
+	g.commits[dir] = sum
 }
 
 // due returns the files of obsolete (all of bucket directory dir) first
