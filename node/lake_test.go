@@ -678,7 +678,7 @@ func TestLakeReadsCache(t *testing.T) {
 // TestLakePartitionedTable: each partition's buckets have lake files of
 // their own (under the partition's name), and once table.log.ttl has
 // dropped their logs' heads, a Scan from EARLIEST over every partition
-// still returns every row once.
+// still returns every row once, as does the (partitioned) Iceberg table.
 func TestLakePartitionedTable(t *testing.T) {
 	n, ctx, c, lake, _ := startLakeNode(t, 100*time.Millisecond, time.Second)
 	no := false
@@ -736,6 +736,10 @@ func TestLakePartitionedTable(t *testing.T) {
 	}
 	if got := keys(scanAll(t, ctx, c, "db.p")); !slices.Equal(got, want) {
 		t.Fatalf("scan after the TTL: %d rows, differing from the %d before", len(got), len(want))
+	}
+	// The Iceberg table, partitioned by dt, holds the same rows.
+	if got := keys(waitForIceberg(t, lake, "db", "p", -1, len(want))); !slices.Equal(got, want) {
+		t.Fatal("the Iceberg table's rows differ from the rows written")
 	}
 }
 
