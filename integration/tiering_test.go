@@ -174,20 +174,9 @@ func TestClusterTieringKillNine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	base, remote := t.TempDir(), t.TempDir()
-	config := filepath.Join(base, "fluss.toml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(
-		"[storage]\nsegment_bytes = 1048576\n\n[tiering]\nremote_dir = %q\ninterval = \"100ms\"\nlocal_segments = 1\n", remote)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]*clusterNode, 3)
-	for i := range nodes {
-		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: freePort(t), peer: freePort(t), gossip: freePort(t), config: config}
-		if i > 0 {
-			nodes[i].join = []string{nodes[0].peer}
-		}
-		nodes[i].start(t)
-	}
+	remote := t.TempDir()
+	nodes := startJoinedCluster(t, fmt.Sprintf(
+		"[storage]\nsegment_bytes = 1048576\n\n[tiering]\nremote_dir = %q\ninterval = \"100ms\"\nlocal_segments = 1\n", remote))
 	mustCLI(t, nodes[0].client, "", "db", "create", "tier")
 	mustCLI(t, nodes[0].client, "", "table", "create", "tier.t", "--schema", "id BIGINT NOT NULL, s STRING", "--buckets", "1",
 		"--set", "table.log.arrow.compression.type=NONE", "--set", "table.replication.factor=3")
@@ -300,20 +289,8 @@ func TestClusterLakeIcebergThroughTheBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	base, lake := t.TempDir(), t.TempDir()
-	config := filepath.Join(base, "fluss.toml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(
-		"[tiering]\nlake_dir = %q\nlake_snapshot_retention = \"2s\"\n", lake)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]*clusterNode, 3)
-	for i := range nodes {
-		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: freePort(t), peer: freePort(t), gossip: freePort(t), config: config}
-		if i > 0 {
-			nodes[i].join = []string{nodes[0].peer}
-		}
-		nodes[i].start(t)
-	}
+	lake := t.TempDir()
+	nodes := startJoinedCluster(t, fmt.Sprintf("[tiering]\nlake_dir = %q\nlake_snapshot_retention = \"2s\"\n", lake))
 	mustCLI(t, nodes[0].client, "", "db", "create", "ice")
 	mustCLI(t, nodes[0].client, "", "table", "create", "ice.t", "--schema", "id BIGINT NOT NULL, s STRING", "--buckets", "6",
 		"--set", "table.replication.factor=3", "--set", "table.datalake.enabled=true", "--set", "table.datalake.freshness=1s")
@@ -376,4 +353,24 @@ func TestClusterLakeIcebergThroughTheBinary(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startJoinedCluster starts three processes sharing the config file
+// config: node 1 serves, nodes 2 and 3 join it.
+func startJoinedCluster(t *testing.T, config string) []*clusterNode {
+	t.Helper()
+	base := t.TempDir()
+	path := filepath.Join(base, "fluss.toml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]*clusterNode, 3)
+	for i := range nodes {
+		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: freePort(t), peer: freePort(t), gossip: freePort(t), config: path}
+		if i > 0 {
+			nodes[i].join = []string{nodes[0].peer}
+		}
+		nodes[i].start(t)
+	}
+	return nodes
 }

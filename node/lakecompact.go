@@ -214,7 +214,7 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 		}
 		sum := h.Sum64()
 		var res tiering.IcebergSync
-		if !n.lakeGone.synced(dir, sum) {
+		if !n.settling.synced(dir, sum) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			res, err = n.iceberg.SyncBucket(ctx, icebergTableOf(t), dir, files)
@@ -223,17 +223,17 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 		case errors.Is(err, tiering.ErrIcebergType):
 			n.refuseIceberg(t.ID, err)
 		case err != nil:
-			n.lakeGone.setSynced(dir, 0)
+			n.settling.setSynced(dir, 0)
 			return 0, err
 		default:
-			n.lakeGone.setSynced(dir, sum)
+			n.settling.setSynced(dir, sum)
 			if res.Committed {
 				n.tiered.icebergCommits.Add(1)
 			}
 			// Every obsolete file is out of the current snapshot now: the
 			// snapshots that held it are older than now.
 			keep := n.iceberg.Retention + min(n.iceberg.Retention, time.Minute) // and a margin for clock skew between nodes
-			obsolete = n.lakeGone.due(dir, obsolete, now, keep)
+			obsolete = n.settling.due(dir, obsolete, now, keep)
 		}
 	}
 	for _, f := range obsolete {
@@ -257,42 +257,42 @@ func icebergTableOf(t *raftmeta.Table) tiering.IcebergTable {
 // icebergRefused reports whether table id has no Iceberg metadata because
 // of a column type (tiering.ErrIcebergType).
 func (n *Node) icebergRefused(id int64) bool {
-	n.lakeGone.mu.Lock()
-	defer n.lakeGone.mu.Unlock()
-	return n.lakeGone.refused[id]
+	n.settling.mu.Lock()
+	defer n.settling.mu.Unlock()
+	return n.settling.refused[id]
 }
 
 // refuseIceberg notes, and logs once, that table id has no Iceberg metadata.
 func (n *Node) refuseIceberg(id int64, err error) {
-	n.lakeGone.mu.Lock()
-	defer n.lakeGone.mu.Unlock()
-	if n.lakeGone.refused == nil {
-		n.lakeGone.refused = map[int64]bool{}
+	n.settling.mu.Lock()
+	defer n.settling.mu.Unlock()
+	if n.settling.refused == nil {
+		n.settling.refused = map[int64]bool{}
 	}
-	n.lakeGone.refused[id] = true
+	n.settling.refused[id] = true
 	n.logger.Warn("lake table without Iceberg metadata: its Parquet files only", "err", err)
 }
 
-// lakeGraveyard holds when this node first saw each obsolete lake file
-// out of its table's current Iceberg snapshot. Restarts and leader changes
-// start the clock again, which only defers deletion.
-type lakeGraveyard struct {
+// lakeSettling is what settleLake keeps between passes, in memory:
+// restarts and leader changes start it afresh, which only defers deletion
+// or repeats a commit's work.
+type lakeSettling struct {
 	mu      sync.Mutex
-	since   map[string]time.Time
-	refused map[int64]bool    // tables without Iceberg metadata (icebergRefused)
-	commits map[string]uint64 // by bucket directory: a hash of what its last commit here made its files
+	since   map[string]time.Time // when this node first saw each obsolete file out of the current Iceberg snapshot
+	refused map[int64]bool       // tables without Iceberg metadata (icebergRefused)
+	commits map[string]uint64    // by bucket directory: a hash of what its last commit here made its files
 }
 
 // synced reports whether bucket directory dir's last commit here was of
 // the files and schema versions whose hash is sum.
-func (g *lakeGraveyard) synced(dir string, sum uint64) bool {
+func (g *lakeSettling) synced(dir string, sum uint64) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return sum != 0 && g.commits[dir] == sum
 }
 
 // setSynced records sum (0: none) as the hash of dir's last commit here.
-func (g *lakeGraveyard) setSynced(dir string, sum uint64) {
+func (g *lakeSettling) setSynced(dir string, sum uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.commits == nil {
@@ -304,7 +304,7 @@ func (g *lakeGraveyard) setSynced(dir string, sum uint64) {
 // due returns the files of obsolete (all of bucket directory dir) first
 // seen at least keep before now, and forgets the files of dir no longer
 // obsolete (deleted, or by snapshot expiry).
-func (g *lakeGraveyard) due(dir string, obsolete []tiering.LakeFile, now time.Time, keep time.Duration) []tiering.LakeFile {
+func (g *lakeSettling) due(dir string, obsolete []tiering.LakeFile, now time.Time, keep time.Duration) []tiering.LakeFile {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.since == nil {

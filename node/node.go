@@ -51,7 +51,7 @@ type Node struct {
 	lakeReads lakeReads              // the union read's caches (lakeread.go)
 	lakeEnds  lakeProgress           // lake ends after this node's passes (lake.go)
 	iceberg   *tiering.IcebergLake   // nil unless [tiering] lake_format = "iceberg"
-	lakeGone  lakeGraveyard          // replaced lake files waiting to be deleted (lakecompact.go)
+	settling  lakeSettling           // what settleLake keeps between passes (lakecompact.go)
 	tiered    tierState              // the tiering loop (tiering.go)
 	pump      *replica.HeartbeatPump // heartbeats and failure detection of the bucket groups
 	live      *liveness              // which peer nodes answer (for the pump)
