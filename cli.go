@@ -23,8 +23,9 @@ import (
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
-// serverAddr is the --server flag of every client command.
-var serverAddr string
+// serverAddr and token are the --server and --token flags of every
+// client command.
+var serverAddr, token string
 
 // addClientCommands registers the commands that talk to a running node.
 func addClientCommands(root *cobra.Command) {
@@ -33,12 +34,13 @@ func addClientCommands(root *cobra.Command) {
 		def = "127.0.0.1:9123"
 	}
 	root.PersistentFlags().StringVar(&serverAddr, "server", def, "address of any node's client API (or $FLUSS_SERVER)")
+	root.PersistentFlags().StringVar(&token, "token", os.Getenv("FLUSS_TOKEN"), "bearer token for a server with [auth] users (or $FLUSS_TOKEN)")
 	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd(), upsertCmd(), deleteCmd(), lookupCmd(), prefixLookupCmd(), limitScanCmd(), partitionCmd())
 }
 
 // newClient connects to --server.
 func newClient() *client.Client {
-	return client.New(baseURL())
+	return client.New(baseURL(), client.WithToken(token))
 }
 
 // cmdContext is cancelled by SIGINT/SIGTERM.

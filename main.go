@@ -35,7 +35,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), joinCmd(), versionCmd())
+	root.AddCommand(serveCmd(), joinCmd(), versionCmd(), authCmd())
 	addClientCommands(root)
 	return root
 }

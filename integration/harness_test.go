@@ -349,10 +349,16 @@ type cliResult struct {
 // --server), feeding stdin, bounded to 60s.
 func runCLI(t *testing.T, addr, stdin string, args ...string) cliResult {
 	t.Helper()
+	return runCLIEnv(t, nil, addr, stdin, args...)
+}
+
+// runCLIEnv is runCLI with env (KEY=VALUE) added to the environment.
+func runCLIEnv(t *testing.T, env []string, addr, stdin string, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, append(args, "--server", addr)...)
-	cmd.Env = append(os.Environ(), "FLUSS_SERVER="+addr)
+	cmd.Env = append(append(os.Environ(), "FLUSS_SERVER="+addr), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se

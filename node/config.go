@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/fluss-node/fluss-node/rpc"
 )
 
 // Config mirrors config.example.toml; every field documents its default.
@@ -54,6 +56,53 @@ type Config struct {
 	Cluster ClusterConfig `toml:"cluster"`
 	Tiering TieringConfig `toml:"tiering"`
 	Debug   DebugConfig   `toml:"debug"`
+	Auth    AuthConfig    `toml:"auth"`
+	TLS     TLSConfig     `toml:"tls"`
+}
+
+// AuthConfig guards the client API (rpc/auth.go). With no users (the
+// default) every request is allowed.
+type AuthConfig struct {
+	Users []AuthUser `toml:"users"`
+}
+
+// AuthUser is one principal of the client API: an [[auth.users]] table.
+type AuthUser struct {
+	// Name names the user in errors and logs.
+	Name string `toml:"name"`
+	// TokenSHA256 is the hex SHA-256 of the user's bearer token (the
+	// server never stores the token itself).
+	TokenSHA256 string `toml:"token_sha256"`
+	// Grants are "OPERATION:RESOURCE" strings (rpc.ParseGrant), such as
+	// "all:*", "read:shop" or "write:shop.orders".
+	Grants []string `toml:"grants"`
+}
+
+// Build returns the rpc.Auth of the users, or nil when none are listed.
+func (c AuthConfig) Build() (*rpc.Auth, error) {
+	if len(c.Users) == 0 {
+		return nil, nil
+	}
+	users := make([]rpc.User, len(c.Users))
+	for i, cu := range c.Users {
+		u := rpc.User{Name: cu.Name}
+		var err error
+		if u.TokenSHA256, err = rpc.ParseTokenHash(cu.TokenSHA256); err != nil {
+			return nil, fmt.Errorf("auth user %q: %w", cu.Name, err)
+		}
+		if len(cu.Grants) == 0 {
+			return nil, fmt.Errorf("auth user %q: no grants (such as \"all:*\" or \"read:DB\")", cu.Name)
+		}
+		for _, gs := range cu.Grants {
+			g, err := rpc.ParseGrant(gs)
+			if err != nil {
+				return nil, fmt.Errorf("auth user %q: %w", cu.Name, err)
+			}
+			u.Grants = append(u.Grants, g)
+		}
+		users[i] = u
+	}
+	return rpc.NewAuth(users)
 }
 
 // TieringConfig moves closed log segments to remote storage (tiering/).
@@ -337,6 +386,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Tiering.LakeSnapshotRetention.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("tiering: need lake_snapshot_retention > 0, got %s", c.Tiering.LakeSnapshotRetention.Duration))
+	}
+	if _, err := c.Auth.Build(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -70,6 +70,10 @@ func TestConfigErrors(t *testing.T) {
 		{"two remote stores", "[tiering]\nremote_dir = \"/r\"\ns3_endpoint = \"e:9000\"\ns3_bucket = \"b\"\n", "remote_dir or s3_bucket, not both"},
 		{"s3 bucket without endpoint", "[tiering]\ns3_bucket = \"b\"\n", "s3_bucket and s3_endpoint go together"},
 		{"no tiering interval", "[tiering]\ninterval = \"0s\"\n", "tiering: need interval > 0"},
+		{"auth user without grants", "[[auth.users]]\nname = \"a\"\ntoken_sha256 = \"9f64a747e1b97f131fabb6b447296c9b6f0201e79fb3c5356e6c77e89b6a806a\"\n", `auth user "a": no grants`},
+		{"auth bad grant", "[[auth.users]]\nname = \"a\"\ntoken_sha256 = \"9f64a747e1b97f131fabb6b447296c9b6f0201e79fb3c5356e6c77e89b6a806a\"\ngrants = [\"own:*\"]\n", `unknown operation "own"`},
+		{"auth token not hashed", "[[auth.users]]\nname = \"a\"\ntoken_sha256 = \"secret\"\ngrants = [\"all:*\"]\n", "want 64 hex digits"},
+		{"auth user twice", "[[auth.users]]\nname = \"a\"\ntoken_sha256 = \"9f64a747e1b97f131fabb6b447296c9b6f0201e79fb3c5356e6c77e89b6a806a\"\ngrants = [\"all:*\"]\n[[auth.users]]\nname = \"a\"\ntoken_sha256 = \"8f64a747e1b87f131fabb6b447286c8b6f0201e78fb3c5356e6c77e88b6a806a\"\ngrants = [\"all:*\"]\n", `user "a" is listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "c.toml")

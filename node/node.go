@@ -316,19 +316,37 @@ func (n *Node) Start(ctx context.Context) error {
 	n.meta = meta
 	close(n.metaReady)
 
+	auth, err := n.cfg.Auth.Build()
+	if err != nil { // Validate ran it already
+		n.closeStores()
+		return err
+	}
+	if auth != nil {
+		n.logger.Info("client API calls need a bearer token", "users", len(n.cfg.Auth.Users))
+	}
+	var certs *certReloader
+	if n.cfg.TLS.enabled() {
+		certs, err = newCertReloader(n.cfg.TLS, func(err error) {
+			n.logger.Error("client TLS: keeping the certificate in use", "err", err)
+		})
+		if err != nil {
+			n.closeStores()
+			return err
+		}
+	}
 	lis, err := net.Listen("tcp", n.cfg.ClientAddr)
 	if err != nil {
 		n.closeStores()
 		return fmt.Errorf("client listener: %w", err)
 	}
 	n.listener = lis
-	var handler http.Handler = rpc.NewHandler(n, n.limits(), n.registry, n.logger)
+	var handler http.Handler = rpc.NewHandler(n, n.limits(), n.registry, n.logger, rpc.WithAuth(auth))
 	if n.cfg.Debug.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", auth.RequireAdmin(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/profile", auth.RequireAdmin(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/trace", auth.RequireAdmin(http.HandlerFunc(pprof.Trace)))
 		handler = mux
 	}
 	// Keep-alive connections idle for clientIdleTimeout are closed, so
@@ -341,8 +359,13 @@ func (n *Node) Start(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       clientIdleTimeout,
 	}
+	serve := n.server.Serve
+	if certs != nil {
+		n.server.TLSConfig = certs.serverTLS()
+		serve = func(l net.Listener) error { return n.server.ServeTLS(l, "", "") }
+	}
 	n.goFunc(func() {
-		if err := n.server.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.logger.Error("client server stopped", "err", err)
 		}
 	})
@@ -367,7 +390,7 @@ func (n *Node) Start(ctx context.Context) error {
 		n.logger.Warn("no metadata leader yet; serving anyway", "waited", startWait)
 	case <-ctx.Done():
 	}
-	n.logger.Info("serving", "client_addr", lis.Addr().String(), "data_dir", n.cfg.DataDir, "version", Version)
+	n.logger.Info("serving", "client_addr", lis.Addr().String(), "tls", certs != nil, "data_dir", n.cfg.DataDir, "version", Version)
 	return nil
 }
 

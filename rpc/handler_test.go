@@ -34,14 +34,20 @@ func newEnvTB(tb testing.TB) *env { return newEnvLim(tb, rpc.Limits{}) }
 func newEnvLim(t testing.TB, lim rpc.Limits) *env {
 	t.Helper()
 	b := membackend.New()
-	h := rpc.NewHandler(b, lim, prometheus.NewRegistry(), nil)
+	url := serveHTTP(t, rpc.NewHandler(b, lim, prometheus.NewRegistry(), nil))
+	return &env{b: b, url: url, c: client.New(url, client.WithRetry(client.Retry{Attempts: 1}))}
+}
+
+// serveHTTP serves h over HTTP/1.1 and h2c (gRPC) until the test ends and
+// returns its URL.
+func serveHTTP(t testing.TB, h http.Handler) string {
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{b: b, url: srv.URL, c: client.New(srv.URL, client.WithRetry(client.Retry{Attempts: 1}))}
+	return srv.URL
 }
 
 // post sends a Connect JSON request as curl would and returns the status

@@ -81,12 +81,28 @@ type service struct {
 	rr  atomic.Uint32 // rotates the bucket of key-less log-table appends
 }
 
+// HandlerOption configures NewHandler.
+type HandlerOption func(*handlerOptions)
+
+type handlerOptions struct {
+	auth *Auth
+}
+
+// WithAuth makes every service call authenticate with a bearer token of
+// one of a's users and authorizes it by the user's grants (auth.go).
+// /healthz, /readyz and /metrics stay open. A nil a allows everything.
+func WithAuth(a *Auth) HandlerOption { return func(o *handlerOptions) { o.auth = a } }
+
 // NewHandler returns the client-facing HTTP handler: the Admin, Write and
 // Read services (Connect JSON with inline rows, Connect proto and gRPC, all
 // served by connect-go), /healthz, /readyz and /metrics (for reg; a nil reg
 // gets a private registry). The caller wraps it in h2c for gRPC over
 // cleartext HTTP/2.
-func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Logger, options ...HandlerOption) http.Handler {
+	var ho handlerOptions
+	for _, f := range options {
+		f(&ho)
+	}
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -104,13 +120,21 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithInterceptors(&interceptor{m: m, log: logger}),
 	}
+	if ho.auth != nil {
+		// Inside the metrics interceptor, so that refusals are counted.
+		opts = append(opts, connect.WithInterceptors(authInterceptor{}))
+	}
 	for _, c := range Codecs() {
 		opts = append(opts, connect.WithCodec(c))
 	}
 	mux := http.NewServeMux()
 	ew := connect.NewErrorWriter(opts...)
 	mount := func(path string, h http.Handler) {
-		mux.Handle(path, withLength(limitBody(h, lim.MaxRequestBytes, ew, m)))
+		h = withLength(limitBody(h, lim.MaxRequestBytes, ew, m))
+		if ho.auth != nil {
+			h = ho.auth.authenticateHTTP(h, ew, m)
+		}
+		mux.Handle(path, h)
 	}
 	mount(flussv1connect.NewAdminServiceHandler(s, opts...))
 	mount(flussv1connect.NewWriteServiceHandler(s, opts...))

@@ -78,6 +78,38 @@ func WithWriterID(id int64) Option { return func(o *options) { o.writerID = id }
 // 50 ms doubling up to 2 s). Attempts 1 disables retries.
 func WithRetry(r Retry) Option { return func(o *options) { o.retry = r } }
 
+// WithToken authenticates every call with "Authorization: Bearer token",
+// for servers with [auth] users (see config.example.toml).
+func WithToken(token string) Option {
+	return func(o *options) {
+		if token != "" {
+			o.connect = append(o.connect, connect.WithInterceptors(bearer("Bearer "+token)))
+		}
+	}
+}
+
+// bearer sets the Authorization header of every request.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
 // WithConnectOptions passes extra connect-go client options (interceptors,
 // compression, ...).
 func WithConnectOptions(opts ...connect.ClientOption) Option {
@@ -85,7 +117,8 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 }
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:9123";
-// a bare "host:port" gets "http://"). Every call goes to baseURL, which
+// a bare "host:port" gets "http://"; "https://" for a server with [tls],
+// verified against the system's roots, which $SSL_CERT_FILE replaces). Every call goes to baseURL, which
 // forwards to the bucket leader as needed, unless WithRouting.
 func New(baseURL string, opts ...Option) *Client {
 	o := options{protocol: "proto", retry: Retry{Attempts: 8, Base: 50 * time.Millisecond, Max: 2 * time.Second}}
@@ -151,6 +184,7 @@ func defaultHTTPClient(h2c bool) connect.HTTPClient {
 	if h2c {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
+		p.SetHTTP2(true) // an https:// server: HTTP/2 over TLS
 		t.Protocols = &p
 		return &http.Client{Transport: t}
 	}

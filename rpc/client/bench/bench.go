@@ -40,6 +40,7 @@ type ProduceConfig struct {
 	Clients     int           // concurrent clients, each with its own writer id
 	BatchRows   int           // rows per request
 	Format      string        // "arrow" or "json"
+	Token       string        // bearer token of a server with [auth] users ("" none)
 	Protocol    string        // "proto" (Connect, HTTP/1.1; "" too), "grpc" (gRPC over shared h2c connections), "h2c" (Connect proto over shared h2c connections) or "json" (Connect JSON, rows inline, HTTP/1.1)
 	Compression string        // arrow only: "zstd", "lz4" or "none"
 	Duration    time.Duration // how long to send
@@ -171,7 +172,7 @@ func payloads(cfg ProduceConfig) ([][]byte, error) {
 
 // Produce runs the produce benchmark.
 func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
-	copts, err := protocolOptions(cfg.Protocol)
+	copts, err := protocolOptions(cfg.Protocol, cfg.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -289,19 +290,21 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 }
 
 // protocolOptions maps ProduceConfig.Protocol to client options.
-func protocolOptions(protocol string) ([]client.Option, error) {
+// with the bearer token of servers with [auth] users ("" none).
+func protocolOptions(protocol, token string) ([]client.Option, error) {
+	opts := []client.Option{client.WithToken(token)}
 	switch protocol {
 	case "", "proto":
-		return nil, nil
+		return opts, nil
 	case "json":
-		return []client.Option{client.WithJSON()}, nil
+		return append(opts, client.WithJSON()), nil
 	case "grpc":
 		// One transport for every worker: HTTP/2 multiplexes their
 		// requests over a few connections instead of one each.
-		return []client.Option{client.WithGRPC(), client.WithHTTPClient(client.DefaultHTTPClient(true))}, nil
+		return append(opts, client.WithGRPC(), client.WithHTTPClient(client.DefaultHTTPClient(true))), nil
 	case "h2c":
 		// Connect proto, but over shared cleartext HTTP/2 connections.
-		return []client.Option{client.WithHTTPClient(client.DefaultHTTPClient(true))}, nil
+		return append(opts, client.WithHTTPClient(client.DefaultHTTPClient(true))), nil
 	}
 	return nil, fmt.Errorf("protocol %q: want proto, grpc, h2c or json", protocol)
 }
@@ -370,6 +373,7 @@ func PrintProduce(w io.Writer, cfg ProduceConfig, r *Result) {
 // the wide (20-column) schema, then read back whole and with Columns only.
 type FetchConfig struct {
 	Server  string
+	Token   string // as ProduceConfig.Token
 	Table   string
 	Buckets int
 	Rows    int
@@ -386,7 +390,7 @@ type FetchResult struct {
 
 // Fetch runs the fetch benchmark.
 func Fetch(ctx context.Context, cfg FetchConfig) (*FetchResult, error) {
-	c := client.New(cfg.Server)
+	c := client.New(cfg.Server, client.WithToken(cfg.Token))
 	if err := CreateTable(ctx, c, cfg.Table, cfg.Buckets, true, nil); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)
 	}

@@ -23,6 +23,7 @@ import (
 // primary key in place of event_id: 10 columns.
 type PKConfig struct {
 	Server    string        // base URL
+	Token     string        // as ProduceConfig.Token
 	Table     string        // "db.table"; (re)created
 	Buckets   int           // buckets of the table
 	Clients   []int         // concurrent clients; one run per entry
@@ -111,7 +112,7 @@ const loadBatch = 1000
 
 // LoadPK upserts version 0 of keys 0..keys-1 with 4 concurrent loaders.
 func LoadPK(ctx context.Context, cfg PKConfig) error {
-	copts, err := protocolOptions(cfg.Protocol)
+	copts, err := protocolOptions(cfg.Protocol, cfg.Token)
 	if err != nil {
 		return err
 	}
@@ -264,7 +265,7 @@ func permanent(err error) bool {
 // Upsert runs the upsert benchmark: for each client count, that many
 // clients upsert BatchRows rows of random keys per request for Duration.
 func Upsert(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
-	copts, err := protocolOptions(cfg.Protocol)
+	copts, err := protocolOptions(cfg.Protocol, cfg.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +317,7 @@ func Upsert(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 // same number of goroutines sharing one client.Lookuper; with Redis set,
 // the same against redis GET.
 func Lookup(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
-	copts, err := protocolOptions(cfg.Protocol)
+	copts, err := protocolOptions(cfg.Protocol, cfg.Token)
 	if err != nil {
 		return nil, err
 	}
