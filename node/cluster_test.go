@@ -75,6 +75,44 @@ func startCluster(t *testing.T, cfg Config) *Node {
 	return n
 }
 
+// startThreeNodes starts a cluster of three nodes (each config passed
+// through tune, when set): the first bootstraps, the other two join it at
+// once. The configs name the bound addresses, for restarts; the nodes in
+// the slice when the test ends are closed.
+func startThreeNodes(t *testing.T, tune func(*Config)) ([]*Node, []Config) {
+	t.Helper()
+	cfgs := make([]Config, 3)
+	for i := range cfgs {
+		cfgs[i] = clusterConfig(t.TempDir())
+		if tune != nil {
+			tune(&cfgs[i])
+		}
+	}
+	nodes := make([]*Node, 3)
+	t.Cleanup(func() { // after the TempDir cleanups, so it runs before them
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	})
+	nodes[0] = startCluster(t, cfgs[0])
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := 1; i < 3; i++ {
+		cfgs[i].Join = []string{nodes[0].peers.Addr()}
+		wg.Go(func() { nodes[i], errs[i] = newStarted(cfgs[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		cfgs[i].PeerAddr, cfgs[i].ClientAddr = n.peers.Addr(), n.ClientAddr()
+	}
+	return nodes, cfgs
+}
+
 // newStarted is New + Start (bounded), safe to call off the test goroutine.
 func newStarted(cfg Config) (*Node, error) { return newStartedLog(cfg, testLogger()) }
 

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,31 +31,7 @@ func TestPKClusterReplayFailover(t *testing.T) {
 	t.Logf("seed %d (rerun with FLUSS_PK_SEED=%d)", seed, seed)
 	rnd := rand.New(rand.NewSource(seed))
 
-	cfgs := make([]Config, 3)
-	nodes := make([]*Node, 3)
-	cfgs[0] = clusterConfig(t.TempDir())
-	nodes[0] = startCluster(t, cfgs[0])
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				n.Close()
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := 1; i < 3; i++ {
-		cfgs[i] = clusterConfig(t.TempDir())
-		cfgs[i].Join = []string{nodes[0].peers.Addr()}
-		wg.Go(func() { nodes[i], errs[i] = newStarted(cfgs[i]) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range nodes {
-		cfgs[i].PeerAddr, cfgs[i].ClientAddr = n.peers.Addr(), n.ClientAddr()
-	}
+	nodes, cfgs := startThreeNodes(t, nil)
 	retry := client.WithRetry(client.Retry{Attempts: 80, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond})
 	clients := make([]*client.Client, 3)
 	for i, n := range nodes {
