@@ -118,8 +118,9 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:9123";
 // a bare "host:port" gets "http://"; "https://" for a server with [tls],
-// verified against the system's roots, which $SSL_CERT_FILE replaces). Every call goes to baseURL, which
-// forwards to the bucket leader as needed, unless WithRouting.
+// whose certificate is checked against the system's roots, or the file
+// $SSL_CERT_FILE names). Every call goes to baseURL, which forwards to the
+// bucket leader as needed, unless WithRouting.
 func New(baseURL string, opts ...Option) *Client {
 	o := options{protocol: "proto", retry: Retry{Attempts: 8, Base: 50 * time.Millisecond, Max: 2 * time.Second}}
 	for _, f := range opts {
