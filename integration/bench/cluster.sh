@@ -27,8 +27,8 @@
 # a quorum with fsync). NATS messages are $SIZE random bytes, about the size
 # of one fluss sample row as JSON.
 #
-# Everything runs in a temp dir; only the processes this script started are
-# killed (by pid). Each step is bounded with timeout(1).
+# Everything runs in a temp dir, kept when a step fails (or with KEEP=1); only
+# the processes this script started are killed (by pid). Each step is bounded with timeout(1).
 set -euo pipefail
 
 CLIENTS=${CLIENTS:-64}
@@ -53,7 +53,7 @@ PIDS=()
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 cleanup() {
-	local pid
+	local rc=$? pid
 	for pid in "${PIDS[@]}"; do
 		kill -9 "$pid" 2>/dev/null || true
 	done
@@ -61,8 +61,8 @@ cleanup() {
 		wait "$pid" 2>/dev/null || true
 	done
 	PIDS=()
-	if [[ $KEEP == 1 ]]; then
-		log "kept $WORK"
+	if [[ $KEEP == 1 || $rc != 0 ]]; then
+		log "kept $WORK (the nodes' logs are there)"
 	else
 		rm -rf "$WORK"
 	fi
