@@ -22,7 +22,7 @@ func BenchmarkDecodeJSONRows(b *testing.B) {
 }
 
 func BenchmarkEncodeBody(b *testing.B) {
-	for _, rows := range []int{1, 1000} {
+	for _, rows := range []int{1, 256, 1000} {
 		rec := SampleRecord(rows, 1)
 		defer rec.Release()
 		for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {
