@@ -149,7 +149,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runNode(cfg)
+			return runNode(cfg, f.config)
 		},
 	}
 	f.register(cmd)
@@ -172,15 +172,16 @@ func joinCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runNode(cfg)
+			return runNode(cfg, f.config)
 		},
 	}
 	f.register(cmd)
 	return cmd
 }
 
-// runNode starts a node and serves until SIGINT or SIGTERM.
-func runNode(cfg node.Config) error {
+// runNode starts a node and serves until SIGINT or SIGTERM. SIGHUP reads
+// the [auth] users of configPath again.
+func runNode(cfg node.Config, configPath string) error {
 	logger := newLogger(cfg.Log)
 	node.Version = version()
 	n, err := node.New(cfg, logger)
@@ -193,12 +194,38 @@ func runNode(cfg node.Config) error {
 		n.Close()
 		return err
 	}
-	<-ctx.Done()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for ctx.Err() == nil {
+		select {
+		case <-hup:
+			reloadAuth(n, configPath, logger)
+		case <-ctx.Done():
+		}
+	}
 	logger.Info("shutting down")
 	if err := n.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// reloadAuth replaces the node's client API users by those of the config
+// file; other keys need a restart. Errors are logged: the users stay.
+func reloadAuth(n *node.Node, configPath string, logger *slog.Logger) {
+	if configPath == "" {
+		logger.Warn("SIGHUP: no --config file to reload")
+		return
+	}
+	cfg := node.Default()
+	err := node.LoadFile(configPath, &cfg)
+	if err == nil {
+		err = n.ReloadAuth(cfg.Auth)
+	}
+	if err != nil {
+		logger.Error("SIGHUP: the client API's users stay as they were", "err", err)
+	}
 }
 
 func newLogger(c node.LogConfig) *slog.Logger {

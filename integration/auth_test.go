@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
@@ -175,5 +177,51 @@ func TestTLSThroughTheBinary(t *testing.T) {
 		if res.StatusCode == 200 {
 			t.Fatal("plain HTTP to the TLS listener answered 200")
 		}
+	}
+}
+
+// SIGHUP reads the config file's [auth] users again (systemctl reload):
+// new tokens work and removed ones stop at once; a broken file leaves the
+// users as they were.
+func TestAuthReloadOnSIGHUP(t *testing.T) {
+	oldTok, oldUser := newUser(t, "old")
+	newTok, newUserTable := newUser(t, "new")
+	path := filepath.Join(t.TempDir(), "fluss.toml")
+	write := func(cfg string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(oldUser)
+	p := startNode(t, filepath.Join(t.TempDir(), "data"), "--config", path)
+	works := func(tok string) bool {
+		t.Helper()
+		return runCLI(t, p.addr, "", "db", "list", "--token", tok).code == 0
+	}
+	if !works(oldTok) || works(newTok) {
+		t.Fatal("before the reload: want the old token only")
+	}
+	hup := func(wantLog string) {
+		t.Helper()
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, func() error {
+			if !strings.Contains(p.logText(), wantLog) {
+				return fmt.Errorf("no %q in the log yet", wantLog)
+			}
+			return nil
+		})
+	}
+	write(newUserTable)
+	hup("reloaded the client API's users")
+	if works(oldTok) || !works(newTok) {
+		t.Fatal("after the reload: want the new token only")
+	}
+	write(newUserTable + "grants = [\"own:*\"]\n")
+	hup("the client API's users stay as they were")
+	if !works(newTok) {
+		t.Fatal("a broken config took the users away")
 	}
 }

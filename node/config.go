@@ -78,11 +78,17 @@ type AuthUser struct {
 	Grants []string `toml:"grants"`
 }
 
-// Build returns the rpc.Auth of the users, or nil when none are listed.
-func (c AuthConfig) Build() (*rpc.Auth, error) {
-	if len(c.Users) == 0 {
-		return nil, nil
+// build returns the rpc.Auth of the users: open when none are listed.
+func (c AuthConfig) build() (*rpc.Auth, error) {
+	users, err := c.rpcUsers()
+	if err != nil {
+		return nil, err
 	}
+	return rpc.NewAuth(users)
+}
+
+// rpcUsers parses the users' token hashes and grants.
+func (c AuthConfig) rpcUsers() ([]rpc.User, error) {
 	users := make([]rpc.User, len(c.Users))
 	for i, cu := range c.Users {
 		u := rpc.User{Name: cu.Name}
@@ -102,7 +108,7 @@ func (c AuthConfig) Build() (*rpc.Auth, error) {
 		}
 		users[i] = u
 	}
-	return rpc.NewAuth(users)
+	return users, nil
 }
 
 // TieringConfig moves closed log segments to remote storage (tiering/).
@@ -387,7 +393,7 @@ func (c *Config) Validate() error {
 	if c.Tiering.LakeSnapshotRetention.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("tiering: need lake_snapshot_retention > 0, got %s", c.Tiering.LakeSnapshotRetention.Duration))
 	}
-	if _, err := c.Auth.Build(); err != nil {
+	if _, err := c.Auth.build(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.TLS.validate(); err != nil {

@@ -59,6 +59,7 @@ type Node struct {
 
 	listener net.Listener
 	server   *http.Server
+	auth     *rpc.Auth // the client API's users (ReloadAuth replaces them)
 
 	reconcileMu sync.Mutex // serializes opening and closing replicas (reconcile.go)
 
@@ -316,12 +317,13 @@ func (n *Node) Start(ctx context.Context) error {
 	n.meta = meta
 	close(n.metaReady)
 
-	auth, err := n.cfg.Auth.Build()
+	auth, err := n.cfg.Auth.build()
 	if err != nil { // Validate ran it already
 		n.closeStores()
 		return err
 	}
-	if auth != nil {
+	n.auth = auth
+	if len(n.cfg.Auth.Users) > 0 {
 		n.logger.Info("client API calls need a bearer token", "users", len(n.cfg.Auth.Users))
 	}
 	var certs *certReloader
@@ -641,4 +643,21 @@ func (n *Node) advertised(addr string) string {
 		return addr
 	}
 	return net.JoinHostPort(n.cfg.Advertise, port)
+}
+
+// ReloadAuth makes the users of c the client API's users from the next
+// request on, as `serve` does on SIGHUP. An invalid c changes nothing.
+func (n *Node) ReloadAuth(c AuthConfig) error {
+	if n.auth == nil {
+		return errors.New("reload auth: the node is not serving")
+	}
+	users, err := c.rpcUsers()
+	if err == nil {
+		err = n.auth.Replace(users)
+	}
+	if err != nil {
+		return fmt.Errorf("reload auth: %w", err)
+	}
+	n.logger.Info("reloaded the client API's users", "users", len(users))
+	return nil
 }

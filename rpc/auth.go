@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -133,34 +134,52 @@ func (u *User) seesDatabase(db string) bool {
 }
 
 // Auth authenticates client requests by bearer token and authorizes them
-// by their users' grants. A nil *Auth allows everything.
+// by their users' grants. Without users it lets every request through. Its
+// users can be replaced while it serves (Replace). A nil *Auth allows
+// everything.
 type Auth struct {
+	users atomic.Pointer[userTable]
+}
+
+// userTable is one generation of users, looked up by token hash.
+type userTable struct {
 	byToken map[[32]byte]*User
 }
 
-// NewAuth checks users (distinct names and tokens, at least one) and
-// returns their Auth.
+// NewAuth checks users (NewAuth of none is an open Auth) and returns their
+// Auth.
 func NewAuth(users []User) (*Auth, error) {
-	if len(users) == 0 {
-		return nil, errors.New("auth: no users")
+	a := new(Auth)
+	if err := a.Replace(users); err != nil {
+		return nil, err
 	}
-	a := &Auth{byToken: make(map[[32]byte]*User, len(users))}
+	return a, nil
+}
+
+// Replace checks users (distinct names and tokens) and makes them the
+// users of every request from now on; on an error the old ones stay.
+func (a *Auth) Replace(users []User) error {
+	t := &userTable{byToken: make(map[[32]byte]*User, len(users))}
 	names := map[string]bool{}
 	for i := range users {
 		u := &users[i]
 		switch {
 		case u.Name == "":
-			return nil, fmt.Errorf("auth: user %d has no name", i+1)
+			return fmt.Errorf("auth: user %d has no name", i+1)
 		case names[u.Name]:
-			return nil, fmt.Errorf("auth: user %q is listed twice", u.Name)
-		case a.byToken[u.TokenSHA256] != nil:
-			return nil, fmt.Errorf("auth: users %q and %q have the same token", a.byToken[u.TokenSHA256].Name, u.Name)
+			return fmt.Errorf("auth: user %q is listed twice", u.Name)
+		case t.byToken[u.TokenSHA256] != nil:
+			return fmt.Errorf("auth: users %q and %q have the same token", t.byToken[u.TokenSHA256].Name, u.Name)
 		}
 		names[u.Name] = true
-		a.byToken[u.TokenSHA256] = u
+		t.byToken[u.TokenSHA256] = u
 	}
-	return a, nil
+	a.users.Store(t)
+	return nil
 }
+
+// open tells whether a lets every request through: nil, or no users.
+func (a *Auth) open() bool { return a == nil || len(a.users.Load().byToken) == 0 }
 
 // HashToken is the SHA-256 of a token, as User.TokenSHA256 holds it.
 func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
@@ -190,7 +209,7 @@ func (a *Auth) authenticate(h http.Header) (*User, error) {
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New(
 			"the Authorization header must be \"Bearer TOKEN\""))
 	}
-	u := a.byToken[HashToken(token)]
+	u := a.users.Load().byToken[HashToken(token)]
 	if u == nil {
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown token"))
 	}
@@ -201,6 +220,10 @@ func (a *Auth) authenticate(h http.Header) (*User, error) {
 // known token, and hands the user to the interceptor in the context.
 func (a *Auth) authenticateHTTP(h http.Handler, ew *connect.ErrorWriter, m *metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.open() {
+			h.ServeHTTP(w, r)
+			return
+		}
 		u, err := a.authenticate(r.Header)
 		if err != nil {
 			m.observe(r.URL.Path, connect.CodeUnauthenticated.String(), 0)
@@ -361,12 +384,17 @@ func (c *authorizedConn) Receive(msg any) error {
 }
 
 // RequireAdmin guards h, a plain HTTP handler such as /debug/pprof/, with
-// the token of a user granted "all:*"; a nil a lets every request through.
+// the token of a user granted "all:*"; an open Auth lets every request
+// through.
 func (a *Auth) RequireAdmin(h http.Handler) http.Handler {
 	if a == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.open() {
+			h.ServeHTTP(w, r)
+			return
+		}
 		u, err := a.authenticate(r.Header)
 		switch {
 		case err != nil:

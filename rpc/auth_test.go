@@ -56,7 +56,6 @@ func TestNewAuthRejectsAmbiguousUsers(t *testing.T) {
 		users []rpc.User
 		want  string
 	}{
-		{nil, "no users"},
 		{[]rpc.User{{TokenSHA256: rpc.HashToken("t")}}, "has no name"},
 		{[]rpc.User{a, {Name: "a", TokenSHA256: rpc.HashToken("t2")}}, "listed twice"},
 		{[]rpc.User{a, {Name: "b", TokenSHA256: rpc.HashToken("t1")}}, "same token"},
@@ -73,7 +72,8 @@ func TestNewAuthRejectsAmbiguousUsers(t *testing.T) {
 // authEnv is a server with three users: admin (all:*), ingest
 // (write:shop) and analyst (read:shop.orders).
 type authEnv struct {
-	url string
+	url  string
+	auth *rpc.Auth
 }
 
 func newAuthEnv(t *testing.T) *authEnv {
@@ -93,7 +93,7 @@ func newAuthEnv(t *testing.T) *authEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &authEnv{url: serveHTTP(t, rpc.NewHandler(membackend.New(), rpc.Limits{}, prometheus.NewRegistry(), nil, rpc.WithAuth(a)))}
+	return &authEnv{url: serveHTTP(t, rpc.NewHandler(membackend.New(), rpc.Limits{}, prometheus.NewRegistry(), nil, rpc.WithAuth(a))), auth: a}
 }
 
 // post sends Connect JSON as curl would, with "Authorization: auth" unless
@@ -291,4 +291,42 @@ func tableSpec(t *testing.T, js string) *flussv1.CreateTableRequest {
 		t.Fatal(err)
 	}
 	return &req
+}
+
+// Replace changes the users of a serving Auth: no users lets everyone in,
+// and users that do not check out leave the old ones in place.
+func TestAuthReplace(t *testing.T) {
+	e := newAuthEnv(t)
+	const proc = "/fluss.v1.AdminService/ListDatabases"
+	code := func(auth string) string {
+		t.Helper()
+		_, code, _ := e.post(t, auth, proc, `{}`)
+		return code
+	}
+	if c := code(""); c != "unauthenticated" {
+		t.Fatalf("with users, no token: %q", c)
+	}
+	if err := e.auth.Replace(nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := code(""); c != "" {
+		t.Fatalf("without users, no token: %q, want success", c)
+	}
+	all, _ := rpc.ParseGrant("all:*")
+	if err := e.auth.Replace([]rpc.User{{Name: "new", TokenSHA256: rpc.HashToken("new-token"), Grants: []rpc.Grant{all}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := code("Bearer admin-token"); c != "unauthenticated" {
+		t.Fatalf("a replaced user's token: %q", c)
+	}
+	if c := code("Bearer new-token"); c != "" {
+		t.Fatalf("the new user's token: %q", c)
+	}
+	twice := []rpc.User{{Name: "a", TokenSHA256: rpc.HashToken("x")}, {Name: "a", TokenSHA256: rpc.HashToken("y")}}
+	if err := e.auth.Replace(twice); err == nil {
+		t.Fatal("Replace took a user listed twice")
+	}
+	if c := code("Bearer new-token"); c != "" {
+		t.Fatalf("after a refused Replace: %q, want the users before it", c)
+	}
 }

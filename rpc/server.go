@@ -89,8 +89,9 @@ type handlerOptions struct {
 }
 
 // WithAuth makes every service call authenticate with a bearer token of
-// one of a's users and authorizes it by the user's grants (auth.go).
-// /healthz, /readyz and /metrics stay open. A nil a allows everything.
+// one of a's users and authorizes it by the user's grants (auth.go), as
+// long as a has users (a.Replace may change them at any time). /healthz,
+// /readyz and /metrics stay open. A nil a allows everything.
 func WithAuth(a *Auth) HandlerOption { return func(o *handlerOptions) { o.auth = a } }
 
 // NewHandler returns the client-facing HTTP handler: the Admin, Write and
