@@ -225,3 +225,45 @@ func TestAuthReloadOnSIGHUP(t *testing.T) {
 		t.Fatal("a broken config took the users away")
 	}
 }
+
+// Three processes whose peer connections are mutual TLS (and whose client
+// API needs a token) form a cluster with `join`, replicate a table and
+// survive the kill -9 of a node.
+func TestPeerTLSClusterThroughTheBinary(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "rpc", "peer", "testdata", "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, user := newUser(t, "admin")
+	cfg := fmt.Sprintf("[tls]\npeer_cert_file = %q\npeer_key_file = %q\npeer_ca_file = %q\n\n%s",
+		filepath.Join(dir, "node-cert.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "ca-cert.pem"), user)
+	nodes := startJoinedCluster(t, cfg)
+	asAdmin := []string{"FLUSS_TOKEN=" + tok}
+	waitFor(t, 30*time.Second, func() error {
+		r := runCLIEnv(t, asAdmin, nodes[0].client, "", "cluster", "status")
+		if n := strings.Count(r.stdout, " active "); r.code != 0 || n != 3 {
+			return fmt.Errorf("cluster status: exit %d, %d active: %s%s", r.code, n, r.stdout, r.stderr)
+		}
+		return nil
+	})
+	mustCLIEnv := func(addr, stdin string, args ...string) cliResult {
+		t.Helper()
+		r := runCLIEnv(t, asAdmin, addr, stdin, args...)
+		if r.code != 0 {
+			t.Fatalf("fluss-node %q: exit %d: %s", args, r.code, r.stderr)
+		}
+		return r
+	}
+	mustCLIEnv(nodes[1].client, "", "db", "create", "shop")
+	mustCLIEnv(nodes[1].client, "", "table", "create", "shop.events", "--schema", "id BIGINT NOT NULL", "--buckets", "3", "--set", "table.replication.factor=3")
+	var rows strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&rows, "{\"id\":%d}\n", i)
+	}
+	mustCLIEnv(nodes[2].client, rows.String(), "append", "shop.events")
+	nodes[0].p.kill()
+	r := mustCLIEnv(nodes[1].client, "", "scan", "shop.events", "--limit", "30")
+	if ids := scanIDs(t, r.stdout); len(ids) != 30 {
+		t.Fatalf("after the kill of node 1, node 2 scans %d rows, want 30", len(ids))
+	}
+}

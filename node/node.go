@@ -258,12 +258,19 @@ func writeFileSync(path string, data []byte) error {
 // begins serving clients. It returns once the client listener is bound; the
 // bound address is logged as `msg="serving" client_addr=...` (tests read it).
 func (n *Node) Start(ctx context.Context) error {
+	peerTLS, err := n.cfg.TLS.peerTLS(func(err error) {
+		n.logger.Error("peer TLS: keeping the certificate in use", "err", err)
+	})
+	if err != nil {
+		return err
+	}
 	peers, err := peer.Listen(n.cfg.PeerAddr, peer.Options{
 		Advertise: n.advertisedPeer(),
 		Logger:    n.logger,
 		// Half a heartbeat interval at most (raft beats every timeout/10).
 		HeartbeatBatchDelay: n.cfg.Raft.HeartbeatTimeout.Duration / 20,
 		MaxFrameSize:        peerFrameSize(n.cfg.Limits),
+		TLS:                 peerTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("peer listener: %w", err)

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,10 @@ type Options struct {
 	// NoHeartbeatBatches sends every heartbeat on its group's own stream
 	// (as binaries before heartbeat batches did). Tests and benchmarks.
 	NoHeartbeatBatches bool
+	// TLS, when set, makes every connection of the listener and of its
+	// dials mutual TLS (tls.go); connections that are not are refused.
+	// Default nil: plain TCP.
+	TLS *MutualTLS
 }
 
 func (o *Options) withDefaults() Options {
@@ -80,6 +85,8 @@ type HandlerFunc func(ctx context.Context, req []byte) ([]byte, error)
 // Mux is one node's peer listener plus its outbound yamux sessions. It is safe for concurrent use.
 type Mux struct {
 	opts   Options
+	tlsIn  *tls.Config // nil without Options.TLS
+	tlsOut *tls.Config
 	ln     net.Listener
 	addr   string
 	ymcfg  *yamux.Config
@@ -156,6 +163,9 @@ func Listen(addr string, opts Options) (*Mux, error) {
 		handlers: make(map[string]HandlerFunc),
 		groups:   make(map[string]*Transport),
 		hb:       make(map[string]*hbBatcher),
+	}
+	if o.TLS != nil {
+		m.tlsIn, m.tlsOut = o.TLS.serverConfig(), o.TLS.clientConfig()
 	}
 	if o.Advertise != "" {
 		m.addr = o.Advertise
@@ -275,12 +285,26 @@ func (m *Mux) admit(conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(m.opts.RPCTimeout))
 	_, err := io.ReadFull(conn, first[:])
 	conn.SetReadDeadline(time.Time{})
-	if err != nil || first[0] != yamuxVersion {
-		m.opts.Logger.Debug("peer: closed a connection that is no fluss-node peer", "remote", conn.RemoteAddr(), "first_byte", first[0], "err", err)
+	want := byte(yamuxVersion)
+	if m.tlsIn != nil {
+		want = tlsHandshake
+	}
+	if err != nil || first[0] != want {
+		m.opts.Logger.Debug("peer: closed a connection that is no fluss-node peer", "remote", conn.RemoteAddr(), "first_byte", first[0], "tls", m.tlsIn != nil, "err", err)
 		conn.Close()
 		return
 	}
-	sess, err := yamux.Server(newSendConn(&peekedConn{Conn: conn, first: first[:]}), m.ymcfg)
+	var c net.Conn = &peekedConn{Conn: conn, first: first[:]}
+	if m.tlsIn != nil {
+		tc := tls.Server(c, m.tlsIn)
+		if err := handshake(m.ctx, tc, m.opts.RPCTimeout); err != nil {
+			m.opts.Logger.Warn("peer: refused a connection", "remote", conn.RemoteAddr(), "err", err)
+			conn.Close()
+			return
+		}
+		c = tc
+	}
+	sess, err := yamux.Server(newSendConn(c), m.ymcfg)
 	if err != nil {
 		conn.Close()
 		return
@@ -295,6 +319,16 @@ func (m *Mux) admit(conn net.Conn) {
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go m.serveSession(sess)
+}
+
+// handshake runs a TLS handshake bounded by timeout.
+func handshake(ctx context.Context, tc *tls.Conn, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	return nil
 }
 
 // peekedConn is a connection whose first bytes were read already: Read
@@ -370,6 +404,14 @@ func (m *Mux) session(addr string) (*yamux.Session, error) {
 	}
 	d := net.Dialer{Timeout: m.opts.DialTimeout}
 	conn, err := d.DialContext(m.ctx, "tcp", addr)
+	if err == nil && m.tlsOut != nil {
+		tc := tls.Client(conn, m.tlsOut)
+		if err = handshake(m.ctx, tc, m.opts.DialTimeout); err != nil {
+			conn.Close()
+		} else {
+			conn = tc
+		}
+	}
 	if err == nil {
 		var sess *yamux.Session
 		sess, err = yamux.Client(newSendConn(conn), m.ymcfg)
