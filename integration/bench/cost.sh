@@ -12,6 +12,7 @@
 #   FLUSS_BIN=/tmp/a/fluss-node integration/bench/cost.sh   # skip the build
 #   integration/bench/cost.sh --appender                    # extra `bench produce` flags
 #   PROF=/tmp/p integration/bench/cost.sh                   # CPU profiles /tmp/p.N.pb.gz of each node
+#   EXTRA_CONFIG=/tmp/tls.toml integration/bench/cost.sh    # TOML appended to every node's config
 #
 # Only the processes this script started are killed (by pid); data lives in
 # a temp dir (KEEP=1 keeps it).
@@ -40,6 +41,7 @@ fi
 addr() { echo "127.0.0.1:$((BASE_PORT + $1 * 10))"; }
 
 printf '[debug]\npprof = true\n' >"$WORK/config.toml"
+[[ -n ${EXTRA_CONFIG:-} ]] && cat "$EXTRA_CONFIG" >>"$WORK/config.toml"
 for n in $(seq "$NODES"); do
 	c=$((BASE_PORT + n * 10))
 	args=(--config "$WORK/config.toml" --data-dir "$WORK/node$n" --client-addr "127.0.0.1:$c"

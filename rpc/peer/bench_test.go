@@ -17,10 +17,29 @@ type transportKind struct {
 }
 
 var kinds = []transportKind{
-	{"mux", func(b *testing.B) (func(string) []raft.Transport, func()) {
+	muxKind("mux", func(b *testing.B) *Mux { return listen(b, "127.0.0.1:0") }),
+	muxKind("mux-tls", func(b *testing.B) *Mux { return listenTLS(b, testTLS(b, "node")) }),
+	{"tcp", func(b *testing.B) (func(string) []raft.Transport, func()) {
+		return func(string) []raft.Transport {
+			trs := make([]raft.Transport, 3)
+			for i := range trs {
+				tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 3, 10*time.Second, io.Discard)
+				if err != nil {
+					b.Fatal(err)
+				}
+				trs[i] = tr
+			}
+			return trs
+		}, func() {}
+	}},
+}
+
+// muxKind is the transport of Muxes that listen makes.
+func muxKind(name string, listen func(b *testing.B) *Mux) transportKind {
+	return transportKind{name, func(b *testing.B) (func(string) []raft.Transport, func()) {
 		ms := make([]*Mux, 3)
 		for i := range ms {
-			ms[i] = listen(b, "127.0.0.1:0")
+			ms[i] = listen(b)
 		}
 		return func(g string) []raft.Transport {
 				trs := make([]raft.Transport, 3)
@@ -37,20 +56,7 @@ var kinds = []transportKind{
 					m.Close()
 				}
 			}
-	}},
-	{"tcp", func(b *testing.B) (func(string) []raft.Transport, func()) {
-		return func(string) []raft.Transport {
-			trs := make([]raft.Transport, 3)
-			for i := range trs {
-				tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 3, 10*time.Second, io.Discard)
-				if err != nil {
-					b.Fatal(err)
-				}
-				trs[i] = tr
-			}
-			return trs
-		}, func() {}
-	}},
+	}}
 }
 
 // BenchmarkApply: committed Applies of one 3-replica group, 256 in flight.
