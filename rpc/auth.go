@@ -159,6 +159,7 @@ func NewAuth(users []User) (*Auth, error) {
 // Replace checks users (distinct names and tokens) and makes them the
 // users of every request from now on; on an error the old ones stay.
 func (a *Auth) Replace(users []User) error {
+	users = slices.Clone(users) // the table points into it
 	t := &userTable{byToken: make(map[[32]byte]*User, len(users))}
 	names := map[string]bool{}
 	for i := range users {
