@@ -34,13 +34,22 @@ func addClientCommands(root *cobra.Command) {
 		def = "127.0.0.1:9123"
 	}
 	root.PersistentFlags().StringVar(&serverAddr, "server", def, "address of any node's client API (or $FLUSS_SERVER)")
-	root.PersistentFlags().StringVar(&token, "token", os.Getenv("FLUSS_TOKEN"), "bearer token for a server with [auth] users (or $FLUSS_TOKEN)")
+	// Not defaulted from $FLUSS_TOKEN: the help would print the secret.
+	root.PersistentFlags().StringVar(&token, "token", "", "bearer token for a server with [auth] users (default $FLUSS_TOKEN)")
 	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd(), upsertCmd(), deleteCmd(), lookupCmd(), prefixLookupCmd(), limitScanCmd(), partitionCmd())
 }
 
 // newClient connects to --server.
 func newClient() *client.Client {
-	return client.New(baseURL(), client.WithToken(token))
+	return client.New(baseURL(), client.WithToken(clientToken()))
+}
+
+// clientToken is --token, or $FLUSS_TOKEN.
+func clientToken() string {
+	if token != "" {
+		return token
+	}
+	return os.Getenv("FLUSS_TOKEN")
 }
 
 // cmdContext is cancelled by SIGINT/SIGTERM.

@@ -31,7 +31,7 @@ func benchCmd() *cobra.Command {
   fluss-node bench produce --format json --batch 1 --clients 64 --buckets 16 --appender`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p.Server, p.Token = baseURL(), token
+			p.Server, p.Token = baseURL(), clientToken()
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
 			r, err := bench.Produce(ctx, p)
@@ -62,7 +62,7 @@ func benchCmd() *cobra.Command {
 		Short: "Load a 20-column table, then compare a full fetch with a projected one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fc.Server, fc.Token = baseURL(), token
+			fc.Server, fc.Token = baseURL(), clientToken()
 			fc.Columns = splitList(columns)
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()

@@ -35,7 +35,7 @@ func runPKBench(cmd *cobra.Command, cfg *bench.PKConfig, clients, what string, r
 	if cfg.Clients, err = parseClients(clients); err != nil {
 		return err
 	}
-	cfg.Server, cfg.Token = baseURL(), token
+	cfg.Server, cfg.Token = baseURL(), clientToken()
 	ctx, cancel := cmdContext(cmd)
 	defer cancel()
 	runs, err := run(ctx, *cfg)
