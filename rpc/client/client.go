@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -312,7 +313,7 @@ func (c *Client) do(ctx context.Context, call func() error) error {
 	delay := c.retry.Base
 	for attempt := 1; ; attempt++ {
 		err := call()
-		if err == nil || connect.CodeOf(err) != connect.CodeUnavailable || attempt >= c.retry.Attempts {
+		if err == nil || !retryable(err) || attempt >= c.retry.Attempts {
 			return err
 		}
 		t := time.NewTimer(delay)
@@ -326,6 +327,14 @@ func (c *Client) do(ctx context.Context, call func() error) error {
 			delay = c.retry.Max
 		}
 	}
+}
+
+// retryable tells whether err may pass with another attempt: the server
+// was unavailable (no leader yet, a node restarting), and not because its
+// certificate failed the check, which no retry changes.
+func retryable(err error) bool {
+	var cert *tls.CertificateVerificationError
+	return connect.CodeOf(err) == connect.CodeUnavailable && !errors.As(err, &cert)
 }
 
 // ---------------------------------------------------------------- admin
