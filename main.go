@@ -190,13 +190,16 @@ func runNode(cfg node.Config, configPath string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Caught from before Start: SIGHUP's default action would end the
+	// process, and a reload may come while the node starts (it is then
+	// handled once the node serves).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if err := n.Start(ctx); err != nil {
 		n.Close()
 		return err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for ctx.Err() == nil {
 		select {
 		case <-hup:
