@@ -143,9 +143,17 @@ func TestTransferAdmittedOnlyByFollowers(t *testing.T) {
 	}
 	c.init(3)
 	defer c.closeAll()
+	// Settled: a leader, and the others followers (on a loaded machine a
+	// replica can still be a candidate of a lost election for a moment).
 	waitFor(t, 10*time.Second, func() error {
-		if c.leader() < 0 {
+		l := c.leader()
+		if l < 0 {
 			return errors.New("no leader")
+		}
+		for i, r := range c.reps {
+			if st := r.Raft().State(); i != l && st != raft.Follower {
+				return fmt.Errorf("replica %d is %s", i, st)
+			}
 		}
 		return nil
 	})
