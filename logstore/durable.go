@@ -3,6 +3,8 @@ package logstore
 import (
 	"fmt"
 	"sync"
+
+	"github.com/hashicorp/raft"
 )
 
 // Deferred syncs. With SyncAlways a StoreLogs normally returns only once
@@ -19,11 +21,22 @@ import (
 // quorum: raft takes a stored entry as this server's vote for committing
 // it. The replica therefore turns deferral off (which flushes the log)
 // before its group sends anything to another server.
+//
+// A leader of several voters may defer too (SetDeferWhen), writing its
+// log while its followers store theirs, as the Raft thesis (§10.2.1)
+// allows, if nothing acts on an entry's commitment before the leader
+// holds it durably: raft counts the leader's stored entry toward the
+// quorum at once, so the leader's FSM waits with WaitDurable, the commit
+// index it sends its followers is held below PendingSync, and a server
+// that leads no more acknowledges no entry before WaitSynced (its
+// entries may still be in a deferred sync when the next leader's
+// AppendEntries finds them already stored). node/replica does all three.
 
 // durability tracks the highest raft index known durable.
 type durability struct {
 	mu    sync.Mutex
 	index uint64        // entries up to here are durable
+	upTo  uint64        // the last entry stored with a deferred sync; > index: a sync is pending
 	gen   uint64        // bumped when the tail is deleted: older syncs no longer count
 	err   error         // set: every wait fails with it
 	ch    chan struct{} // closed and replaced when index or err changes
@@ -54,12 +67,32 @@ func (d *durability) advance(gen, index uint64) {
 	d.ch = make(chan struct{})
 }
 
-// truncate records that entries after last were deleted.
+// deferring records that the entries up to last wait for a deferred sync.
+func (d *durability) deferring(last uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.upTo = max(d.upTo, last)
+}
+
+// truncate records that entries after last were deleted. Deferred syncs
+// have all finished by then (Log.mutate).
 func (d *durability) truncate(last uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.gen++
 	d.index = min(d.index, last)
+	d.upTo = min(d.upTo, last)
+}
+
+// pending is the first index whose deferred sync has not finished, 0 if
+// none.
+func (d *durability) pending() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.upTo > d.index {
+		return d.index + 1
+	}
+	return 0
 }
 
 // fail makes every present and future wait fail with err (the first one
@@ -74,9 +107,16 @@ func (d *durability) fail(err error) {
 	close(d.ch)
 }
 
-func (d *durability) wait(index uint64) error {
+// wait blocks until the entries up to index are durable; with synced set
+// only until none of them waits for a deferred sync (an entry stored
+// without deferral is durable once stored, or, with SyncInterval, never
+// promised to be).
+func (d *durability) wait(index uint64, synced bool) error {
 	for {
 		d.mu.Lock()
+		if synced {
+			index = min(index, d.upTo)
+		}
 		done, err, ch := d.index >= index, d.err, d.ch
 		d.mu.Unlock()
 		switch {
@@ -126,7 +166,37 @@ func (l *Log) SetDeferSync(on bool) error {
 // once the log is closed, or for good after a deferred sync failed: the
 // log's tail is then in an unknown state, and the only safe way on is a
 // restart that recovers it from the disk.
-func (l *Log) WaitDurable(index uint64) error { return l.dur.wait(index) }
+func (l *Log) WaitDurable(index uint64) error { return l.dur.wait(index, false) }
+
+// SetDeferWhen makes StoreLogs defer the sync of the entries for which
+// when returns true (see above); nil (the default) defers none. The
+// sole-voter switch (SetDeferSync) defers regardless. when is called on
+// the goroutine of StoreLogs with the entries it stores.
+func (l *Log) SetDeferWhen(when func(logs []*raft.Log) bool) {
+	if when == nil {
+		l.deferWhen.Store(nil)
+		return
+	}
+	l.deferWhen.Store(&when)
+}
+
+// shouldDefer reports whether StoreLogs defers the sync of logs.
+func (l *Log) shouldDefer(logs []*raft.Log) bool {
+	if l.deferSync.Load() {
+		return true
+	}
+	when := l.deferWhen.Load()
+	return when != nil && (*when)(logs)
+}
+
+// PendingSync is the first raft index whose deferred sync has not
+// finished, or 0 when no sync is pending: a leader that defers must not
+// tell its followers of a commit index at or past it.
+func (l *Log) PendingSync() uint64 { return l.dur.pending() }
+
+// WaitSynced blocks until no entry up to index waits for a deferred sync
+// (at once when none does). It fails as WaitDurable does.
+func (l *Log) WaitSynced(index uint64) error { return l.dur.wait(index, true) }
 
 // syncDeferred is a deferred StoreLogs' sync of f, whose entries end at
 // last.

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // gateFS holds every file Sync while armed until release, and can fail
@@ -133,7 +135,7 @@ func notYet(t *testing.T, ch <-chan error, what string) {
 	t.Helper()
 	select {
 	case err := <-ch:
-		t.Fatalf("%s: WaitDurable returned (%v) before the sync", what, err)
+		t.Fatalf("%s returned (%v) before the sync", what, err)
 	case <-time.After(50 * time.Millisecond):
 	}
 }
@@ -292,4 +294,79 @@ func TestDeferredSyncOutlivesNoFile(t *testing.T) {
 			})
 		}
 	})
+}
+
+// SetDeferWhen defers the syncs of exactly the StoreLogs it says to;
+// PendingSync names the first entry whose sync is pending and WaitSynced
+// waits for those syncs only, never for entries stored without deferral
+// (or deleted since).
+func TestDeferWhen(t *testing.T) {
+	bothSyncPaths(t, func(t *testing.T, openGated openGatedFunc) {
+		_, g, l := openGated(t)
+		defer l.Close()
+		var gn gen
+		var leading atomic.Bool
+		var asked atomic.Int32
+		l.SetDeferWhen(func(logs []*raft.Log) bool {
+			asked.Add(1)
+			return leading.Load()
+		})
+		mustStore(t, l, gn.batch(3, 10))
+		if p := l.PendingSync(); p != 0 {
+			t.Fatalf("PendingSync after synced entries: %d, want 0", p)
+		}
+		if asked.Load() != 1 {
+			t.Fatalf("the rule was asked %d times for one StoreLogs", asked.Load())
+		}
+
+		leading.Store(true)
+		g.hold()
+		mustStore(t, l, gn.batch(4, 10)) // 4..7 return with their sync held
+		if p := l.PendingSync(); p != 4 {
+			t.Fatalf("PendingSync with 4..7 held: %d, want 4", p)
+		}
+		if err := l.WaitSynced(3); err != nil {
+			t.Fatalf("WaitSynced of synced entries: %v", err)
+		}
+		w7, w100 := waitSyncedAsync(l, 7), waitSyncedAsync(l, 100)
+		notYet(t, w7, "WaitSynced(7)")
+		notYet(t, w100, "WaitSynced(100)")
+
+		// A StoreLogs the rule does not defer syncs before it returns; the
+		// sync covers the deferred entries before it.
+		leading.Store(false)
+		stored := make(chan error, 1)
+		go func() { stored <- l.StoreLogs(gn.batch(1, 10)) }()
+		notYet(t, stored, "StoreLogs without deferral")
+		g.open(nil)
+		for _, ch := range []<-chan error{stored, w7, w100} {
+			if err := <-ch; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p := l.PendingSync(); p != 0 {
+			t.Fatalf("PendingSync after the syncs: %d, want 0", p)
+		}
+		if err := l.WaitDurable(8); err != nil {
+			t.Fatal(err)
+		}
+
+		// Entries deleted are waited for no more, even though WaitDurable
+		// would now wait for a later StoreLogs.
+		if err := l.DeleteRange(1, 8); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitSynced(8); err != nil {
+			t.Fatalf("WaitSynced of deleted entries: %v", err)
+		}
+		if p := l.PendingSync(); p != 0 {
+			t.Fatalf("PendingSync of an empty log: %d, want 0", p)
+		}
+	})
+}
+
+func waitSyncedAsync(l *Log, index uint64) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- l.WaitSynced(index) }()
+	return ch
 }

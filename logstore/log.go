@@ -147,8 +147,9 @@ type Log struct {
 	stopBg chan struct{}
 	bgDone chan struct{}
 
-	// deferSync and dur: see durable.go.
+	// deferSync, deferWhen and dur: see durable.go.
 	deferSync atomic.Bool
+	deferWhen atomic.Pointer[func([]*raft.Log) bool]
 	// deferred counts deferred syncs in flight. Close, DeleteRange and
 	// DeleteBefore wait for them (holding appendMu, so none starts
 	// meanwhile, and before l.mu, which a failed one takes) before they
@@ -646,8 +647,9 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 		// Acknowledged once written, by configuration: nothing waits.
 		l.dirty.Store(true)
 		l.dur.advance(l.dur.generation(), lastIndex)
-	case l.deferSync.Load():
+	case l.shouldDefer(logs):
 		l.deferred.Add(1)
+		l.dur.deferring(lastIndex)
 		l.syncDeferred(act.f, lastIndex, l.dur.generation())
 	default:
 		if err := l.syncFile(act.f); err != nil {
