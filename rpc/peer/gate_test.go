@@ -5,49 +5,65 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// TestGateTimeoutNow: a TimeoutNow the receiving group's gate refuses
-// fails at the sender with the gate's reason and never reaches raft; once
-// the gate admits, the next one on the same stream is delivered.
-func TestGateTimeoutNow(t *testing.T) {
-	a, b := listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0")
-	defer a.Close()
-	defer b.Close()
+// gatePair returns two Muxes on loopback and group "g" on each (from on
+// a, to on b), closed when the test ends.
+func gatePair(t *testing.T) (a, b *Mux, from, to *Transport) {
+	a, b = listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0")
+	t.Cleanup(func() { a.Close(); b.Close() })
 	from, err := a.Transport("g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer from.Close()
-	to, err := b.Transport("g")
+	to, err = b.Transport("g")
 	if err != nil {
+		from.Close()
 		t.Fatal(err)
 	}
-	defer to.Close()
+	t.Cleanup(func() { from.Close(); to.Close() })
+	return a, b, from, to
+}
 
-	var delivered atomic.Int32
+// consume answers tr's requests with fn, as raft would, until the test
+// ends.
+func consume(t *testing.T, tr *Transport, fn func(rpc raft.RPC)) {
 	done := make(chan struct{})
-	defer close(done)
+	t.Cleanup(func() { close(done) })
 	go func() {
 		for {
 			select {
-			case rpc := <-to.Consumer():
-				switch rpc.Command.(type) {
-				case *raft.TimeoutNowRequest:
-					delivered.Add(1)
-					rpc.Respond(&raft.TimeoutNowResponse{RPCHeader: raft.RPCHeader{ID: []byte("b")}}, nil)
-				case *raft.RequestVoteRequest:
-					rpc.Respond(&raft.RequestVoteResponse{Term: 7}, nil)
-				default:
-					rpc.Respond(nil, errors.New("unexpected request"))
-				}
+			case rpc := <-tr.Consumer():
+				fn(rpc)
 			case <-done:
 				return
 			}
 		}
 	}()
+}
+
+// TestGateTimeoutNow: a TimeoutNow the receiving group's gate refuses
+// fails at the sender with the gate's reason and never reaches raft; once
+// the gate admits, the next one on the same stream is delivered.
+func TestGateTimeoutNow(t *testing.T) {
+	_, b, from, to := gatePair(t)
+	var err error
+
+	var delivered atomic.Int32
+	consume(t, to, func(rpc raft.RPC) {
+		switch rpc.Command.(type) {
+		case *raft.TimeoutNowRequest:
+			delivered.Add(1)
+			rpc.Respond(&raft.TimeoutNowResponse{RPCHeader: raft.RPCHeader{ID: []byte("b")}}, nil)
+		case *raft.RequestVoteRequest:
+			rpc.Respond(&raft.RequestVoteResponse{Term: 7}, nil)
+		default:
+			rpc.Respond(nil, errors.New("unexpected request"))
+		}
+	})
 
 	var refuse atomic.Bool
 	refuse.Store(true)
@@ -78,5 +94,92 @@ func TestGateTimeoutNow(t *testing.T) {
 	}
 	if n := delivered.Load(); n != 1 || string(resp.RPCHeader.ID) != "b" {
 		t.Fatalf("admitted TimeoutNow: delivered %d times, answer from %q; want 1 and b", n, resp.RPCHeader.ID)
+	}
+}
+
+// TestGateAppendAck: an AppendEntries answer raft accepted waits for the
+// group's check and becomes the check's error when it fails; refusals,
+// heartbeats and pipelined requests are handled as such.
+func TestGateAppendAck(t *testing.T) {
+	a, b, from, to := gatePair(t)
+	var err error
+	to.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil) })
+
+	// raft's side: accept every request whose PrevLogEntry is not 99.
+	consume(t, to, func(rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: req.PrevLogEntry != 99}, nil)
+	})
+
+	var checked []uint64 // last entry index of each checked request
+	var fail atomic.Bool
+	release := make(chan struct{}, 1)
+	to.GateAppendAck(func(req *raft.AppendEntriesRequest) error {
+		<-release
+		checked = append(checked, req.Entries[len(req.Entries)-1].Index)
+		if fail.Load() {
+			return errors.New("log not durable")
+		}
+		return nil
+	})
+	target := raft.ServerAddress(b.Addr())
+	hdr := raft.RPCHeader{Addr: []byte(a.Addr())}
+	req := func(prev uint64) *raft.AppendEntriesRequest {
+		return &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, PrevLogEntry: prev, PrevLogTerm: 3,
+			Entries: []*raft.Log{{Index: prev + 1, Term: 3, Type: raft.LogCommand, Data: []byte("x")}}}
+	}
+
+	// The answer waits for the check.
+	answered := make(chan error, 1)
+	var resp raft.AppendEntriesResponse
+	go func() { answered <- from.AppendEntries("b", target, req(4), &resp) }()
+	select {
+	case err := <-answered:
+		t.Fatalf("AppendEntries answered (%v) before the check passed", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release <- struct{}{}
+	if err := <-answered; err != nil || !resp.Success {
+		t.Fatalf("checked AppendEntries: %v, success %v", err, resp.Success)
+	}
+
+	// A failing check turns the acknowledgement into an error.
+	fail.Store(true)
+	release <- struct{}{}
+	err = from.AppendEntries("b", target, req(5), &resp)
+	if err == nil || !strings.Contains(err.Error(), "log not durable") {
+		t.Fatalf("AppendEntries with a failing check: %v, want the check's error", err)
+	}
+	fail.Store(false)
+
+	// A refusal and a heartbeat are answered without the check.
+	if err := from.AppendEntries("b", target, req(99), &resp); err != nil || resp.Success {
+		t.Fatalf("refused AppendEntries: %v, success %v; want a refusal", err, resp.Success)
+	}
+	hb := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3}
+	if err := from.AppendEntries("b", target, hb, &resp); err != nil || !resp.Success {
+		t.Fatalf("heartbeat: %v, success %v", err, resp.Success)
+	}
+
+	// Pipelined requests are checked too.
+	p, err := from.AppendEntriesPipeline("b", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	release <- struct{}{}
+	if _, err := p.AppendEntries(req(6), new(raft.AppendEntriesResponse)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-p.Consumer():
+		if err := f.Error(); err != nil || !f.Response().Success {
+			t.Fatalf("pipelined AppendEntries: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("pipelined AppendEntries not answered")
+	}
+	if len(checked) != 3 || checked[0] != 5 || checked[1] != 6 || checked[2] != 7 {
+		t.Fatalf("checked requests ending at %v, want [5 6 7]", checked)
 	}
 }

@@ -26,6 +26,8 @@ type Transport struct {
 
 	admitTN atomic.Pointer[func() error] // GateTimeoutNow; nil admits all
 
+	ackCheck atomic.Pointer[func(*raft.AppendEntriesRequest) error] // GateAppendAck; nil: none
+
 	hbc hbCache // hbcache.go
 
 	mu     sync.Mutex
@@ -126,6 +128,37 @@ func (t *Transport) admitTimeoutNow() error {
 		return (*admit)()
 	}
 	return nil
+}
+
+// GateAppendAck makes the group run check before it answers an
+// AppendEntries request that raft accepted (not a heartbeat): the answer
+// waits for check, and when check fails the sender gets its error instead
+// of the acknowledgement. nil removes the check (the default).
+//
+// Why: an acknowledgement tells the leader that this server holds the
+// request's entries durably, and raft may count them committed on it. A
+// replica whose log defers syncs (node/replica durable.go) may have found
+// the entries already stored, written but not yet synced, and raft answers
+// without asking the log; check waits for that sync.
+func (t *Transport) GateAppendAck(check func(req *raft.AppendEntriesRequest) error) {
+	if check == nil {
+		t.ackCheck.Store(nil)
+		return
+	}
+	t.ackCheck.Store(&check)
+}
+
+// checkAppendAck applies the GateAppendAck check to a successful answer
+// to req.
+func (t *Transport) checkAppendAck(req *raft.AppendEntriesRequest, resp any) error {
+	check := t.ackCheck.Load()
+	if check == nil {
+		return nil
+	}
+	if r, ok := resp.(*raft.AppendEntriesResponse); !ok || !r.Success {
+		return nil
+	}
+	return (*check)(req)
 }
 
 // Close implements raft.WithClose: it unregisters the group and drops its idle streams.
@@ -392,6 +425,9 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 		return false
 	case <-m.done:
 		return false
+	}
+	if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && fn == nil && resp.Error == nil {
+		resp.Error = t.checkAppendAck(ae, resp.Response)
 	}
 	if resp.Error != nil {
 		_, err = writeStatus(st, cs.w.b, statusError, resp.Error.Error())
