@@ -229,6 +229,10 @@ type RaftConfig struct {
 	ElectionTimeout Duration `toml:"election_timeout"`
 	// CommitTimeout of bucket groups. Default 5s (idle cost, not latency).
 	CommitTimeout Duration `toml:"commit_timeout"`
+	// SerialLeaderSync makes bucket leaders sync their log before they
+	// replicate, not in parallel with their followers (replica.RaftTuning).
+	// Default false.
+	SerialLeaderSync bool `toml:"serial_leader_sync"`
 }
 
 // Duration is a time.Duration that TOML reads from strings like "1s".

@@ -321,6 +321,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 			HeartbeatTimeout: n.cfg.Raft.HeartbeatTimeout.Duration,
 			ElectionTimeout:  n.cfg.Raft.ElectionTimeout.Duration,
 			CommitTimeout:    n.cfg.Raft.CommitTimeout.Duration,
+			SerialLeaderSync: n.cfg.Raft.SerialLeaderSync,
 			MaxEntryBytes:    entryBytes(n.cfg.Limits),
 		},
 		Logger: n.logger, // the replica adds its table, partition and bucket

@@ -17,7 +17,7 @@ import (
 
 // testCluster is n replicas of one bucket on connected in-memory transports.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	dirs   []string
 	addrs  []raft.ServerAddress
 	trans  []*raft.InmemTransport

@@ -62,6 +62,10 @@ type RaftTuning struct {
 	// MaxInflightEntries: raft entries proposed and not yet committed before
 	// the proposer waits. Default 64.
 	MaxInflightEntries int
+	// SerialLeaderSync makes a leader of several voters sync its entries
+	// before it sends them to its followers, as hashicorp/raft does by
+	// itself, instead of in parallel with theirs (durable.go). Default off.
+	SerialLeaderSync bool
 }
 
 // withDefaults returns t with zero fields set to their defaults.

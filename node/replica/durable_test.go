@@ -3,7 +3,10 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,4 +153,239 @@ func TestGroupOfSeveralVotersDoesNotDefer(t *testing.T) {
 	if n := g.defer_.Load(); n != 0 {
 		t.Fatalf("SetDeferSync(true) called %d times in a group of two voters", n)
 	}
+}
+
+// syncGateFS is the real filesystem whose files' Sync waits while held,
+// and takes at least delay.
+type syncGateFS struct {
+	logstore.OSFS
+	delay time.Duration
+	mu    sync.Mutex
+	held  chan struct{} // non-nil: Sync waits until it is closed
+}
+
+func (fs *syncGateFS) OpenFile(name string, flag int, perm os.FileMode) (logstore.File, error) {
+	f, err := fs.OSFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &syncGateFile{File: f, fs: fs}, nil
+}
+
+func (fs *syncGateFS) hold() {
+	fs.mu.Lock()
+	fs.held = make(chan struct{})
+	fs.mu.Unlock()
+}
+
+// release lets held syncs and later ones through (a no-op when not held).
+func (fs *syncGateFS) release() {
+	fs.mu.Lock()
+	if fs.held != nil {
+		close(fs.held)
+		fs.held = nil
+	}
+	fs.mu.Unlock()
+}
+
+type syncGateFile struct {
+	logstore.File
+	fs *syncGateFS
+}
+
+func (f *syncGateFile) Sync() error {
+	f.fs.mu.Lock()
+	held := f.fs.held
+	f.fs.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+	start := time.Now()
+	err := f.File.Sync()
+	time.Sleep(f.fs.delay - time.Since(start))
+	return err
+}
+
+// ackGateTransport is an in-memory transport that checks successful
+// AppendEntries answers as rpc/peer.Transport.GateAppendAck does.
+type ackGateTransport struct {
+	*raft.InmemTransport
+	check atomic.Pointer[func(*raft.AppendEntriesRequest) error]
+	out   chan raft.RPC
+	stop  chan struct{}
+	once  sync.Once
+}
+
+func newAckGateTransport(tr raft.Transport) raft.Transport {
+	t := &ackGateTransport{InmemTransport: tr.(*raft.InmemTransport), out: make(chan raft.RPC), stop: make(chan struct{})}
+	go t.forward()
+	return t
+}
+
+func (t *ackGateTransport) GateAppendAck(check func(*raft.AppendEntriesRequest) error) {
+	t.check.Store(&check)
+}
+
+func (t *ackGateTransport) Consumer() <-chan raft.RPC { return t.out }
+
+func (t *ackGateTransport) Close() error {
+	t.once.Do(func() { close(t.stop) })
+	return t.InmemTransport.Close()
+}
+
+// forward hands raft the requests; answers to AppendEntries pass the check.
+func (t *ackGateTransport) forward() {
+	for {
+		var rpc raft.RPC
+		select {
+		case rpc = <-t.InmemTransport.Consumer():
+		case <-t.stop:
+			return
+		}
+		req, isAppend := rpc.Command.(*raft.AppendEntriesRequest)
+		answer := rpc.RespChan
+		got := make(chan raft.RPCResponse, 1)
+		if isAppend {
+			rpc.RespChan = got
+		}
+		select {
+		case t.out <- rpc:
+		case <-t.stop:
+			return
+		}
+		if !isAppend {
+			continue
+		}
+		go func() {
+			select {
+			case resp := <-got:
+				if ae, ok := resp.Response.(*raft.AppendEntriesResponse); ok && ae.Success && resp.Error == nil {
+					if check := t.check.Load(); check != nil {
+						resp.Error = (*check)(req)
+					}
+				}
+				answer <- resp
+			case <-t.stop:
+			}
+		}()
+	}
+}
+
+// A leader of three voters sends its entries to its followers while its
+// own sync is still running (unless SerialLeaderSync), and still
+// acknowledges a write, moves its high watermark, and lets its followers
+// apply, only once its own copy is durable.
+func TestLeaderSyncsInParallel(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(map[bool]string{false: "parallel", true: "serial"}[serial], func(t *testing.T) {
+			var mu sync.Mutex
+			fsOf := map[raft.ServerID]*syncGateFS{}
+			c := &testCluster{t: t, wrap: newAckGateTransport, tweak: func(cfg *Config) {
+				fs := &syncGateFS{}
+				mu.Lock()
+				fsOf[cfg.LocalID] = fs
+				mu.Unlock()
+				cfg.Log.FS = fs
+				cfg.Raft.SerialLeaderSync = serial
+			}}
+			c.init(3)
+			defer c.closeAll()
+			if _, err := c.append([][]byte{makeBatch(1, "first")}, 1, 0); err != nil {
+				t.Fatal(err)
+			}
+			li := c.leader()
+			leader := c.reps[li]
+			var followers []*Replica
+			for i, r := range c.reps {
+				if i != li {
+					followers = append(followers, r)
+				}
+			}
+			hw, last := leader.HighWatermark(), mustLastIndex(t, leader)
+			waitFor(t, 5*time.Second, func() error { return allAt(followers, hw) })
+
+			mu.Lock()
+			held := fsOf[leader.cfg.LocalID]
+			mu.Unlock()
+			held.hold()
+			defer held.release() // before closeAll, which waits for the syncs
+			ctx := context.Background()
+			acked := make(chan error, 2)
+			appendAsync := func(seq int32) {
+				go func() {
+					_, _, err := leader.Append(ctx, [][]byte{makeBatch(2, "held")}, 1, seq)
+					acked <- err
+				}()
+			}
+			appendAsync(1)
+			if serial {
+				time.Sleep(200 * time.Millisecond)
+				for _, f := range followers {
+					if got := mustLastIndex(t, f); got != last {
+						t.Fatalf("follower stored up to raft index %d while the leader's sync was held, want %d", got, last)
+					}
+				}
+			} else {
+				// The followers store the entry meanwhile; a second write's
+				// AppendEntries would tell them the first is committed.
+				waitFor(t, 5*time.Second, func() error { return allStored(t, followers, last+1) })
+				appendAsync(2)
+				waitFor(t, 5*time.Second, func() error { return allStored(t, followers, last+2) })
+				time.Sleep(100 * time.Millisecond)
+			}
+			select {
+			case err := <-acked:
+				t.Fatalf("write acknowledged (%v) before the leader's copy was durable", err)
+			default:
+			}
+			for _, r := range c.reps {
+				if got := r.HighWatermark(); got != hw {
+					t.Fatalf("high watermark %d before the leader's copy was durable, want %d", got, hw)
+				}
+			}
+
+			held.release()
+			writes := 1
+			if !serial {
+				writes = 2
+			}
+			for range writes {
+				if err := <-acked; err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := hw + int64(2*writes)
+			if got := leader.HighWatermark(); got != want {
+				t.Fatalf("leader's high watermark %d after the sync, want %d", got, want)
+			}
+			waitFor(t, 5*time.Second, func() error { return allAt(followers, want) })
+		})
+	}
+}
+
+func mustLastIndex(t *testing.T, r *Replica) uint64 {
+	t.Helper()
+	i, err := r.log.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+func allStored(t *testing.T, reps []*Replica, index uint64) error {
+	for _, r := range reps {
+		if got := mustLastIndex(t, r); got < index {
+			return fmt.Errorf("%s stored up to raft index %d, want %d", r.cfg.LocalID, got, index)
+		}
+	}
+	return nil
+}
+
+func allAt(reps []*Replica, hw int64) error {
+	for _, r := range reps {
+		if got := r.HighWatermark(); got != hw {
+			return fmt.Errorf("%s at high watermark %d, want %d", r.cfg.LocalID, got, hw)
+		}
+	}
+	return nil
 }

@@ -36,9 +36,13 @@ type dataLog interface {
 	Reset(nextOffset int64) error
 	// Size is the bytes of the stored segments.
 	Size() int64
-	// SetDeferSync and WaitDurable: deferred syncs (durable.go).
+	// SetDeferSync, SetDeferWhen, WaitDurable, PendingSync and
+	// WaitSynced: deferred syncs (durable.go).
 	SetDeferSync(on bool) error
+	SetDeferWhen(when func(logs []*raft.Log) bool)
 	WaitDurable(index uint64) error
+	PendingSync() uint64
+	WaitSynced(index uint64) error
 	Close() error
 }
 

@@ -201,6 +201,7 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	trans, canDefer := wrapTransport(cfg.Transport, func() error { return r.log.SetDeferSync(false) })
 	if dt, ok := trans.(*durableTransport); ok {
+		dt.pending = r.log.PendingSync
 		dt.send = func(tr raft.Transport, id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 			return r.sendSnapshot(tr, cfg.SnapshotLog, id, target, args, resp, data)
 		}
@@ -217,6 +218,10 @@ func Open(cfg Config) (*Replica, error) {
 			if err := r.log.SetDeferSync(true); err != nil {
 				return fail(err)
 			}
+		}
+		if g, ok := cfg.Transport.(appendAckGater); ok && !r.tuning.SerialLeaderSync {
+			g.GateAppendAck(ackSynced(r.log))
+			r.log.SetDeferWhen(leaderDefers(r.raft))
 		}
 	}
 	if g, ok := cfg.Transport.(timeoutNowGater); ok {
