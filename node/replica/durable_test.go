@@ -389,3 +389,70 @@ func allAt(reps []*Replica, hw int64) error {
 	}
 	return nil
 }
+
+// A replica acknowledges appended entries only once none of them waits
+// for a deferred sync, and the leader's rule defers only its own
+// non-configuration entries.
+func TestAckSyncedAndLeaderDefers(t *testing.T) {
+	fs := &syncGateFS{}
+	l, err := logstore.Open(logstore.Options{Dir: t.TempDir(), FS: fs, OffsetFunc: EntryOffsets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.SetDeferWhen(func([]*raft.Log) bool { return true })
+	entries := func(from, to uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := from; i <= to; i++ {
+			out = append(out, &raft.Log{Index: i, Term: 1, Type: raft.LogNoop})
+		}
+		return out
+	}
+	if err := l.StoreLogs(entries(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitDurable(2); err != nil {
+		t.Fatal(err)
+	}
+	fs.hold()
+	defer fs.release()
+	if err := l.StoreLogs(entries(3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	ack := ackSynced(l)
+	if err := ack(&raft.AppendEntriesRequest{PrevLogEntry: 4}); err != nil {
+		t.Fatalf("an answer acknowledging no entry: %v", err)
+	}
+	if err := ack(&raft.AppendEntriesRequest{Entries: entries(2, 2)}); err != nil {
+		t.Fatalf("an answer acknowledging synced entries: %v", err)
+	}
+	acked := make(chan error, 1)
+	go func() { acked <- ack(&raft.AppendEntriesRequest{PrevLogEntry: 2, Entries: entries(3, 4)}) }()
+	select {
+	case err := <-acked:
+		t.Fatalf("entries acknowledged (%v) while their sync was held", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	fs.release()
+	if err := <-acked; err != nil {
+		t.Fatal(err)
+	}
+
+	c := newTestCluster(t, 3)
+	defer c.closeAll()
+	if _, err := c.append([][]byte{makeBatch(1, "first")}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	li := c.leader()
+	cmd := []*raft.Log{{Index: 9, Term: 2, Type: raft.LogCommand}}
+	conf := []*raft.Log{{Index: 9, Term: 2, Type: raft.LogCommand}, {Index: 10, Term: 2, Type: raft.LogConfiguration}}
+	for i, r := range c.reps {
+		rule := leaderDefers(r.raft)
+		if got, want := rule(cmd), i == li; got != want {
+			t.Errorf("replica %d (leader %v): defers commands = %v", i, i == li, got)
+		}
+		if rule(conf) {
+			t.Errorf("replica %d defers a configuration entry", i)
+		}
+	}
+}
