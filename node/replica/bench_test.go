@@ -61,7 +61,7 @@ func BenchmarkReplicatedAppend(b *testing.B) {
 	for _, serial := range []bool{false, true} {
 		b.Run(map[bool]string{false: "parallel", true: "serial"}[serial], func(b *testing.B) {
 			c := &testCluster{t: b, wrap: newAckGateTransport, tweak: func(cfg *Config) {
-				cfg.Log.FS = &syncGateFS{delay: time.Millisecond}
+				cfg.Log.FS = &syncGateFS{FS: logstore.OSFS{}, delay: time.Millisecond}
 				cfg.Raft.SerialLeaderSync = serial
 			}}
 			c.init(3)

@@ -155,17 +155,17 @@ func TestGroupOfSeveralVotersDoesNotDefer(t *testing.T) {
 	}
 }
 
-// syncGateFS is the real filesystem whose files' Sync waits while held,
-// and takes at least delay.
+// syncGateFS is a filesystem whose files' Sync waits while held, and
+// takes at least delay.
 type syncGateFS struct {
-	logstore.OSFS
+	logstore.FS
 	delay time.Duration
 	mu    sync.Mutex
 	held  chan struct{} // non-nil: Sync waits until it is closed
 }
 
 func (fs *syncGateFS) OpenFile(name string, flag int, perm os.FileMode) (logstore.File, error) {
-	f, err := fs.OSFS.OpenFile(name, flag, perm)
+	f, err := fs.FS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func TestLeaderSyncsInParallel(t *testing.T) {
 			var mu sync.Mutex
 			fsOf := map[raft.ServerID]*syncGateFS{}
 			c := &testCluster{t: t, wrap: newAckGateTransport, tweak: func(cfg *Config) {
-				fs := &syncGateFS{}
+				fs := &syncGateFS{FS: logstore.OSFS{}}
 				mu.Lock()
 				fsOf[cfg.LocalID] = fs
 				mu.Unlock()
@@ -290,17 +290,8 @@ func TestLeaderSyncsInParallel(t *testing.T) {
 			}}
 			c.init(3)
 			defer c.closeAll()
-			if _, err := c.append([][]byte{makeBatch(1, "first")}, 1, 0); err != nil {
-				t.Fatal(err)
-			}
-			li := c.leader()
+			li, followers := c.firstWrite()
 			leader := c.reps[li]
-			var followers []*Replica
-			for i, r := range c.reps {
-				if i != li {
-					followers = append(followers, r)
-				}
-			}
 			hw, last := leader.HighWatermark(), mustLastIndex(t, leader)
 			waitFor(t, 5*time.Second, func() error { return allAt(followers, hw) })
 
@@ -363,6 +354,23 @@ func TestLeaderSyncsInParallel(t *testing.T) {
 	}
 }
 
+// firstWrite stores one batch (writer 1, seq 0) and returns the index of
+// the leader and its followers.
+func (c *testCluster) firstWrite() (int, []*Replica) {
+	c.t.Helper()
+	if _, err := c.append([][]byte{makeBatch(1, "first")}, 1, 0); err != nil {
+		c.t.Fatal(err)
+	}
+	li := c.leader()
+	var followers []*Replica
+	for i, r := range c.reps {
+		if i != li {
+			followers = append(followers, r)
+		}
+	}
+	return li, followers
+}
+
 func mustLastIndex(t *testing.T, r *Replica) uint64 {
 	t.Helper()
 	i, err := r.log.LastIndex()
@@ -394,7 +402,7 @@ func allAt(reps []*Replica, hw int64) error {
 // for a deferred sync, and the leader's rule defers only its own
 // non-configuration entries.
 func TestAckSyncedAndLeaderDefers(t *testing.T) {
-	fs := &syncGateFS{}
+	fs := &syncGateFS{FS: logstore.OSFS{}}
 	l, err := logstore.Open(logstore.Options{Dir: t.TempDir(), FS: fs, OffsetFunc: EntryOffsets})
 	if err != nil {
 		t.Fatal(err)
@@ -453,6 +461,78 @@ func TestAckSyncedAndLeaderDefers(t *testing.T) {
 		}
 		if rule(conf) {
 			t.Errorf("replica %d defers a configuration entry", i)
+		}
+	}
+}
+
+// A leader whose machine crashes before its own copy of an entry is
+// synced (its followers hold theirs) loses the entry from its log; the
+// cluster keeps it exactly once, the writer's retry is answered with it,
+// and the old leader comes back with the same data as the others.
+func TestLeaderCrashBeforeItsSync(t *testing.T) {
+	var mu sync.Mutex
+	fsOf := map[raft.ServerID]*syncGateFS{}
+	c := &testCluster{t: t, wrap: newAckGateTransport, tweak: func(cfg *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fsOf[cfg.LocalID] == nil {
+			fsOf[cfg.LocalID] = &syncGateFS{FS: logstore.NewMemFS()}
+		}
+		cfg.Log.FS = fsOf[cfg.LocalID]
+	}}
+	c.init(3)
+	defer c.closeAll()
+	li, followers := c.firstWrite()
+	leader := c.reps[li]
+	last := mustLastIndex(t, leader)
+	mu.Lock()
+	held := fsOf[leader.cfg.LocalID]
+	mu.Unlock()
+	held.hold()
+	defer held.release()
+	go func() { _, _, _ = leader.Append(context.Background(), [][]byte{makeBatch(2, "held")}, 1, 1) }()
+	waitFor(t, 5*time.Second, func() error { return allStored(t, followers, last+1) })
+
+	// The machine crashes now: what its log had not synced is gone. The
+	// process goes on, cut off, until it is closed; nothing it does after
+	// this point reaches the others.
+	crashed := held.FS.(*logstore.MemFS).Crash()
+	c.isolate(li)
+	held.release()
+	c.closeReplica(li)
+	mu.Lock()
+	fsOf[leader.cfg.LocalID] = &syncGateFS{FS: crashed}
+	mu.Unlock()
+	c.restart(li)
+	if got := mustLastIndex(t, c.reps[li]); got != last {
+		t.Fatalf("the crashed leader's log ends at raft index %d after the crash, want %d", got, last)
+	}
+
+	// The writer retries seq 1 wherever the leader now is.
+	if _, err := c.append([][]byte{makeBatch(2, "held")}, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.append([][]byte{makeBatch(1, "after")}, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(1 + 2 + 1)
+	waitFor(t, 10*time.Second, func() error { return allAt(c.reps, want) })
+	ref := fetchAll(t, c.reps[0])
+	idx := index(t, ref)
+	for s := int32(0); s <= 2; s++ {
+		if n := len(idx[ws{1, s}]); n != 1 {
+			t.Fatalf("writer 1 seq %d stored %d times, want once", s, n)
+		}
+	}
+	for i, r := range c.reps[1:] {
+		got := fetchAll(t, r)
+		if len(got) != len(ref) {
+			t.Fatalf("replica %d holds %d batches, replica 0 %d", i+1, len(got), len(ref))
+		}
+		for j := range got {
+			if string(got[j]) != string(ref[j]) {
+				t.Fatalf("replica %d batch %d differs from replica 0's", i+1, j)
+			}
 		}
 	}
 }
