@@ -69,6 +69,17 @@ bench --duration 3s --table bench.warmup >/dev/null
 "$FLUSS" table drop bench.warmup --server "$(addr 1)" >/dev/null
 sleep 3
 
+# appends prints the Append calls all nodes have answered (forwarded ones
+# count on both nodes).
+appends() {
+	local n sum=0 v
+	for n in $(seq "$NODES"); do
+		v=$(curl -s "http://$(addr "$n")/metrics" | awk '/^fluss_rpc_requests_total\{.*WriteService\/Append"/ {s += $2} END {printf "%d", s}')
+		sum=$((sum + v))
+	done
+	echo "$sum"
+}
+
 # totals prints CPU ticks, read syscalls and write syscalls of all nodes.
 totals() {
 	local cpu=0 r=0 w=0 p
@@ -87,15 +98,20 @@ if [[ -n ${PROF:-} ]]; then
 	done
 fi
 read -r cpu0 r0 w0 < <(totals)
-out=$(bench --duration "${DURATION}s" "$@")
+calls0=$(appends)
+TIMEFORMAT='%U %S'
+{ time bench --duration "${DURATION}s" "$@" >"$WORK/bench.out"; } 2>"$WORK/bench.time"
+out=$(cat "$WORK/bench.out")
 read -r cpu1 r1 w1 < <(totals)
+calls1=$(appends)
 ((${#PROFS[@]})) && wait "${PROFS[@]}"
 
 echo "$out" | tail -3
 reqs=$(echo "$out" | tail -1 | awk -F'|' '{gsub(/ /, "", $8); print $8 * '"$DURATION"'}')
 tck=$(getconf CLK_TCK)
-awk -v n="$NODES" -v reqs="$reqs" -v cpu=$((cpu1 - cpu0)) -v tck="$tck" -v r=$((r1 - r0)) -v w=$((w1 - w0)) 'BEGIN {
+read -r cuser csys <"$WORK/bench.time"
+awk -v n="$NODES" -v reqs="$reqs" -v calls=$((calls1 - calls0)) -v cuser="$cuser" -v csys="$csys" -v cpu=$((cpu1 - cpu0)) -v tck="$tck" -v r=$((r1 - r0)) -v w=$((w1 - w0)) 'BEGIN {
 	if (reqs <= 0) { print "no requests acknowledged"; exit 1 }
-	printf "%d node(s), over the run: server CPU %.0f us/request, %.1f read and %.1f write syscalls/request\n",
-		n, cpu / tck * 1e6 / reqs, r / reqs, w / reqs
+	printf "%d node(s), over the run: server CPU %.0f us/request, %.1f read and %.1f write syscalls/request; client CPU %.0f us/request; %d Append calls served (%.1f rows each)\n",
+		n, cpu / tck * 1e6 / reqs, r / reqs, w / reqs, (cuser + csys) * 1e6 / reqs, calls, calls ? reqs / calls : 0
 }'
