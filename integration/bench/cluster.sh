@@ -15,7 +15,10 @@
 #   1b. "1 msg per call, shared Appender": fluss `bench produce --appender`:
 #      $CLIENTS goroutines each appending one row at a time (and waiting for
 #      its ack) through one batching client, as an application using
-#      Fluss's append writer does; NATS has no counterpart but row 1.
+#      Fluss's append writer does; NATS has no counterpart but row 1. Once
+#      per value of $APPENDER_INFLIGHT, the requests the Appender keeps out
+#      at once (its default 2: one on the wire while the next fills; 1 makes
+#      fewer, larger requests, which serve CPU-bound servers better).
 #   2. "batched" (BATCHED=1, default): fluss Arrow requests of $BATCH_ROWS rows
 #      from $BATCH_CLIENTS clients; NATS PublishAsync with a window of
 #      $NATS_WINDOW per publisher from $BATCH_CLIENTS publishers.
@@ -39,6 +42,7 @@ BATCHED=${BATCHED:-1}
 BATCH_ROWS=${BATCH_ROWS:-2000}
 BATCH_CLIENTS=${BATCH_CLIENTS:-8}
 NATS_WINDOW=${NATS_WINDOW:-256}
+APPENDER_INFLIGHT=${APPENDER_INFLIGHT:-2 1}
 NATS_STREAMS=${NATS_STREAMS:-1}
 NATS_VERSION=v2.15.2
 DIRECT=${DIRECT:-true}
@@ -161,10 +165,12 @@ run_fluss() {
 		--clients "$CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
 	echo "$out" >&2
 	ROWS+=("$(fluss_row "$sys" "1 msg/request, json, $BUCKETS buckets" <<<"$out")")
-	out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format json --batch 1 --appender \
-		--clients "$CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
-	echo "$out" >&2
-	ROWS+=("$(fluss_row "$sys" "1 msg per call, json, one shared Appender, $BUCKETS buckets" <<<"$out")")
+	for inflight in $APPENDER_INFLIGHT; do
+		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format json --batch 1 --appender \
+			--appender-inflight "$inflight" --clients "$CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
+		echo "$out" >&2
+		ROWS+=("$(fluss_row "$sys" "1 msg per call, json, one shared Appender ($inflight requests out), $BUCKETS buckets" <<<"$out")")
+	done
 	if [[ $BATCHED == 1 ]]; then
 		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format arrow --batch "$BATCH_ROWS" \
 			--clients "$BATCH_CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")

@@ -54,6 +54,8 @@ type ProduceConfig struct {
 	// rows that meet in flight share requests, as Fluss's append writer
 	// batches them. Requests then counts acknowledged rows.
 	Appender bool
+	// Inflight is the Appender's MaxInflight (0: its default).
+	Inflight int
 }
 
 // Result is the outcome of a run.
@@ -259,7 +261,7 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 		if cfg.Format != "json" || cfg.BatchRows != 1 {
 			return nil, fmt.Errorf("--appender sends single JSON rows: want --format json --batch 1")
 		}
-		a := client.New(cfg.Server, opts...).NewAppender(cfg.Table, client.AppenderOptions{})
+		a := client.New(cfg.Server, opts...).NewAppender(cfg.Table, client.AppenderOptions{MaxInflight: cfg.Inflight})
 		return func(w int) func(context.Context, int) (int, error) {
 			return func(ctx context.Context, i int) (int, error) {
 				row := data[(w+i)%len(data)]
