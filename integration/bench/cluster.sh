@@ -169,7 +169,7 @@ run_fluss() {
 		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format json --batch 1 --appender \
 			--appender-inflight "$inflight" --clients "$CLIENTS" --buckets "$BUCKETS" --duration "$DURATION")
 		echo "$out" >&2
-		ROWS+=("$(fluss_row "$sys" "1 msg per call, json, one shared Appender ($inflight requests out), $BUCKETS buckets" <<<"$out")")
+		ROWS+=("$(fluss_row "$sys" "1 msg per call, json, one shared Appender (requests out: $inflight), $BUCKETS buckets" <<<"$out")")
 	done
 	if [[ $BATCHED == 1 ]]; then
 		out=$(timeout 300 "$FLUSS" bench produce --server "$(fluss_addr 1)" --direct="$DIRECT" --format arrow --batch "$BATCH_ROWS" \
