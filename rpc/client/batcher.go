@@ -65,7 +65,7 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 	}
 	b.mu.Unlock()
 	if send {
-		b.drive(c)
+		b.drive(c, 0)
 	}
 	select {
 	case <-c.done:
@@ -78,7 +78,9 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 
 // drive holds one request slot: it sends queued batches until the queue is
 // empty, or, when own is set (the caller's call), until own is answered; a
-// queue left then is handed to a new goroutine with the slot.
+// queue left then, or callers of the last batch that may call again, are
+// handed to a new goroutine with the slot. answered is the size of the
+// batch the slot answered last.
 //
 // After answering a batch of several calls it lets their callers run
 // first (regather): those that call again at once (a loop of lookups or
@@ -90,18 +92,26 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 // one slot, three nodes: ~40 rows per request with one yield, ~46 with
 // regather). Yields are no timer: when nobody calls again, the next request
 // goes out as soon as the scheduler comes back.
-func (b *batcher[In, Out]) drive(own *call[In, Out]) {
-	for answered := 0; ; {
+func (b *batcher[In, Out]) drive(own *call[In, Out], answered int) {
+	for {
+		if own != nil && own.isDone() {
+			// The caller returns now; the slot goes on in a goroutine of its
+			// own unless nothing is queued or about to be.
+			b.mu.Lock()
+			if len(b.queue) == 0 && answered < 2 {
+				b.inflight--
+				b.mu.Unlock()
+				return
+			}
+			b.mu.Unlock()
+			go b.drive(nil, answered)
+			return
+		}
 		b.regather(answered)
 		b.mu.Lock()
 		if len(b.queue) == 0 {
 			b.inflight--
 			b.mu.Unlock()
-			return
-		}
-		if own != nil && own.isDone() {
-			b.mu.Unlock()
-			go b.drive(nil)
 			return
 		}
 		n := b.batchLen()
