@@ -3,7 +3,10 @@
 # against a fresh cluster of NODES nodes on 127.0.0.1, with the server CPU
 # (/proc/<pid>/stat, user + system) and the read and write syscalls
 # (/proc/<pid>/io) of all node processes over the measured run, per
-# acknowledged request. Use it to compare two builds: run it for each in
+# acknowledged request; also the load generator's own CPU per request and
+# the Append calls the nodes answered (fluss_rpc_requests_total: with
+# --appender, acknowledged rows over calls are the rows per request). Use it
+# to compare two builds: run it for each in
 # turn, a few times, and compare the per-request columns, which move less
 # with the machine's load than throughput does.
 #
