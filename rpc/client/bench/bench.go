@@ -257,6 +257,9 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 	if cfg.Direct {
 		opts = append(slices.Clip(copts), client.WithRouting())
 	}
+	if cfg.Inflight < 0 || cfg.Inflight > 0 && !cfg.Appender {
+		return nil, fmt.Errorf("--appender-inflight %d: want a positive number, with --appender", cfg.Inflight)
+	}
 	if cfg.Appender {
 		if cfg.Format != "json" || cfg.BatchRows != 1 {
 			return nil, fmt.Errorf("--appender sends single JSON rows: want --format json --batch 1")

@@ -324,6 +324,9 @@ func Lookup(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 	if cfg.Keys <= 0 {
 		return nil, fmt.Errorf("--keys %d: want a positive number", cfg.Keys)
 	}
+	if cfg.BatchedInflight < 0 || cfg.BatchedInflight > 0 && !cfg.Batched {
+		return nil, fmt.Errorf("--batched-inflight %d: want a positive number, with --batched", cfg.BatchedInflight)
+	}
 	if err := CreatePKTable(ctx, client.New(cfg.Server, copts...), cfg.Table, cfg.Buckets); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)
 	}
