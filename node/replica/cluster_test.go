@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -256,17 +255,7 @@ func TestClusterFailoverKeepsEveryAckExactlyOnce(t *testing.T) {
 		return nil
 	})
 	want := fetchAll(t, reps[newLeader])
-	for i, r := range reps {
-		got := fetchAll(t, r)
-		if len(got) != len(want) {
-			t.Fatalf("replica %d has %d batches, leader %d", i, len(got), len(want))
-		}
-		for j := range want {
-			if !bytes.Equal(got[j], want[j]) {
-				t.Fatalf("replica %d batch %d differs from the leader's", i, j)
-			}
-		}
-	}
+	sameBatches(t, want, reps)
 	stored := index(t, want)
 	for k, base := range acked {
 		if bases := stored[k]; len(bases) != 1 || bases[0] != base {

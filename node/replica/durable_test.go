@@ -466,10 +466,7 @@ func TestAckSyncedAndLeaderDefers(t *testing.T) {
 
 	c := newTestCluster(t, 3)
 	defer c.closeAll()
-	if _, err := c.append([][]byte{makeBatch(1, "first")}, 1, 0); err != nil {
-		t.Fatal(err)
-	}
-	li := c.leader()
+	li, _ := c.firstWrite()
 	cmd := []*raft.Log{{Index: 9, Term: 2, Type: raft.LogCommand}}
 	conf := []*raft.Log{{Index: 9, Term: 2, Type: raft.LogCommand}, {Index: 10, Term: 2, Type: raft.LogConfiguration}}
 	for i, r := range c.reps {
@@ -566,17 +563,7 @@ func TestLeaderCrashBeforeItsSync(t *testing.T) {
 			t.Fatalf("writer 1 seq %d stored %d times, want once", s, n)
 		}
 	}
-	for i, r := range c.reps[1:] {
-		got := fetchAll(t, r)
-		if len(got) != len(ref) {
-			t.Fatalf("replica %d holds %d batches, replica 0 %d", i+1, len(got), len(ref))
-		}
-		for j := range got {
-			if string(got[j]) != string(ref[j]) {
-				t.Fatalf("replica %d batch %d differs from replica 0's", i+1, j)
-			}
-		}
-	}
+	sameBatches(t, ref, c.reps)
 }
 
 // A power loss of all three machines at once, while writers append, keeps
@@ -671,17 +658,7 @@ func TestPowerLossKeepsEveryAcknowledgedWrite(t *testing.T) {
 					t.Fatalf("writer %d seq %d, acknowledged before the power loss, is gone (%d writes acknowledged before it)", k.w, k.s, len(before))
 				}
 			}
-			for i, r := range c.reps {
-				got := fetchAll(t, r)
-				if len(got) != len(ref) {
-					t.Fatalf("replica %d holds %d batches, the leader %d", i, len(got), len(ref))
-				}
-				for j := range got {
-					if string(got[j]) != string(ref[j]) {
-						t.Fatalf("replica %d batch %d differs from the leader's", i, j)
-					}
-				}
-			}
+			sameBatches(t, ref, c.reps)
 			t.Logf("%d writes acknowledged before the power loss, %d stored after it", len(before), len(idx))
 		})
 	}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -125,6 +126,23 @@ func fetchAll(t testing.TB, r *Replica) [][]byte {
 		}
 		if len(bs) == 0 {
 			t.Fatalf("Fetch(%d) returned nothing below hw %d", off, hw)
+		}
+	}
+}
+
+// sameBatches fails t unless every replica of reps holds exactly the
+// batches want, byte for byte.
+func sameBatches(t testing.TB, want [][]byte, reps []*Replica) {
+	t.Helper()
+	for i, r := range reps {
+		got := fetchAll(t, r)
+		if len(got) != len(want) {
+			t.Fatalf("replica %d has %d batches, want %d", i, len(got), len(want))
+		}
+		for j := range want {
+			if !bytes.Equal(got[j], want[j]) {
+				t.Fatalf("replica %d batch %d differs", i, j)
+			}
 		}
 	}
 }

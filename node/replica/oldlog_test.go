@@ -213,17 +213,7 @@ func TestOldLeaderLogIsTruncatedOnReturn(t *testing.T) {
 		return nil
 	})
 	want := fetchAll(t, leaderRep)
-	for i, r := range reps {
-		got := fetchAll(t, r)
-		if len(got) != len(want) {
-			t.Fatalf("replica %d has %d batches, leader %d", i, len(got), len(want))
-		}
-		for j := range want {
-			if !bytes.Equal(got[j], want[j]) {
-				t.Fatalf("replica %d batch %d differs from the leader's", i, j)
-			}
-		}
-	}
+	sameBatches(t, want, reps)
 	stored := index(t, want)
 	for k, base := range acked {
 		if bases := stored[k]; len(bases) != 1 || bases[0] != base {
