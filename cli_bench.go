@@ -54,7 +54,7 @@ func benchCmd() *cobra.Command {
 	f.BoolVar(&p.Direct, "direct", true, "send each request straight to its bucket's leader (the Go client's routing); --direct=false sends all to --server, which forwards")
 	f.StringVar(&p.Protocol, "protocol", "proto", "proto (Connect over HTTP/1.1), grpc (gRPC over shared h2c connections), h2c (Connect proto over shared h2c connections) or json (Connect JSON)")
 	f.BoolVar(&p.Appender, "appender", false, "with --format json --batch 1: the clients are goroutines appending single rows through one shared batching client (client.Appender), as an application using Fluss's append writer does")
-	f.IntVar(&p.Inflight, "appender-inflight", 0, "with --appender: requests the shared client keeps out at once (0: the Appender's default, 2)")
+	f.IntVar(&p.Inflight, "appender-inflight", 0, "with --appender: requests the shared client keeps out at once (0: the Appender's default, 1)")
 
 	var fc bench.FetchConfig
 	var columns string

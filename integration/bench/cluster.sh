@@ -16,9 +16,9 @@
 #      $CLIENTS goroutines each appending one row at a time (and waiting for
 #      its ack) through one batching client, as an application using
 #      Fluss's append writer does; NATS has no counterpart but row 1. Once
-#      per value of $APPENDER_INFLIGHT, the requests the Appender keeps out
-#      at once (its default 2: one on the wire while the next fills; 1 makes
-#      fewer, larger requests, which serve CPU-bound servers better).
+#      per value of $APPENDER_INFLIGHT (default "1 2"), the requests the
+#      Appender keeps out at once (its default 1: one request carrying every
+#      goroutine's row; 2 splits them over two).
 #   2. "batched" (BATCHED=1, default): fluss Arrow requests of $BATCH_ROWS rows
 #      from $BATCH_CLIENTS clients; NATS PublishAsync with a window of
 #      $NATS_WINDOW per publisher from $BATCH_CLIENTS publishers.
@@ -42,7 +42,7 @@ BATCHED=${BATCHED:-1}
 BATCH_ROWS=${BATCH_ROWS:-2000}
 BATCH_CLIENTS=${BATCH_CLIENTS:-8}
 NATS_WINDOW=${NATS_WINDOW:-256}
-APPENDER_INFLIGHT=${APPENDER_INFLIGHT:-2 1}
+APPENDER_INFLIGHT=${APPENDER_INFLIGHT:-1 2}
 NATS_STREAMS=${NATS_STREAMS:-1}
 NATS_VERSION=v2.15.2
 DIRECT=${DIRECT:-true}

@@ -16,9 +16,11 @@ import (
 
 // Appender appends single rows to one log table for many goroutines at
 // once, as Fluss's append writer does: rows appended while MaxInflight
-// requests are already out wait in a queue, and the next request carries
-// all of them (up to MaxBatch rows). Nothing waits for a timer: a row that
-// finds a free request slot goes out at once, alone if it is alone.
+// requests (default one) are already out wait in a queue, and the next
+// request carries all of them (up to MaxBatch rows). A row that finds a free request slot
+// goes out at once, alone if it is alone; after answering several rows, a
+// slot waits up to Linger for their goroutines to append again, so that a
+// loop of appenders shares one request instead of splitting into many.
 //
 // Append returns once its row is stored: committed by a quorum of its
 // bucket's replicas, like Client.Append. Each request is one write of its
@@ -62,19 +64,40 @@ type AppenderOptions struct {
 	// under the server's max_batch_bytes.
 	MaxBatchBytes int
 	// MaxInflight is the most requests out at once; more rows queue.
-	// Default 2: one request on the wire while the next one fills. 1
-	// makes fewer, larger requests and so costs the servers less CPU per
-	// row: better when they, not the round trips, are the bound (measured
-	// with 64 appending goroutines: three nodes sharing two cores carry
-	// ~46 rows per request with 1 and ~26 with 2, and acknowledge more
-	// rows with 1; one node acknowledges more with 2; docs/BENCHMARKS.md).
+	// Default 1: every goroutine appending meanwhile shares the next
+	// request, and fewer, larger requests cost the servers less per row
+	// (each is a raft entry). Measured with 64 appending goroutines and
+	// Linger's default: 1 carries ~64 rows per request, 2 ~30, and 1
+	// acknowledged more rows per second on one node (+10%) and on three
+	// (+40%; docs/BENCHMARKS.md). More pays when more goroutines append
+	// than MaxBatch holds, so that whole requests wait.
 	MaxInflight int
+	// Linger is how long a request slot that has just answered several
+	// rows waits for as many to be appended again (their goroutines'
+	// next rows, when they append in a loop) before it sends what is
+	// queued; it waits no longer than that. Like Kafka's linger.ms, but
+	// only after a batch: a lone row never waits. Default 1 ms; negative:
+	// no wait. (64 appending goroutines, one request out, three nodes:
+	// ~45 rows per request without it, ~64 with it, and ~35% more rows
+	// acknowledged per second; docs/BENCHMARKS.md.)
+	Linger time.Duration
+}
+
+// defaultLinger is the Appender's and the Lookuper's default Linger.
+const defaultLinger = time.Millisecond
+
+// lingerOf maps an options' Linger to the batcher's linger.
+func lingerOf(d time.Duration) time.Duration {
+	if d == 0 {
+		return defaultLinger
+	}
+	return max(d, 0)
 }
 
 // NewAppender returns an Appender of table (db.table).
 func (c *Client) NewAppender(table string, o AppenderOptions) *Appender {
 	a := &Appender{c: c, table: table}
-	a.b = newBatcher(cmp.Or(max(o.MaxBatch, 0), 256), cmp.Or(max(o.MaxInflight, 0), 2), a.append)
+	a.b = newBatcher(cmp.Or(max(o.MaxBatch, 0), 256), cmp.Or(max(o.MaxInflight, 0), 1), lingerOf(o.Linger), a.append)
 	a.b.size = func(row []byte) int { return len(row) + 1 } // and its comma
 	a.b.maxBytes = cmp.Or(max(o.MaxBatchBytes, 0), 2<<20)
 	return a

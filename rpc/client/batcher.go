@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
-	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,12 +11,12 @@ import (
 )
 
 // batcher sends the calls of many goroutines that meet in flight as one
-// request: the batching of Fluss's own client, without a timer. A call
-// that finds a free request slot (fewer than maxInflight requests out) goes
-// out at once, alone if it is alone; calls made while every slot is taken
-// queue, and the next request carries them all (up to maxBatch). So
-// batching only happens under load, where it saves a request per call on
-// both sides.
+// request: the batching of Fluss's own client. A call that finds a free
+// request slot (fewer than maxInflight requests out) goes out at once,
+// alone if it is alone; calls made while every slot is taken queue, and the
+// next request carries them all (up to maxBatch). So batching only happens
+// under load, where it saves a request per call on both sides. The only
+// wait is after a batch: see regather.
 //
 // A request the server refuses because of something in it (see refuses)
 // is sent again call by call, so that one bad input fails only its own
@@ -35,9 +35,22 @@ type batcher[In, Out any] struct {
 	size     func(In) int
 	maxBytes int
 
+	// linger bounds how long a slot waits for the callers it answered to
+	// call again (regather); 0 does not wait.
+	linger time.Duration
+
 	mu       sync.Mutex
 	queue    []*call[In, Out]
-	inflight int // requests out, each sent by a goroutine holding a slot
+	inflight int       // requests out, each sent by a goroutine holding a slot
+	calls    uint64    // calls queued so far
+	waiters  []*waiter // slots in regather
+}
+
+// waiter is a slot in regather: wake is closed once calls have been
+// queued in all or the queue is full.
+type waiter struct {
+	calls uint64
+	wake  chan struct{}
 }
 
 // call is one queued call; done is closed once out or err is set.
@@ -49,8 +62,8 @@ type call[In, Out any] struct {
 	done chan struct{}
 }
 
-func newBatcher[In, Out any](maxBatch, maxInflight int, send func(context.Context, []In) ([]Out, error)) *batcher[In, Out] {
-	return &batcher[In, Out]{maxBatch: maxBatch, maxInflight: maxInflight, send: send}
+func newBatcher[In, Out any](maxBatch, maxInflight int, linger time.Duration, send func(context.Context, []In) ([]Out, error)) *batcher[In, Out] {
+	return &batcher[In, Out]{maxBatch: maxBatch, maxInflight: maxInflight, linger: linger, send: send}
 }
 
 // do queues in and waits for its answer or for ctx to end. in must not be
@@ -59,13 +72,17 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 	c := &call[In, Out]{ctx: ctx, in: in, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
+	b.calls++
+	if len(b.waiters) > 0 {
+		b.wakeWaiters()
+	}
 	send := b.inflight < b.maxInflight
 	if send {
 		b.inflight++
 	}
 	b.mu.Unlock()
 	if send {
-		b.drive(c, 0)
+		b.drive(c, 0, 0)
 	}
 	select {
 	case <-c.done:
@@ -80,19 +97,20 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 // empty, or, when own is set (the caller's call), until own is answered; a
 // queue left then, or callers of the last batch that may call again, are
 // handed to a new goroutine with the slot. answered is the size of the
-// batch the slot answered last.
+// batch the slot answered last, mark the count of calls queued (b.calls)
+// when it answered them.
 //
-// After answering a batch of several calls it lets their callers run
-// first (regather): those that call again at once (a loop of lookups or
-// appends) join the next request instead of finding the slot free and
-// going out alone, with everyone else queued behind them. Without it, a
-// steady load split into two alternating requests, each caller waiting for
-// both (measured: 16 looping callers, one slot: ~8 keys per request at p50
-// 490 µs; with one yield ~13 keys at p50 375 µs; 64 appending goroutines,
-// one slot, three nodes: ~40 rows per request with one yield, ~46 with
-// regather). Yields are no timer: when nobody calls again, the next request
-// goes out as soon as the scheduler comes back.
-func (b *batcher[In, Out]) drive(own *call[In, Out], answered int) {
+// After answering a batch of several calls it waits for their callers to
+// call again (regather), so that callers in a loop of lookups or appends
+// join the next request instead of the slot cutting it with whoever has
+// called so far. Without that, a steady load splits into requests of
+// whichever callers the scheduler happened to run first (measured: 16
+// looping callers, one slot: ~8 keys per request without waiting; 64
+// appending goroutines, one slot, three nodes: ~45 rows per request with
+// yields to the scheduler until the queue stopped growing, ~64 with the
+// wait for all of them, at a third less server CPU per row;
+// docs/BENCHMARKS.md).
+func (b *batcher[In, Out]) drive(own *call[In, Out], answered int, mark uint64) {
 	for {
 		if own != nil && own.isDone() {
 			// The caller returns now; the slot goes on in a goroutine of its
@@ -104,10 +122,10 @@ func (b *batcher[In, Out]) drive(own *call[In, Out], answered int) {
 				return
 			}
 			b.mu.Unlock()
-			go b.drive(nil, answered)
+			go b.drive(nil, answered, mark)
 			return
 		}
-		b.regather(answered)
+		b.regather(answered, mark)
 		b.mu.Lock()
 		if len(b.queue) == 0 {
 			b.inflight--
@@ -118,37 +136,60 @@ func (b *batcher[In, Out]) drive(own *call[In, Out], answered int) {
 		batch := b.queue[:n:n]
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
-		b.sendBatch(batch)
+		mark = b.sendBatch(batch)
 		answered = len(batch)
 	}
 }
 
-// regather lets the callers of a just-answered batch of answered calls
-// call again before the next request is cut: it yields to the scheduler
-// until the queue holds maxBatch calls, three yields in a row added none,
-// or it has yielded once per answered call.
-func (b *batcher[In, Out]) regather(answered int) {
-	if answered < 2 {
+// regather waits, at most b.linger, until answered calls have been queued
+// since mark (the callers just answered, if they call again) or the queue
+// holds a whole request. It does not wait when fewer than two calls were
+// answered: a lone caller's next call goes out at once. Calls that
+// arrive meanwhile from anyone count, so a wait is over as soon as the
+// next request would be as large as the last.
+func (b *batcher[In, Out]) regather(answered int, mark uint64) {
+	if answered < 2 || b.linger <= 0 {
 		return
 	}
+	want := mark + uint64(answered)
 	b.mu.Lock()
-	n := len(b.queue)
-	b.mu.Unlock()
-	for idle := 0; idle < 3 && answered > 0; answered-- {
-		runtime.Gosched()
-		b.mu.Lock()
-		m := len(b.queue)
+	if b.calls >= want || b.full() {
 		b.mu.Unlock()
-		if m >= b.maxBatch {
-			return
-		}
-		if m <= n {
-			idle++
-		} else {
-			idle = 0
-		}
-		n = m
+		return
 	}
+	w := &waiter{calls: want, wake: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+
+	t := time.NewTimer(b.linger)
+	select {
+	case <-w.wake:
+	case <-t.C:
+	}
+	t.Stop()
+	b.mu.Lock()
+	b.waiters = slices.DeleteFunc(b.waiters, func(o *waiter) bool { return o == w })
+	b.mu.Unlock()
+}
+
+// wakeWaiters wakes the lingering slots whose wait is over. Caller holds
+// b.mu.
+func (b *batcher[In, Out]) wakeWaiters() {
+	full := b.full()
+	b.waiters = slices.DeleteFunc(b.waiters, func(w *waiter) bool {
+		if full || b.calls >= w.calls {
+			close(w.wake)
+			return true
+		}
+		return false
+	})
+}
+
+// full reports whether the queue holds a whole request (maxBatch calls
+// or maxBytes), so that waiting for more would not make it larger. Caller
+// holds b.mu.
+func (b *batcher[In, Out]) full() bool {
+	return len(b.queue) >= b.maxBatch || b.batchLen() < len(b.queue)
 }
 
 // batchLen is how many queued calls the next request carries: at most
@@ -168,33 +209,43 @@ func (b *batcher[In, Out]) batchLen() int {
 	return n
 }
 
-// sendBatch sends batch in one request and answers every call in it.
-func (b *batcher[In, Out]) sendBatch(batch []*call[In, Out]) {
+// sendBatch sends batch in one request and answers every call in it. It
+// returns b.calls as it was when the request came back, right before the
+// calls were answered.
+func (b *batcher[In, Out]) sendBatch(batch []*call[In, Out]) (mark uint64) {
 	live := batch[:0:0]
+	var gone []*call[In, Out] // callers that gave up: not worth sending
 	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
-			c.finish(*new(Out), err) // the caller is gone: not worth sending
+		if c.ctx.Err() != nil {
+			gone = append(gone, c)
 			continue
 		}
 		live = append(live, c)
 	}
-	if len(live) == 0 {
-		return
-	}
-	ctx, cancel := batchContext(live)
-	defer cancel()
-	outs, err := b.request(ctx, live)
-	if err != nil && len(live) > 1 && refuses(err) {
-		// One input may have spoiled the request: send each alone.
-		for _, c := range live {
-			outs, err := b.request(ctx, []*call[In, Out]{c})
-			if err != nil {
-				c.finish(*new(Out), err)
-				continue
+	var outs []Out
+	var err error
+	if len(live) > 0 {
+		ctx, cancel := batchContext(live)
+		defer cancel()
+		outs, err = b.request(ctx, live)
+		if err != nil && len(live) > 1 && refuses(err) {
+			// One input may have spoiled the request: send each alone.
+			for _, c := range live {
+				one, err := b.request(ctx, []*call[In, Out]{c})
+				if err != nil {
+					c.finish(*new(Out), err)
+					continue
+				}
+				c.finish(one[0], nil)
 			}
-			c.finish(outs[0], nil)
+			live = nil
 		}
-		return
+	}
+	b.mu.Lock()
+	mark = b.calls
+	b.mu.Unlock()
+	for _, c := range gone {
+		c.finish(*new(Out), c.ctx.Err())
 	}
 	for i, c := range live {
 		if err != nil {
@@ -203,6 +254,7 @@ func (b *batcher[In, Out]) sendBatch(batch []*call[In, Out]) {
 		}
 		c.finish(outs[i], nil)
 	}
+	return mark
 }
 
 // request sends the inputs of calls and checks one output came per input.

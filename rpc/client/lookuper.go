@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 )
@@ -14,9 +15,11 @@ import (
 // goroutines at once. Lookups that arrive while MaxInflight requests are
 // already out wait in a queue, and the next request carries all of them
 // (up to MaxBatch keys): the batching Fluss's own client does for lookups.
-// Nothing waits for a timer: a lookup that finds a free request slot goes
-// out at once, alone if it is alone, so batching only happens under load,
-// where it saves a request per key on both sides.
+// A lookup that finds a free request slot goes out at once, alone if it is
+// alone, so batching only happens under load, where it saves a request per
+// key on both sides; after answering several lookups, a slot waits up to
+// Linger for their goroutines to look up again, so that a loop of lookers
+// shares one request.
 //
 // A key the server refuses (invalid_argument) fails only its own lookup: a
 // batch refused that way is split and its keys are sent alone. Every other
@@ -39,12 +42,17 @@ type LookuperOptions struct {
 	// MaxInflight is the most requests out at once; more lookups queue.
 	// Default 2: one request on the wire while the next one fills.
 	MaxInflight int
+	// Linger is how long a request slot that has just answered several
+	// lookups waits for as many to be made again before it sends what is
+	// queued (see AppenderOptions.Linger). Default 1 ms; negative: no
+	// wait.
+	Linger time.Duration
 }
 
 // NewLookuper returns a Lookuper of table (db.table).
 func (c *Client) NewLookuper(table string, o LookuperOptions) *Lookuper {
 	l := &Lookuper{c: c, table: table, columns: o.Columns}
-	l.b = newBatcher(cmp.Or(max(o.MaxBatch, 0), 128), cmp.Or(max(o.MaxInflight, 0), 2), l.lookup)
+	l.b = newBatcher(cmp.Or(max(o.MaxBatch, 0), 128), cmp.Or(max(o.MaxInflight, 0), 2), lingerOf(o.Linger), l.lookup)
 	return l
 }
 
