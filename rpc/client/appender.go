@@ -18,8 +18,8 @@ import (
 // once, as Fluss's append writer does: rows appended while MaxInflight
 // requests (default one) are already out wait in a queue, and the next
 // request carries all of them (up to MaxBatch rows). A row that finds a free request slot
-// goes out at once, alone if it is alone; after answering several rows, a
-// slot waits up to Linger for their goroutines to append again, so that a
+// goes out at once, alone if it is alone; after answering a request, a
+// slot waits up to Linger for its goroutines to append again, so that a
 // loop of appenders shares one request instead of splitting into many.
 //
 // Append returns once its row is stored: committed by a quorum of its
@@ -72,14 +72,15 @@ type AppenderOptions struct {
 	// (+40%; docs/BENCHMARKS.md). More pays when more goroutines append
 	// than MaxBatch holds, so that whole requests wait.
 	MaxInflight int
-	// Linger is how long a request slot that has just answered several
-	// rows waits for as many to be appended again (their goroutines'
-	// next rows, when they append in a loop) before it sends what is
-	// queued; it waits no longer than that. Like Kafka's linger.ms, but
-	// only after a batch: a lone row never waits. Default 1 ms; negative:
-	// no wait. (64 appending goroutines, one request out, three nodes:
-	// ~45 rows per request without it, ~64 with it, and ~35% more rows
-	// acknowledged per second; docs/BENCHMARKS.md.)
+	// Linger is how long a request slot, after answering a request, waits
+	// for as many rows to be appended again as it answered (their
+	// goroutines' next rows, when they append in a loop) before it sends
+	// what is queued; it waits no longer than that. Like Kafka's
+	// linger.ms, but only after a request, and not after a lone row with
+	// nothing queued: a lone goroutine's rows never wait. Default 1 ms;
+	// negative: no wait. (64 appending goroutines, one request out, three
+	// nodes: ~45 rows per request without it, ~64 with it, and ~35% more
+	// rows acknowledged per second; docs/BENCHMARKS.md.)
 	Linger time.Duration
 }
 

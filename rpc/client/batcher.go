@@ -100,10 +100,10 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 // batch the slot answered last, mark the count of calls queued (b.calls)
 // when it answered them.
 //
-// After answering a batch of several calls it waits for their callers to
-// call again (regather), so that callers in a loop of lookups or appends
-// join the next request instead of the slot cutting it with whoever has
-// called so far. Without that, a steady load splits into requests of
+// After answering a batch it waits for its callers to call again
+// (regather), so that callers in a loop of lookups or appends join the
+// next request instead of the slot cutting it with whoever has called so
+// far. Without that, a steady load splits into requests of
 // whichever callers the scheduler happened to run first (measured: 16
 // looping callers, one slot: ~8 keys per request without waiting; 64
 // appending goroutines, one slot, three nodes: ~45 rows per request with
@@ -143,17 +143,19 @@ func (b *batcher[In, Out]) drive(own *call[In, Out], answered int, mark uint64) 
 
 // regather waits, at most b.linger, until answered calls have been queued
 // since mark (the callers just answered, if they call again) or the queue
-// holds a whole request. It does not wait when fewer than two calls were
-// answered: a lone caller's next call goes out at once. Calls that
-// arrive meanwhile from anyone count, so a wait is over as soon as the
-// next request would be as large as the last.
+// holds a whole request. Calls that arrive meanwhile from anyone count,
+// so a wait is over as soon as the next request would be as large as the
+// last. It does not wait after a lone call when nothing else is queued:
+// a lone caller's next call goes out at once. (After a lone call with
+// others queued it does: two callers in a loop would otherwise go out
+// one at a time, each waiting for the other's request.)
 func (b *batcher[In, Out]) regather(answered int, mark uint64) {
-	if answered < 2 || b.linger <= 0 {
+	if answered == 0 || b.linger <= 0 {
 		return
 	}
 	want := mark + uint64(answered)
 	b.mu.Lock()
-	if b.calls >= want || b.full() {
+	if answered < 2 && len(b.queue) == 0 || b.calls >= want || b.full() {
 		b.mu.Unlock()
 		return
 	}

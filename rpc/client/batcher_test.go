@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -96,41 +97,47 @@ func wakeLingering[In, Out any](b *batcher[In, Out]) {
 
 // TestBatcherRegathersLoopingCallers: callers that call again as soon as
 // they are answered all meet in the next request, because the slot waits
-// for as many calls as it answered (the linger here is long enough that
-// only the count ends a wait, but for the last: when the first caller is
-// a call ahead, it has no call left to make, and the others wait for the
-// linger to end).
+// for as many calls as it answered, also after a lone call while others
+// are queued, even when callers take a while to call again (the linger
+// here is long enough that only the count ends a wait, but for the last:
+// the first caller is a call ahead, has no call left to make, and the
+// others wait for the linger to end).
 func TestBatcherRegathersLoopingCallers(t *testing.T) {
-	const callers, rounds = 8, 30
-	b, sizes, holding, release := recordingBatcher(time.Second)
-	defer wakeLingering(b)
-	callAll(t, b, holding, release, callers, func(g int) {
-		for i := range rounds {
-			if out, err := b.do(testCtx(t), g*1000+i); err != nil || out != g*1000+i {
-				t.Errorf("caller %d call %d: %d, %v", g, i, out, err)
-				return
+	for _, callers := range []int{2, 8} {
+		t.Run(fmt.Sprint(callers, " callers"), func(t *testing.T) {
+			const rounds = 30
+			b, sizes, holding, release := recordingBatcher(time.Second)
+			defer wakeLingering(b)
+			callAll(t, b, holding, release, callers, func(g int) {
+				for i := range rounds {
+					if out, err := b.do(testCtx(t), g*1000+i); err != nil || out != g*1000+i {
+						t.Errorf("caller %d call %d: %d, %v", g, i, out, err)
+						return
+					}
+					time.Sleep(time.Millisecond) // work between calls: the others are queued first
+				}
+			})
+			got := sizes()
+			total := 0
+			for _, n := range got {
+				total += n
 			}
-		}
-	})
-	got := sizes()
-	total := 0
-	for _, n := range got {
-		total += n
-	}
-	if total != callers*rounds {
-		t.Fatalf("requests carried %d calls, want %d (sizes %v)", total, callers*rounds, got)
-	}
-	// The first call goes alone, the second request carries the others
-	// (and the first caller's next call, if it was quick enough); from
-	// then on every request carries every caller, but for the last when
-	// the first caller was a call ahead.
-	if len(got) < 3 {
-		t.Fatalf("request sizes %v: want at least 3 requests", got)
-	}
-	for i, n := range got[2 : len(got)-1] {
-		if n != callers {
-			t.Fatalf("request %d carried %d calls, want all %d callers (sizes %v)", i+2, n, callers, got)
-		}
+			if total != callers*rounds {
+				t.Fatalf("requests carried %d calls, want %d (sizes %v)", total, callers*rounds, got)
+			}
+			// The first call goes alone, the others queue behind it; the
+			// slot answers it and waits for it to call again, so from the
+			// second request on every request carries every caller, but
+			// for the last.
+			if len(got) < 3 {
+				t.Fatalf("request sizes %v: want at least 3 requests", got)
+			}
+			for i, n := range got[1 : len(got)-1] {
+				if n != callers {
+					t.Fatalf("request %d carried %d calls, want all %d callers (sizes %v)", i+1, n, callers, got)
+				}
+			}
+		})
 	}
 }
 

@@ -17,9 +17,9 @@ import (
 // (up to MaxBatch keys): the batching Fluss's own client does for lookups.
 // A lookup that finds a free request slot goes out at once, alone if it is
 // alone, so batching only happens under load, where it saves a request per
-// key on both sides; after answering several lookups, a slot waits up to
-// Linger for their goroutines to look up again, so that a loop of lookers
-// shares one request.
+// key on both sides; after answering a request, a slot waits up to Linger
+// for its goroutines to look up again, so that a loop of lookers shares
+// one request.
 //
 // A key the server refuses (invalid_argument) fails only its own lookup: a
 // batch refused that way is split and its keys are sent alone. Every other
@@ -42,10 +42,9 @@ type LookuperOptions struct {
 	// MaxInflight is the most requests out at once; more lookups queue.
 	// Default 2: one request on the wire while the next one fills.
 	MaxInflight int
-	// Linger is how long a request slot that has just answered several
-	// lookups waits for as many to be made again before it sends what is
-	// queued (see AppenderOptions.Linger). Default 1 ms; negative: no
-	// wait.
+	// Linger is how long a request slot, after answering a request, waits
+	// for as many lookups to be made again before it sends what is queued
+	// (see AppenderOptions.Linger). Default 1 ms; negative: no wait.
 	Linger time.Duration
 }
 
