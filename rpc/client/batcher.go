@@ -212,42 +212,35 @@ func (b *batcher[In, Out]) batchLen() int {
 }
 
 // sendBatch sends batch in one request and answers every call in it. It
-// returns b.calls as it was when the request came back, right before the
-// calls were answered.
+// returns b.calls as it was when the request came back, before any of its
+// calls was answered.
 func (b *batcher[In, Out]) sendBatch(batch []*call[In, Out]) (mark uint64) {
 	live := batch[:0:0]
-	var gone []*call[In, Out] // callers that gave up: not worth sending
 	for _, c := range batch {
-		if c.ctx.Err() != nil {
-			gone = append(gone, c)
+		if err := c.ctx.Err(); err != nil {
+			c.finish(*new(Out), err) // the caller is gone: not worth sending
 			continue
 		}
 		live = append(live, c)
 	}
-	var outs []Out
-	var err error
-	if len(live) > 0 {
-		ctx, cancel := batchContext(live)
-		defer cancel()
-		outs, err = b.request(ctx, live)
-		if err != nil && len(live) > 1 && refuses(err) {
-			// One input may have spoiled the request: send each alone.
-			for _, c := range live {
-				one, err := b.request(ctx, []*call[In, Out]{c})
-				if err != nil {
-					c.finish(*new(Out), err)
-					continue
-				}
-				c.finish(one[0], nil)
-			}
-			live = nil
-		}
+	if len(live) == 0 {
+		return b.callCount()
 	}
-	b.mu.Lock()
-	mark = b.calls
-	b.mu.Unlock()
-	for _, c := range gone {
-		c.finish(*new(Out), c.ctx.Err())
+	ctx, cancel := batchContext(live)
+	defer cancel()
+	outs, err := b.request(ctx, live)
+	mark = b.callCount()
+	if err != nil && len(live) > 1 && refuses(err) {
+		// One input may have spoiled the request: send each alone.
+		for _, c := range live {
+			outs, err := b.request(ctx, []*call[In, Out]{c})
+			if err != nil {
+				c.finish(*new(Out), err)
+				continue
+			}
+			c.finish(outs[0], nil)
+		}
+		return mark
 	}
 	for i, c := range live {
 		if err != nil {
@@ -257,6 +250,13 @@ func (b *batcher[In, Out]) sendBatch(batch []*call[In, Out]) (mark uint64) {
 		c.finish(outs[i], nil)
 	}
 	return mark
+}
+
+// callCount returns b.calls.
+func (b *batcher[In, Out]) callCount() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls
 }
 
 // request sends the inputs of calls and checks one output came per input.
