@@ -34,9 +34,11 @@
 //   - A Lookuper (NewLookuper) batches single-key lookups of many
 //     goroutines: those that arrive while its request slots are taken go
 //     out together in the next request, as Fluss's client batches lookups.
-//     It never waits for a timer, never changes an answer, and a key the
-//     server refuses fails only its own lookup (the batch is re-sent key by
-//     key).
+//     A lone lookup goes out at once; after answering a request, a slot
+//     waits up to a linger (1 ms) for as many lookups as it answered, so
+//     goroutines looking up in a loop share the next request. It never
+//     changes an answer, and a key the server refuses fails only its own
+//     lookup (the batch is re-sent key by key).
 //   - An Appender (NewAppender) batches single-row appends of many
 //     goroutines the same way; each request is one write of its own writer
 //     id and sequence, and a row the server refuses fails only its own
