@@ -55,6 +55,7 @@ func benchCmd() *cobra.Command {
 	f.StringVar(&p.Protocol, "protocol", "proto", "proto (Connect over HTTP/1.1), grpc (gRPC over shared h2c connections), h2c (Connect proto over shared h2c connections) or json (Connect JSON)")
 	f.BoolVar(&p.Appender, "appender", false, "with --format json --batch 1: the clients are goroutines appending single rows through one shared batching client (client.Appender), as an application using Fluss's append writer does")
 	f.IntVar(&p.Inflight, "appender-inflight", 0, "with --appender: requests the shared client keeps out at once (0: the Appender's default, 1)")
+	f.DurationVar(&p.Linger, "appender-linger", 0, "with --appender: how long the shared client waits, after a request, for its goroutines' next rows (0: the Appender's default, 1ms; negative: no wait)")
 
 	var fc bench.FetchConfig
 	var columns string

@@ -92,5 +92,6 @@ func benchLookupCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cfg.Redis, "redis", "", "host:port of a redis-server: load the same rows (SET id row) and run the same clients doing GET")
 	cmd.Flags().BoolVar(&cfg.Batched, "batched", false, "also run each client count as goroutines sharing one client that batches the lookups meeting in flight (client.Lookuper)")
 	cmd.Flags().IntVar(&cfg.BatchedInflight, "batched-inflight", 0, "with --batched: requests the shared client keeps out at once (0: the Lookuper's default, 2)")
+	cmd.Flags().DurationVar(&cfg.BatchedLinger, "batched-linger", 0, "with --batched: how long the shared client waits, after a request, for its goroutines' next lookups (0: the Lookuper's default, 1ms; negative: no wait)")
 	return cmd
 }

@@ -56,6 +56,8 @@ type ProduceConfig struct {
 	Appender bool
 	// Inflight is the Appender's MaxInflight (0: its default).
 	Inflight int
+	// Linger is the Appender's Linger (0: its default; negative: none).
+	Linger time.Duration
 }
 
 // Result is the outcome of a run.
@@ -260,11 +262,14 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 	if cfg.Inflight < 0 || cfg.Inflight > 0 && !cfg.Appender {
 		return nil, fmt.Errorf("--appender-inflight %d: want a positive number, with --appender", cfg.Inflight)
 	}
+	if cfg.Linger != 0 && !cfg.Appender {
+		return nil, fmt.Errorf("--appender-linger %v: only with --appender", cfg.Linger)
+	}
 	if cfg.Appender {
 		if cfg.Format != "json" || cfg.BatchRows != 1 {
 			return nil, fmt.Errorf("--appender sends single JSON rows: want --format json --batch 1")
 		}
-		a := client.New(cfg.Server, opts...).NewAppender(cfg.Table, client.AppenderOptions{MaxInflight: cfg.Inflight})
+		a := client.New(cfg.Server, opts...).NewAppender(cfg.Table, client.AppenderOptions{MaxInflight: cfg.Inflight, Linger: cfg.Linger})
 		return func(w int) func(context.Context, int) (int, error) {
 			return func(ctx context.Context, i int) (int, error) {
 				row := data[(w+i)%len(data)]

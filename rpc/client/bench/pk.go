@@ -37,6 +37,9 @@ type PKConfig struct {
 	Batched bool
 	// BatchedInflight is the Lookuper's MaxInflight (0: its default).
 	BatchedInflight int
+	// BatchedLinger is the Lookuper's Linger (0: its default; negative:
+	// none).
+	BatchedLinger time.Duration
 }
 
 // PKRun is the result of one run: one system at one client count.
@@ -327,6 +330,9 @@ func Lookup(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 	if cfg.BatchedInflight < 0 || cfg.BatchedInflight > 0 && !cfg.Batched {
 		return nil, fmt.Errorf("--batched-inflight %d: want a positive number, with --batched", cfg.BatchedInflight)
 	}
+	if cfg.BatchedLinger != 0 && !cfg.Batched {
+		return nil, fmt.Errorf("--batched-linger %v: only with --batched", cfg.BatchedLinger)
+	}
 	if err := CreatePKTable(ctx, client.New(cfg.Server, copts...), cfg.Table, cfg.Buckets); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)
 	}
@@ -357,7 +363,7 @@ func Lookup(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 			return out, err
 		}
 		if cfg.Batched {
-			l := client.New(cfg.Server, copts...).NewLookuper(cfg.Table, client.LookuperOptions{MaxInflight: cfg.BatchedInflight})
+			l := client.New(cfg.Server, copts...).NewLookuper(cfg.Table, client.LookuperOptions{MaxInflight: cfg.BatchedInflight, Linger: cfg.BatchedLinger})
 			run, err = runWorkers(ctx, n, cfg.Duration, func(int) (worker, func(), error) {
 				var key []byte
 				return func(ctx context.Context, rnd *rand.Rand) (int64, bool, error) {
