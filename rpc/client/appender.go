@@ -17,10 +17,11 @@ import (
 // Appender appends single rows to one log table for many goroutines at
 // once, as Fluss's append writer does: rows appended while MaxInflight
 // requests (default one) are already out wait in a queue, and the next
-// request carries all of them (up to MaxBatch rows). A row that finds a free request slot
-// goes out at once, alone if it is alone; after answering a request, a
-// slot waits up to Linger for its goroutines to append again, so that a
-// loop of appenders shares one request instead of splitting into many.
+// request carries all of them (up to MaxBatch rows). A row that finds a
+// free request slot goes out at once, alone if it is alone; after
+// answering a request, a slot waits up to Linger for its goroutines to
+// append again, so that a loop of appenders shares one request instead of
+// splitting into many.
 //
 // Append returns once its row is stored: committed by a quorum of its
 // bucket's replicas, like Client.Append. Each request is one write of its
