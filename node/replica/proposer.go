@@ -1,10 +1,12 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -356,8 +358,17 @@ func (t *term) dedupe(reqs []*appendReq) []*appendReq {
 // assign merges PK writes (outside t.mu: it reads the KV store) and gives
 // every request its offsets, in order. A PK write the merge engine refuses
 // is answered with the error and leaves the writer view, so a retry is
-// merged afresh. It returns the requests to propose.
+// merged afresh; so are all of them while Config.SpaceCheck refuses
+// writes. It returns the requests to propose.
 func (t *term) assign(reqs []*appendReq) []*appendReq {
+	if check := t.r.cfg.SpaceCheck; check != nil && len(reqs) > 0 {
+		if err := check(); err != nil {
+			for _, req := range reqs {
+				t.reject(req, err)
+			}
+			return nil
+		}
+	}
 	out := reqs[:0]
 	for _, req := range reqs {
 		if req.pk != nil {
@@ -433,6 +444,9 @@ func (t *term) complete(comp <-chan inflight) {
 			t.r.logger.Warn("bucket entry not committed; failing its requests", "err", err, "requests", len(inf.reqs))
 			t.fail()
 			lost := t.r.lostErr()
+			if errors.Is(err, syscall.ENOSPC) {
+				lost = fmt.Errorf("%w: bucket %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence once space is freed", ErrNoSpace, t.r.cfg.ID, err)
+			}
 			for _, req := range inf.reqs {
 				t.finishAll(req, 0, 0, lost)
 			}

@@ -45,6 +45,11 @@ var (
 	ErrTooLarge = errors.New("write too large")
 	// ErrInvalidBatch: a batch that does not parse or fails its CRC.
 	ErrInvalidBatch = errors.New("invalid record batch")
+	// ErrNoSpace: the node's disk is (nearly) full: a write refused by
+	// Config.SpaceCheck (nothing stored), or one whose entry the log could
+	// not write (outcome unknown). Retry once space is freed
+	// (resource_exhausted).
+	ErrNoSpace = errors.New("not enough disk space")
 )
 
 // NotLeaderError is returned (wrapping ErrNotLeader) when another replica
@@ -81,6 +86,12 @@ type Config struct {
 	// PK, when set, makes this the replica of a primary-key table bucket
 	// (Write, Lookup, PrefixLookup, LimitScan; Append is refused).
 	PK *PKConfig
+	// SpaceCheck, when set, is asked before the leader proposes new writes
+	// (once for all it takes from its queue at a time); an error, which
+	// must wrap ErrNoSpace, refuses them: nothing of them is stored and
+	// the same writer id and sequence may be retried. Retries of writes
+	// already stored are answered all the same. nil: never refused.
+	SpaceCheck func() error
 	// Pump, when set, sends the heartbeats of this group while it leads
 	// and stands it for election when its leader's node dies; raft's own
 	// timers then run BackstopScale times slower (pump.go). nil: raft's own
