@@ -456,7 +456,7 @@ func replicaError(err error) error {
 		sentinel = rpc.ErrNoBucketLeader
 	case errors.Is(err, replica.ErrOffsetOutOfRange):
 		sentinel = rpc.ErrOffsetOutOfRange
-	case errors.Is(err, replica.ErrBusy), errors.Is(err, replica.ErrTooLarge):
+	case errors.Is(err, replica.ErrBusy), errors.Is(err, replica.ErrTooLarge), errors.Is(err, replica.ErrNoSpace):
 		sentinel = rpc.ErrResourceExhausted
 	case errors.Is(err, replica.ErrOutOfOrderSequence):
 		sentinel = rpc.ErrSequence

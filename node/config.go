@@ -199,6 +199,11 @@ type StorageConfig struct {
 	RetentionCheckInterval Duration `toml:"retention_check_interval"`
 	// DefaultLogTTL applies to tables without table.log.ttl. Default 168h (7 days, as Fluss).
 	DefaultLogTTL Duration `toml:"default_log_ttl"`
+	// MinFreeBytes: while the data directory's filesystem has less than
+	// this available, bucket leaders refuse new writes (resource_exhausted)
+	// so that the node never runs out of space mid-write. 0 turns the
+	// check off. Default 256 MiB.
+	MinFreeBytes int64 `toml:"min_free_bytes"`
 }
 
 // LimitsConfig bounds what one request may cost.
@@ -268,6 +273,7 @@ func Default() Config {
 			SegmentMaxAge:          Duration{time.Hour},
 			RetentionCheckInterval: Duration{5 * time.Minute},
 			DefaultLogTTL:          Duration{7 * 24 * time.Hour},
+			MinFreeBytes:           256 << 20,
 		},
 		Limits: LimitsConfig{
 			MaxRequestBytes:   64 << 20,
@@ -361,6 +367,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Storage.SegmentMaxAge.Duration <= 0 || c.Storage.RetentionCheckInterval.Duration <= 0 || c.Storage.DefaultLogTTL.Duration <= 0 {
 		errs = append(errs, errors.New("storage durations must be > 0"))
+	}
+	if c.Storage.MinFreeBytes < 0 {
+		errs = append(errs, fmt.Errorf("storage.min_free_bytes must be >= 0 (0: no check), got %d", c.Storage.MinFreeBytes))
 	}
 	if c.Limits.MaxRequestBytes <= 0 || c.Limits.MaxBatchBytes <= 0 || c.Limits.MaxFetchBytes <= 0 || c.Limits.MaxRowsPerRequest <= 0 {
 		errs = append(errs, errors.New("limits must be > 0"))

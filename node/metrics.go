@@ -93,6 +93,32 @@ func (n *Node) registerSyncMetrics(s *logstore.Syncer) {
 	)
 }
 
+// registerDiskMetrics adds the gauges of the data directory's free space
+// (diskGuard).
+func (n *Node) registerDiskMetrics(g *diskGuard) {
+	n.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fluss_storage_available_bytes",
+			Help: "Bytes still available to the node on the filesystem of its data directory (statfs; -1 if it cannot be read).",
+		}, func() float64 {
+			free, err := g.avail(g.dir)
+			if err != nil {
+				return -1
+			}
+			return float64(free)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fluss_storage_writes_refused",
+			Help: "1 while the node's bucket leaders refuse writes because its data directory has less than storage.min_free_bytes available, else 0.",
+		}, func() float64 {
+			if g.refusing() {
+				return 1
+			}
+			return 0
+		}),
+	)
+}
+
 // counterFunc is a counter read from f on every scrape.
 func counterFunc[N int64 | float64](name, help string, f func() N) prometheus.Collector {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })

@@ -46,6 +46,7 @@ type Node struct {
 	peers     *peer.Mux // the peer listener: every Raft group of this node
 	meta      *raftmeta.Meta
 	syncer    *logstore.Syncer
+	disk      *diskGuard             // refuses writes while the data directory is nearly full
 	remote    tiering.Store          // nil while tiering is off
 	lake      tiering.Store          // nil without [tiering] lake_dir
 	lakeReads lakeReads              // the union read's caches (lakeread.go)
@@ -280,6 +281,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.registerHandlers()
 	n.syncer = logstore.NewSyncer(n.logger)
 	n.registerSyncMetrics(n.syncer)
+	n.disk = newDiskGuard(n.cfg.DataDir, n.cfg.Storage.MinFreeBytes, n.logger)
+	n.registerDiskMetrics(n.disk)
 	hb := n.cfg.Raft.HeartbeatTimeout.Duration
 	n.live = newLiveness(peers.Ping, hb)
 	n.pump = replica.NewHeartbeatPump(replica.PumpConfig{HeartbeatTimeout: hb, Liveness: n.live})

@@ -311,6 +311,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		Pump:            n.pump,
 		PreferredLeader: func() raft.ServerID { return n.preferredServer(a.BucketID) },
 		SnapshotLog:     func() bool { return n.clusterFeatureLevel() >= featureSnapshotLog },
+		SpaceCheck:      n.spaceCheck,
 		Log: logstore.Options{
 			SegmentBytes:  n.cfg.Storage.SegmentBytes,
 			SegmentMaxAge: n.cfg.Storage.SegmentMaxAge.Duration,
