@@ -2,6 +2,8 @@ package logstore
 
 import (
 	"bytes"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -61,5 +63,52 @@ func FuzzOpenSegmentFile(f *testing.F) {
 			t.Fatalf("read up to %d of [%d, %d): %v", next, sf.FirstOffset(), sf.NextOffset(), err)
 		}
 		sf.OffsetForTimestamp(0)
+	})
+}
+
+// FuzzOpenLastSegment opens a log whose only segment holds valid frames
+// followed by arbitrary bytes: Open either cuts the file back to a prefix
+// of itself that reads back, or refuses with a CorruptionError and leaves
+// the file as it was; it never panics.
+func FuzzOpenLastSegment(f *testing.F) {
+	var valid []byte
+	for i := uint64(1); i <= 4; i++ {
+		valid = appendFrame(valid, cmd(i, 1, 100, 3, 5, 30), int64(100+3*(i-1)), 3, 5, true)
+	}
+	f.Add(valid[:0], []byte{})
+	f.Add(valid[:len(valid)-7], []byte{})
+	f.Add(valid, bytes.Repeat([]byte{0xab}, 100))
+	damaged := bytes.Clone(valid)
+	damaged[70] ^= 1
+	f.Add(damaged, []byte{})
+	f.Fuzz(func(t *testing.T, head, tail []byte) {
+		data := append(bytes.Clone(head), tail...)
+		fs := NewMemFS()
+		seg := join("/d", segmentStem(1)+".log")
+		fs.WriteFile(seg, data)
+		l, err := Open(Options{Dir: "/d", FS: fs, OffsetFunc: testOffsets, Logger: slog.New(slog.DiscardHandler)})
+		after, _ := fs.ReadFile(seg)
+		if err != nil {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Open failed with %v, want a CorruptionError", err)
+			}
+			if !bytes.Equal(after, data) {
+				t.Fatalf("Open refused the segment but changed it (%d bytes, was %d)", len(after), len(data))
+			}
+			return
+		}
+		defer l.Close()
+		if len(after) > len(data) || !bytes.Equal(after, data[:len(after)]) {
+			t.Fatalf("Open left %d bytes that are not a prefix of the %d it found", len(after), len(data))
+		}
+		first, _ := l.FirstIndex()
+		last, _ := l.LastIndex()
+		for i := first; i <= last && last > 0; i++ {
+			var e raft.Log
+			if err := l.GetLog(i, &e); err != nil {
+				t.Fatalf("GetLog(%d) of [%d, %d]: %v", i, first, last, err)
+			}
+		}
 	})
 }

@@ -371,8 +371,8 @@ func (l *Log) recoverSegment(s *segment, lastSeg bool, prevNext int64) error {
 }
 
 // scanSegment reads frames of s from pos to fileSize, feeding observe. In
-// the last segment an invalid frame truncates the file; elsewhere it is a
-// *CorruptionError. anyFirstOffset accepts any data offset on the first
+// the last segment an invalid frame truncates the file, unless it looks
+// damaged rather than torn (torn.go); elsewhere it is a *CorruptionError. anyFirstOffset accepts any data offset on the first
 // frame (the first segment of the log).
 func (l *Log) scanSegment(s *segment, pos, fileSize int64, lastSeg, anyFirstOffset bool) error {
 	var r frameReader
@@ -387,6 +387,9 @@ func (l *Log) scanSegment(s *segment, pos, fileSize int64, lastSeg, anyFirstOffs
 		if errors.As(err, &te) {
 			if !lastSeg {
 				return &CorruptionError{Segment: s.name(), Offset: te.pos, Reason: te.err.Error()}
+			}
+			if err := l.damagedNotTorn(s, te.pos, fileSize, te.err); err != nil {
+				return err
 			}
 			l.log.Warn("logstore: truncating torn or corrupt tail", "segment", s.name(), "position", te.pos, "file_size", fileSize, "reason", te.err.Error())
 			if err := s.f.Truncate(te.pos); err != nil {
