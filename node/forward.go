@@ -57,7 +57,7 @@ func (n *Node) route(ctx context.Context, b raftmeta.BucketID, q *bucketReq, cal
 		if target == n.id {
 			r := n.replica(b)
 			if r == nil {
-				lastErr = fmt.Errorf("%w: table %d bucket %d is still opening on node %d", rpc.ErrNoBucketLeader, b.TableID, b.Bucket, n.id)
+				lastErr = n.notOpenErr(b)
 				target = 0
 				continue
 			}
@@ -348,4 +348,16 @@ func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID) map[raftmeta.
 	}
 	wg.Wait()
 	return out
+}
+
+// notOpenErr is the error for a request to a replica of b this node has
+// not opened: still opening, or failing to open (and why).
+func (n *Node) notOpenErr(b raftmeta.BucketID) error {
+	n.mu.Lock()
+	err := n.openErrs[b]
+	n.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: table %d bucket %d cannot be opened on node %d (retried every %v; see its log): %v", rpc.ErrNoBucketLeader, b.TableID, b.Bucket, n.id, reconcileInterval, err)
+	}
+	return fmt.Errorf("%w: table %d bucket %d is still opening on node %d", rpc.ErrNoBucketLeader, b.TableID, b.Bucket, n.id)
 }

@@ -67,6 +67,9 @@ type Node struct {
 	mu         sync.Mutex
 	replicas   map[raftmeta.BucketID]*replica.Replica
 	transports map[raftmeta.BucketID]*peer.Transport
+	// openErrs: why the last attempt to open a wanted replica failed
+	// (reconcile), for the errors of requests that reach it meanwhile.
+	openErrs map[raftmeta.BucketID]error
 
 	idv       atomic.Int32  // n.id, for peer handlers that run before the id is known
 	metaReady chan struct{} // closed once n.meta is set
@@ -117,6 +120,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		registry:     prometheus.NewRegistry(),
 		replicas:     make(map[raftmeta.BucketID]*replica.Replica),
 		transports:   make(map[raftmeta.BucketID]*peer.Transport),
+		openErrs:     make(map[raftmeta.BucketID]error),
 		quit:         make(chan struct{}),
 		registered:   make(chan struct{}),
 		metaReady:    make(chan struct{}),

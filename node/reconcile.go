@@ -65,6 +65,13 @@ func (n *Node) reconcile() {
 			want[a.BucketID] = a // not ours: opens without bootstrapping (bootConfig)
 		}
 	}
+	n.mu.Lock()
+	for id := range n.openErrs {
+		if _, ok := want[id]; !ok {
+			delete(n.openErrs, id)
+		}
+	}
+	n.mu.Unlock()
 	for id, a := range want {
 		n.mu.Lock()
 		_, open := n.replicas[id]
@@ -73,6 +80,13 @@ func (n *Node) reconcile() {
 			continue
 		}
 		r, tr, err := n.openReplica(a)
+		n.mu.Lock()
+		if err != nil {
+			n.openErrs[id] = err
+		} else {
+			delete(n.openErrs, id)
+		}
+		n.mu.Unlock()
 		if err != nil {
 			n.logger.Error("open bucket replica", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket, "err", err)
 			continue
