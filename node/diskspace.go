@@ -31,7 +31,6 @@ type diskGuard struct {
 
 	mu      sync.Mutex
 	checked time.Time // when avail last ran
-	free    int64     // its answer then
 	refuse  error     // non-nil while writes are refused
 }
 
@@ -74,7 +73,6 @@ func (g *diskGuard) check() error {
 		g.refuse = nil
 		return nil
 	}
-	g.free = free
 	switch {
 	case free < g.min && g.refuse == nil:
 		g.logger.Warn("data directory nearly full: refusing writes", "dir", g.dir, "free_bytes", free, "min_free_bytes", g.min)

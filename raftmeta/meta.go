@@ -172,7 +172,7 @@ func Open(cfg Config) (*Meta, error) {
 				store.Close()
 				return nil, fmt.Errorf("raftmeta: bootstrap: %w", err)
 			}
-			cfg.Logger.Info("bootstrapped metadata raft group", "node", cfg.NodeID, "addr", cfg.LocalAddr)
+			cfg.Logger.Info("bootstrapped metadata raft group", "addr", cfg.LocalAddr) // the logger names the node
 		}
 	}
 
