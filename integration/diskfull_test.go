@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -217,4 +218,94 @@ func TestFullDiskLosesNothing(t *testing.T) {
 		return callOnce(p.addr, "AdminService/ListOffsets", map[string]any{"table": "d.log", "buckets": []int{0}, "spec": "LATEST"}, nil)
 	})
 	checkIDs(t, p.addr, "d.log", acked)
+}
+
+// A follower whose disk is nearly full refuses new entries instead of
+// filling it: the bucket goes on with the other two replicas, the
+// follower stays up, and it catches up once space is freed.
+func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	const reserve = 16 << 20
+	small := smallFS(t, 96<<20)
+	base := t.TempDir()
+	config := filepath.Join(base, "fluss.toml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("[storage]\nsegment_bytes = %d\nmin_free_bytes = %d\n", 1<<20, reserve)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]*clusterNode, 3)
+	for i := range nodes {
+		dir := filepath.Join(base, fmt.Sprint(i+1))
+		if i == 2 {
+			dir = filepath.Join(small, "data")
+		}
+		nodes[i] = &clusterNode{dir: dir, client: freePort(t), peer: freePort(t), gossip: freePort(t), config: config}
+		if i > 0 {
+			nodes[i].join = []string{nodes[0].peer}
+		}
+		nodes[i].start(t)
+	}
+	addr := nodes[0].client
+	mustCall(t, addr, "AdminService/CreateDatabase", map[string]any{"name": "d"}, nil)
+	cols := []map[string]any{{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "s", "type": "STRING"}}
+	mustCall(t, addr, "AdminService/CreateTable", map[string]any{"table": "d.log", "schema": map[string]any{"columns": cols},
+		"bucketCount": 3, "properties": map[string]string{"table.replication.factor": "3"}}, nil)
+	var layout struct {
+		Buckets []struct {
+			Leader   int   `json:"leader"`
+			Replicas []int `json:"replicas"`
+		} `json:"buckets"`
+	}
+	bucket := -1
+	waitFor(t, 30*time.Second, func() error {
+		if err := callOnce(addr, "AdminService/GetTableLayout", map[string]any{"table": "d.log"}, &layout); err != nil {
+			return err
+		}
+		for b, l := range layout.Buckets {
+			if len(l.Replicas) != 3 || l.Leader == 0 {
+				return fmt.Errorf("bucket %d: replicas %v, leader %d", b, l.Replicas, l.Leader)
+			}
+			if l.Leader != 3 {
+				bucket = b
+			}
+		}
+		if bucket < 0 {
+			return errors.New("node 3 leads every bucket")
+		}
+		return nil
+	})
+	logSize := func(n int) string { return metric(t, nodes[n].client, "fluss_log_size_bytes") }
+
+	filler := fill(t, small, reserve-(4<<20))
+	var acked []int
+	next := 0
+	for range 20 {
+		rows := diskRows(next, 64)
+		mustCall(t, addr, "WriteService/Append", map[string]any{"table": "d.log", "bucket": bucket, "rows": rows}, nil)
+		for i := range rows {
+			acked = append(acked, next+i)
+		}
+		next += len(rows)
+	}
+	if v := metric(t, nodes[2].client, "fluss_storage_writes_refused"); v != "1" {
+		t.Errorf("fluss_storage_writes_refused on the full follower = %s, want 1", v)
+	}
+	if full, other := logSize(2), logSize(1); full == other {
+		t.Fatalf("the follower with a nearly full disk stored as much as the others (%s bytes)", full)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() error {
+		if full, other := logSize(2), logSize(1); full != other {
+			return fmt.Errorf("follower holds %s bytes of log, the others %s", full, other)
+		}
+		return nil
+	})
+	got := fetchAllRaw(t, addr, "d.log", 3)[bucket]
+	if len(got) != len(acked) {
+		t.Fatalf("bucket %d holds %d rows, want the %d acknowledged", bucket, len(got), len(acked))
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fluss-node/fluss-node/logstore"
+	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
 // Deferred syncs for a group of one voter (logstore.Log.SetDeferSync).
@@ -85,6 +86,31 @@ func leaderDefers(rf *raft.Raft) func(logs []*raft.Log) bool {
 // answer before it sends it (rpc/peer.Transport.GateAppendAck).
 type appendAckGater interface {
 	GateAppendAck(check func(req *raft.AppendEntriesRequest) error)
+}
+
+// appendGater is a transport that can refuse incoming AppendEntries
+// before raft sees them (rpc/peer.Transport.GateAppend).
+type appendGater interface {
+	GateAppend(admit func(req *raft.AppendEntriesRequest) error)
+}
+
+// admitEntries is the check a replica gives its transport's GateAppend:
+// entries that carry writes are refused while space says no. Entries
+// without (configuration changes, a new leader's no-op) are small and
+// pass, so that the group can still move this replica elsewhere.
+func admitEntries(id raftmeta.BucketID, space func() error) func(req *raft.AppendEntriesRequest) error {
+	return func(req *raft.AppendEntriesRequest) error {
+		for _, e := range req.Entries {
+			if e.Type != raft.LogCommand {
+				continue
+			}
+			if err := space(); err != nil {
+				return fmt.Errorf("follower of bucket %v refuses new entries: %w", id, err)
+			}
+			return nil
+		}
+		return nil
+	}
 }
 
 // ackSynced is the check a replica gives its transport's GateAppendAck:

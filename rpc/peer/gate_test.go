@@ -183,3 +183,60 @@ func TestGateAppendAck(t *testing.T) {
 		t.Fatalf("checked requests ending at %v, want [5 6 7]", checked)
 	}
 }
+
+// TestGateAppend: AppendEntries with entries that the receiving group's
+// gate refuses fail at the sender with the gate's reason and never reach
+// raft, pipelined or not; heartbeats pass; once the gate admits, the next
+// request on the same stream is delivered.
+func TestGateAppend(t *testing.T) {
+	a, b, from, to := gatePair(t)
+	to.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil) })
+	var delivered atomic.Int32
+	consume(t, to, func(rpc raft.RPC) {
+		delivered.Add(1)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil)
+	})
+	var refuse atomic.Bool
+	refuse.Store(true)
+	to.GateAppend(func(req *raft.AppendEntriesRequest) error {
+		if refuse.Load() {
+			return errors.New("disk nearly full")
+		}
+		return nil
+	})
+	target := raft.ServerAddress(b.Addr())
+	hdr := raft.RPCHeader{Addr: []byte(a.Addr())}
+	req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, PrevLogEntry: 4, PrevLogTerm: 3,
+		Entries: []*raft.Log{{Index: 5, Term: 3, Type: raft.LogCommand, Data: []byte("x")}}}
+	var resp raft.AppendEntriesResponse
+	if err := from.AppendEntries("b", target, req, &resp); err == nil || !strings.Contains(err.Error(), "disk nearly full") {
+		t.Fatalf("refused AppendEntries: err = %v, want the gate's reason", err)
+	}
+	p, err := from.AppendEntriesPipeline("b", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	f, err := p.AppendEntries(req, &resp)
+	if err == nil {
+		err = f.Error()
+	}
+	if err == nil || !strings.Contains(err.Error(), "disk nearly full") {
+		t.Fatalf("refused pipelined AppendEntries: err = %v, want the gate's reason", err)
+	}
+	if n := delivered.Load(); n != 0 {
+		t.Fatalf("refused AppendEntries reached raft %d times", n)
+	}
+	hb := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3}
+	if err := from.AppendEntries("b", target, hb, &resp); err != nil || !resp.Success {
+		t.Fatalf("heartbeat while entries are refused: %v, success %v", err, resp.Success)
+	}
+
+	refuse.Store(false)
+	if err := from.AppendEntries("b", target, req, &resp); err != nil || !resp.Success {
+		t.Fatalf("admitted AppendEntries: %v, success %v", err, resp.Success)
+	}
+	if n := delivered.Load(); n != 1 {
+		t.Fatalf("admitted AppendEntries delivered %d times, want 1", n)
+	}
+}

@@ -24,7 +24,8 @@ type Transport struct {
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
 
-	admitTN atomic.Pointer[func() error] // GateTimeoutNow; nil admits all
+	admitTN atomic.Pointer[func() error]                           // GateTimeoutNow; nil admits all
+	admitAE atomic.Pointer[func(*raft.AppendEntriesRequest) error] // GateAppend; nil admits all
 
 	ackCheck atomic.Pointer[func(*raft.AppendEntriesRequest) error] // GateAppendAck; nil: none
 
@@ -126,6 +127,30 @@ func (t *Transport) GateTimeoutNow(admit func() error) {
 func (t *Transport) admitTimeoutNow() error {
 	if admit := t.admitTN.Load(); admit != nil {
 		return (*admit)()
+	}
+	return nil
+}
+
+// GateAppend makes the group admit an incoming AppendEntries request that
+// carries entries only when admit returns nil; otherwise the sender gets
+// admit's error and raft never sees the request (heartbeats always pass).
+// nil admits all (the default).
+//
+// Why: a follower whose disk is nearly full refuses new entries rather
+// than store them into a full disk (node/diskspace.go): it falls behind,
+// and catches up once space is back.
+func (t *Transport) GateAppend(admit func(req *raft.AppendEntriesRequest) error) {
+	if admit == nil {
+		t.admitAE.Store(nil)
+		return
+	}
+	t.admitAE.Store(&admit)
+}
+
+// admitAppend applies the GateAppend check.
+func (t *Transport) admitAppend(req *raft.AppendEntriesRequest) error {
+	if admit := t.admitAE.Load(); admit != nil && len(req.Entries) > 0 {
+		return (*admit)(req)
 	}
 	return nil
 }
@@ -394,11 +419,16 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 		_, err := writeStatus(st, cs.w.b, statusUnknownGroup, msg)
 		return err == nil
 	}
-	if _, ok := cmd.(*raft.TimeoutNowRequest); ok {
-		if err := t.admitTimeoutNow(); err != nil {
-			_, err = writeStatus(st, cs.w.b, statusError, err.Error())
-			return err == nil
-		}
+	var admit error
+	switch c := cmd.(type) {
+	case *raft.TimeoutNowRequest:
+		admit = t.admitTimeoutNow()
+	case *raft.AppendEntriesRequest:
+		admit = t.admitAppend(c)
+	}
+	if admit != nil {
+		_, err := writeStatus(st, cs.w.b, statusError, admit.Error())
+		return err == nil
 	}
 	rpc := raft.RPC{Command: cmd, Reader: data, RespChan: respCh}
 	var fn func(raft.RPC)
