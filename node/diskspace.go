@@ -32,6 +32,7 @@ type diskGuard struct {
 	mu      sync.Mutex
 	checked time.Time // when avail last ran
 	refuse  error     // non-nil while writes are refused
+	blind   bool      // the last avail failed (logged once per failing run)
 }
 
 // diskCheckEvery is how long a check's answer serves the writes after it: a
@@ -69,10 +70,13 @@ func (g *diskGuard) check() error {
 	g.checked = now
 	free, err := g.avail(g.dir)
 	if err != nil {
-		g.logger.Warn("cannot read the free space of the data directory; not refusing writes", "dir", g.dir, "err", err)
-		g.refuse = nil
+		if !g.blind {
+			g.logger.Warn("cannot read the free space of the data directory; not refusing writes", "dir", g.dir, "err", err)
+		}
+		g.blind, g.refuse = true, nil
 		return nil
 	}
+	g.blind = false
 	switch {
 	case free < g.min && g.refuse == nil:
 		g.logger.Warn("data directory nearly full: refusing writes", "dir", g.dir, "free_bytes", free, "min_free_bytes", g.min)

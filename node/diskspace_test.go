@@ -12,7 +12,8 @@ import (
 func TestDiskGuard(t *testing.T) {
 	free, calls := int64(1000), 0
 	var statErr error
-	g := newDiskGuard("/data", 500, slog.New(slog.DiscardHandler))
+	var logged strings.Builder
+	g := newDiskGuard("/data", 500, slog.New(slog.NewTextHandler(&logged, nil)))
 	g.avail = func(dir string) (int64, error) {
 		if dir != "/data" {
 			t.Fatalf("asked about %q", dir)
@@ -46,9 +47,16 @@ func TestDiskGuard(t *testing.T) {
 		t.Fatalf("500 bytes free again: err %v, refusing %v", err, g.refusing())
 	}
 	free, statErr = 0, errors.New("statfs failed")
-	expire()
-	if err := g.check(); err != nil {
-		t.Fatalf("a filesystem that cannot be asked refuses nothing: err %v", err)
+	for range 3 {
+		expire()
+		if err := g.check(); err != nil {
+			t.Fatalf("a filesystem that cannot be asked refuses nothing: err %v", err)
+		}
+	}
+	for _, msg := range []string{"nearly full: refusing writes", "space again: accepting writes", "cannot read the free space"} {
+		if n := strings.Count(logged.String(), msg); n != 1 {
+			t.Errorf("%q logged %d times, want once:\n%s", msg, n, logged.String())
+		}
 	}
 
 	off := newDiskGuard("/data", 0, slog.New(slog.DiscardHandler))
