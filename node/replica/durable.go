@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -100,14 +101,11 @@ type appendGater interface {
 // pass, so that the group can still move this replica elsewhere.
 func admitEntries(id raftmeta.BucketID, space func() error) func(req *raft.AppendEntriesRequest) error {
 	return func(req *raft.AppendEntriesRequest) error {
-		for _, e := range req.Entries {
-			if e.Type != raft.LogCommand {
-				continue
-			}
-			if err := space(); err != nil {
-				return fmt.Errorf("follower of bucket %v refuses new entries: %w", id, err)
-			}
+		if !slices.ContainsFunc(req.Entries, func(e *raft.Log) bool { return e.Type == raft.LogCommand }) {
 			return nil
+		}
+		if err := space(); err != nil {
+			return fmt.Errorf("follower of bucket %v refuses new entries: %w", id, err)
 		}
 		return nil
 	}
