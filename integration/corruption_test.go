@@ -25,7 +25,7 @@ func TestDamagedSegmentIsNotTruncated(t *testing.T) {
 	next := 0
 	var acked []int
 	for range 20 {
-		waitFor(t, 20*time.Second, func() error { return appendRows(p.addr, "d.log", 64, &next, &acked) })
+		waitFor(t, 20*time.Second, func() error { return appendRows(p.addr, "d.log", 0, 64, &next, &acked) })
 	}
 	p.stop(t)
 

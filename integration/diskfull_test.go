@@ -70,11 +70,11 @@ func diskRows(first, n int) []map[string]any {
 	return rows
 }
 
-// appendRows appends n rows numbered from *next to bucket 0 of table; once
+// appendRows appends n rows numbered from *next to a bucket of table; once
 // acknowledged, their ids join *acked and *next moves past them.
-func appendRows(addr, table string, n int, next *int, acked *[]int) error {
+func appendRows(addr, table string, bucket, n int, next *int, acked *[]int) error {
 	rows := diskRows(*next, n)
-	if err := callOnce(addr, "WriteService/Append", map[string]any{"table": table, "bucket": 0, "rows": rows}, nil); err != nil {
+	if err := callOnce(addr, "WriteService/Append", map[string]any{"table": table, "bucket": bucket, "rows": rows}, nil); err != nil {
 		return err
 	}
 	for i := range rows {
@@ -89,7 +89,7 @@ func appendRows(addr, table string, n int, next *int, acked *[]int) error {
 func appendUntilRefused(t *testing.T, addr, table string, next *int, acked *[]int) error {
 	t.Helper()
 	for range 2000 {
-		if err := appendRows(addr, table, 64, next, acked); err != nil {
+		if err := appendRows(addr, table, 0, 64, next, acked); err != nil {
 			return err
 		}
 		// At most ~3 MiB between two of the guard's looks at the disk.
@@ -153,7 +153,7 @@ func TestNearlyFullDiskRefusesWrites(t *testing.T) {
 	next := 0
 	var acked []int
 	for range 4 {
-		waitFor(t, 20*time.Second, func() error { return appendRows(p.addr, "d.log", 64, &next, &acked) })
+		waitFor(t, 20*time.Second, func() error { return appendRows(p.addr, "d.log", 0, 64, &next, &acked) })
 	}
 	mustCall(t, p.addr, "WriteService/Upsert", map[string]any{"table": "d.pk", "rows": diskRows(0, 8)}, nil)
 
@@ -176,7 +176,7 @@ func TestNearlyFullDiskRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The guard asks statfs again within 250 ms.
-	waitFor(t, 10*time.Second, func() error { return appendRows(p.addr, "d.log", 8, &next, &acked) })
+	waitFor(t, 10*time.Second, func() error { return appendRows(p.addr, "d.log", 0, 8, &next, &acked) })
 	mustCall(t, p.addr, "WriteService/Upsert", map[string]any{"table": "d.pk", "rows": diskRows(100, 8)}, nil)
 	if v := metric(t, p.addr, "fluss_storage_writes_refused"); v != "0" {
 		t.Errorf("fluss_storage_writes_refused = %s after space was freed, want 0", v)
@@ -209,7 +209,7 @@ func TestFullDiskLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The bucket elects itself again.
-	waitFor(t, 20*time.Second, func() error { return appendRows(p.addr, "d.log", 8, &next, &acked) })
+	waitFor(t, 20*time.Second, func() error { return appendRows(p.addr, "d.log", 0, 8, &next, &acked) })
 	checkIDs(t, p.addr, "d.log", acked)
 
 	p.kill()
@@ -281,12 +281,7 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 	var acked []int
 	next := 0
 	for range 20 {
-		rows := diskRows(next, 64)
-		mustCall(t, addr, "WriteService/Append", map[string]any{"table": "d.log", "bucket": bucket, "rows": rows}, nil)
-		for i := range rows {
-			acked = append(acked, next+i)
-		}
-		next += len(rows)
+		waitFor(t, 20*time.Second, func() error { return appendRows(addr, "d.log", bucket, 64, &next, &acked) })
 	}
 	if v := metric(t, nodes[2].client, "fluss_storage_writes_refused"); v != "1" {
 		t.Errorf("fluss_storage_writes_refused on the full follower = %s, want 1", v)
