@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -89,23 +88,18 @@ type appendAckGater interface {
 	GateAppendAck(check func(req *raft.AppendEntriesRequest) error)
 }
 
-// appendGater is a transport that can refuse incoming AppendEntries
-// before raft sees them (rpc/peer.Transport.GateAppend).
-type appendGater interface {
-	GateAppend(admit func(req *raft.AppendEntriesRequest) error)
+// writesGater is a transport that can refuse incoming requests that
+// would store new data before raft sees them (rpc/peer.Transport.GateWrites).
+type writesGater interface {
+	GateWrites(admit func() error)
 }
 
-// admitEntries is the check a replica gives its transport's GateAppend:
-// entries that carry writes are refused while space says no. Entries
-// without (configuration changes, a new leader's no-op) are small and
-// pass, so that the group can still move this replica elsewhere.
-func admitEntries(id raftmeta.BucketID, space func() error) func(req *raft.AppendEntriesRequest) error {
-	return func(req *raft.AppendEntriesRequest) error {
-		if !slices.ContainsFunc(req.Entries, func(e *raft.Log) bool { return e.Type == raft.LogCommand }) {
-			return nil
-		}
+// admitWrites is the check a replica gives its transport's GateWrites:
+// while space says no, the follower refuses new data.
+func admitWrites(id raftmeta.BucketID, space func() error) func() error {
+	return func() error {
 		if err := space(); err != nil {
-			return fmt.Errorf("follower of bucket %v refuses new entries: %w", id, err)
+			return fmt.Errorf("replica of bucket %v refuses new data: %w", id, err)
 		}
 		return nil
 	}

@@ -91,9 +91,9 @@ type Config struct {
 	// must wrap ErrNoSpace, refuses them: nothing of them is stored and
 	// the same writer id and sequence may be retried. Retries of writes
 	// already stored are answered all the same. A follower asks it too,
-	// for entries its leader sends (when its transport can refuse them:
-	// rpc/peer), and refuses those that carry writes, falling behind
-	// instead of filling its disk. nil: never refused.
+	// for the entries and snapshots its leader sends (when its transport
+	// can refuse them: rpc/peer), and refuses those that carry data,
+	// falling behind instead of filling its disk. nil: never refused.
 	SpaceCheck func() error
 	// Pump, when set, sends the heartbeats of this group while it leads
 	// and stands it for election when its leader's node dies; raft's own
@@ -241,8 +241,8 @@ func Open(cfg Config) (*Replica, error) {
 	if g, ok := cfg.Transport.(timeoutNowGater); ok {
 		g.GateTimeoutNow(r.admitTransfer)
 	}
-	if g, ok := cfg.Transport.(appendGater); ok && cfg.SpaceCheck != nil {
-		g.GateAppend(admitEntries(cfg.ID, cfg.SpaceCheck))
+	if g, ok := cfg.Transport.(writesGater); ok && cfg.SpaceCheck != nil {
+		g.GateWrites(admitWrites(cfg.ID, cfg.SpaceCheck))
 	}
 	r.verify.confirm = r.confirmLeadership
 	if p := cfg.Pump; p != nil {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/fluss-node/fluss-node/logstore"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
@@ -143,27 +141,20 @@ func TestFullDiskAnswersNoSpace(t *testing.T) {
 	sameBatches(t, after, []*Replica{r})
 }
 
-// A follower refuses entries that carry writes while SpaceCheck says no,
-// and lets through those that do not (a configuration change that moves
-// it elsewhere must still arrive).
-func TestAdmitEntries(t *testing.T) {
+// A follower's refusal of new data says which bucket and why.
+func TestAdmitWrites(t *testing.T) {
 	var full atomic.Bool
-	admit := admitEntries(raftmeta.BucketID{TableID: 3, Bucket: 1}, func() error {
+	admit := admitWrites(raftmeta.BucketID{TableID: 3, Bucket: 1}, func() error {
 		if full.Load() {
 			return fmt.Errorf("%w: test", ErrNoSpace)
 		}
 		return nil
 	})
-	cmd := &raft.AppendEntriesRequest{Entries: []*raft.Log{{Type: raft.LogNoop}, {Type: raft.LogCommand}}}
-	conf := &raft.AppendEntriesRequest{Entries: []*raft.Log{{Type: raft.LogConfiguration}, {Type: raft.LogNoop}}}
-	if err := admit(cmd); err != nil {
+	if err := admit(); err != nil {
 		t.Fatalf("space left: %v", err)
 	}
 	full.Store(true)
-	if err := admit(cmd); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "bucket {3 0 1}") {
-		t.Fatalf("entries with a write while full: %v, want ErrNoSpace naming the bucket", err)
-	}
-	if err := admit(conf); err != nil {
-		t.Fatalf("entries without writes while full: %v", err)
+	if err := admit(); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "bucket {3 0 1}") {
+		t.Fatalf("while full: %v, want ErrNoSpace naming the bucket", err)
 	}
 }

@@ -1,7 +1,9 @@
 package peer
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -184,21 +186,27 @@ func TestGateAppendAck(t *testing.T) {
 	}
 }
 
-// TestGateAppend: AppendEntries with entries that the receiving group's
-// gate refuses fail at the sender with the gate's reason and never reach
-// raft, pipelined or not; heartbeats pass; once the gate admits, the next
-// request on the same stream is delivered.
-func TestGateAppend(t *testing.T) {
+// TestGateWrites: AppendEntries carrying commands, and snapshots, that the
+// receiving group's gate refuses fail at the sender with the gate's reason
+// and never reach raft, pipelined or not; heartbeats and entries without
+// commands pass; once the gate admits, the next request is delivered.
+func TestGateWrites(t *testing.T) {
 	a, b, from, to := gatePair(t)
 	to.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil) })
 	var delivered atomic.Int32
 	consume(t, to, func(rpc raft.RPC) {
 		delivered.Add(1)
-		rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil)
+		switch rpc.Command.(type) {
+		case *raft.InstallSnapshotRequest:
+			io.Copy(io.Discard, rpc.Reader)
+			rpc.Respond(&raft.InstallSnapshotResponse{Term: 3, Success: true}, nil)
+		default:
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil)
+		}
 	})
 	var refuse atomic.Bool
 	refuse.Store(true)
-	to.GateAppend(func(req *raft.AppendEntriesRequest) error {
+	to.GateWrites(func() error {
 		if refuse.Load() {
 			return errors.New("disk nearly full")
 		}
@@ -206,37 +214,57 @@ func TestGateAppend(t *testing.T) {
 	})
 	target := raft.ServerAddress(b.Addr())
 	hdr := raft.RPCHeader{Addr: []byte(a.Addr())}
-	req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, PrevLogEntry: 4, PrevLogTerm: 3,
-		Entries: []*raft.Log{{Index: 5, Term: 3, Type: raft.LogCommand, Data: []byte("x")}}}
-	var resp raft.AppendEntriesResponse
-	if err := from.AppendEntries("b", target, req, &resp); err == nil || !strings.Contains(err.Error(), "disk nearly full") {
-		t.Fatalf("refused AppendEntries: err = %v, want the gate's reason", err)
+	entries := func(types ...raft.LogType) *raft.AppendEntriesRequest {
+		req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, PrevLogEntry: 4, PrevLogTerm: 3}
+		for i, typ := range types {
+			req.Entries = append(req.Entries, &raft.Log{Index: uint64(5 + i), Term: 3, Type: typ, Data: []byte("x")})
+		}
+		return req
 	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "disk nearly full") {
+			t.Fatalf("%s: err = %v, want the gate's reason", what, err)
+		}
+	}
+	var resp raft.AppendEntriesResponse
+	refused("AppendEntries with a command", from.AppendEntries("b", target, entries(raft.LogNoop, raft.LogCommand), &resp))
 	p, err := from.AppendEntriesPipeline("b", target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	f, err := p.AppendEntries(req, &resp)
+	f, err := p.AppendEntries(entries(raft.LogCommand), &resp)
 	if err == nil {
 		err = f.Error()
 	}
-	if err == nil || !strings.Contains(err.Error(), "disk nearly full") {
-		t.Fatalf("refused pipelined AppendEntries: err = %v, want the gate's reason", err)
-	}
+	refused("pipelined AppendEntries with a command", err)
+	snap := bytes.Repeat([]byte("s"), 1<<20)
+	var sresp raft.InstallSnapshotResponse
+	refused("InstallSnapshot", from.InstallSnapshot("b", target, &raft.InstallSnapshotRequest{RPCHeader: hdr, Term: 3, Size: int64(len(snap))}, &sresp, bytes.NewReader(snap)))
 	if n := delivered.Load(); n != 0 {
-		t.Fatalf("refused AppendEntries reached raft %d times", n)
+		t.Fatalf("refused requests reached raft %d times", n)
+	}
+
+	if err := from.AppendEntries("b", target, entries(raft.LogConfiguration, raft.LogNoop), &resp); err != nil || !resp.Success {
+		t.Fatalf("entries without commands while refusing: %v, success %v", err, resp.Success)
 	}
 	hb := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3}
 	if err := from.AppendEntries("b", target, hb, &resp); err != nil || !resp.Success {
-		t.Fatalf("heartbeat while entries are refused: %v, success %v", err, resp.Success)
+		t.Fatalf("heartbeat while refusing: %v, success %v", err, resp.Success)
+	}
+	if n := delivered.Load(); n != 1 {
+		t.Fatalf("%d requests reached raft, want the one without commands", n)
 	}
 
 	refuse.Store(false)
-	if err := from.AppendEntries("b", target, req, &resp); err != nil || !resp.Success {
+	if err := from.AppendEntries("b", target, entries(raft.LogCommand), &resp); err != nil || !resp.Success {
 		t.Fatalf("admitted AppendEntries: %v, success %v", err, resp.Success)
 	}
-	if n := delivered.Load(); n != 1 {
-		t.Fatalf("admitted AppendEntries delivered %d times, want 1", n)
+	if err := from.InstallSnapshot("b", target, &raft.InstallSnapshotRequest{RPCHeader: hdr, Term: 3, Size: int64(len(snap))}, &sresp, bytes.NewReader(snap)); err != nil || !sresp.Success {
+		t.Fatalf("admitted InstallSnapshot: %v, success %v", err, sresp.Success)
+	}
+	if n := delivered.Load(); n != 3 {
+		t.Fatalf("%d requests reached raft, want 3", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +25,8 @@ type Transport struct {
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
 
-	admitTN atomic.Pointer[func() error]                           // GateTimeoutNow; nil admits all
-	admitAE atomic.Pointer[func(*raft.AppendEntriesRequest) error] // GateAppend; nil admits all
+	admitTN atomic.Pointer[func() error] // GateTimeoutNow; nil admits all
+	admitW  atomic.Pointer[func() error] // GateWrites; nil admits all
 
 	ackCheck atomic.Pointer[func(*raft.AppendEntriesRequest) error] // GateAppendAck; nil: none
 
@@ -131,28 +132,42 @@ func (t *Transport) admitTimeoutNow() error {
 	return nil
 }
 
-// GateAppend makes the group admit an incoming AppendEntries request that
-// carries entries only when admit returns nil; otherwise the sender gets
-// admit's error and raft never sees the request (heartbeats always pass).
-// nil admits all (the default).
+// GateWrites makes the group admit incoming requests that would store new
+// data only when admit returns nil: AppendEntries carrying at least one
+// command entry, and InstallSnapshot. Otherwise the sender gets admit's
+// error and raft never sees the request (a snapshot's data is read and
+// dropped). Heartbeats, votes and entries without commands
+// (configuration changes, a new leader's no-op) always pass. nil admits
+// all (the default).
 //
-// Why: a follower whose disk is nearly full refuses new entries rather
-// than store them into a full disk (node/diskspace.go): it falls behind,
-// and catches up once space is back.
-func (t *Transport) GateAppend(admit func(req *raft.AppendEntriesRequest) error) {
+// Why: a follower whose disk is nearly full refuses new data rather than
+// store it into a full disk (node/diskspace.go): it falls behind, and
+// catches up once space is back; configuration changes still reach it, so
+// that its group can move it elsewhere.
+func (t *Transport) GateWrites(admit func() error) {
 	if admit == nil {
-		t.admitAE.Store(nil)
+		t.admitW.Store(nil)
 		return
 	}
-	t.admitAE.Store(&admit)
+	t.admitW.Store(&admit)
 }
 
-// admitAppend applies the GateAppend check.
-func (t *Transport) admitAppend(req *raft.AppendEntriesRequest) error {
-	if admit := t.admitAE.Load(); admit != nil && len(req.Entries) > 0 {
-		return (*admit)(req)
+// admitWrites applies the GateWrites check to cmd.
+func (t *Transport) admitWrites(cmd any) error {
+	admit := t.admitW.Load()
+	if admit == nil {
+		return nil
 	}
-	return nil
+	switch c := cmd.(type) {
+	case *raft.InstallSnapshotRequest:
+	case *raft.AppendEntriesRequest:
+		if !slices.ContainsFunc(c.Entries, func(e *raft.Log) bool { return e.Type == raft.LogCommand }) {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return (*admit)()
 }
 
 // GateAppendAck makes the group run check before it answers an
@@ -419,14 +434,14 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 		_, err := writeStatus(st, cs.w.b, statusUnknownGroup, msg)
 		return err == nil
 	}
-	var admit error
-	switch c := cmd.(type) {
-	case *raft.TimeoutNowRequest:
+	admit := t.admitWrites(cmd)
+	if _, ok := cmd.(*raft.TimeoutNowRequest); ok {
 		admit = t.admitTimeoutNow()
-	case *raft.AppendEntriesRequest:
-		admit = t.admitAppend(c)
 	}
 	if admit != nil {
+		if isSnap {
+			_, _ = io.Copy(io.Discard, data) // yamux cannot refuse the rest of a stream
+		}
 		_, err := writeStatus(st, cs.w.b, statusError, admit.Error())
 		return err == nil
 	}
