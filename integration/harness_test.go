@@ -81,6 +81,8 @@ func startNodeErr(t *testing.T, dataDir string, extra ...string) (*proc, error) 
 	args := append([]string{"serve", "--data-dir", dataDir,
 		"--client-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary, args...)
+	// A test binary killed from outside (a CI timeout) takes its nodes with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
