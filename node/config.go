@@ -222,6 +222,10 @@ type LimitsConfig struct {
 	MaxRowsPerRequest int `toml:"max_rows_per_request"`
 	// MaxWait bounds a Fetch long-poll. Default 30s.
 	MaxWait Duration `toml:"max_wait"`
+	// MaxPendingWriteBytes bounds the bytes of writes the node's bucket
+	// leaders hold at once, queued or in flight, over all buckets; more is
+	// resource_exhausted. Default 1 GiB.
+	MaxPendingWriteBytes int64 `toml:"max_pending_write_bytes"`
 }
 
 // RaftConfig tunes the per-bucket Raft groups (DESIGN.md §5).
@@ -276,11 +280,12 @@ func Default() Config {
 			MinFreeBytes:           256 << 20,
 		},
 		Limits: LimitsConfig{
-			MaxRequestBytes:   64 << 20,
-			MaxBatchBytes:     16 << 20,
-			MaxFetchBytes:     16 << 20,
-			MaxRowsPerRequest: 1_000_000,
-			MaxWait:           Duration{30 * time.Second},
+			MaxRequestBytes:      64 << 20,
+			MaxBatchBytes:        16 << 20,
+			MaxFetchBytes:        16 << 20,
+			MaxRowsPerRequest:    1_000_000,
+			MaxPendingWriteBytes: 1 << 30,
+			MaxWait:              Duration{30 * time.Second},
 		},
 		Raft: RaftConfig{
 			HeartbeatTimeout: Duration{time.Second},
@@ -373,6 +378,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxRequestBytes <= 0 || c.Limits.MaxBatchBytes <= 0 || c.Limits.MaxFetchBytes <= 0 || c.Limits.MaxRowsPerRequest <= 0 {
 		errs = append(errs, errors.New("limits must be > 0"))
+	}
+	if c.Limits.MaxPendingWriteBytes <= 0 {
+		errs = append(errs, fmt.Errorf("limits.max_pending_write_bytes must be > 0, got %d", c.Limits.MaxPendingWriteBytes))
 	}
 	if c.Limits.MaxBatchBytes > c.Limits.MaxRequestBytes {
 		errs = append(errs, errors.New("limits.max_batch_bytes must not exceed limits.max_request_bytes"))

@@ -38,6 +38,10 @@ func (n *Node) registerMetrics() {
 			})
 			return float64(c)
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fluss_pending_write_bytes",
+			Help: "Bytes of writes this node's bucket leaders hold (queued or in flight, not yet answered), against limits.max_pending_write_bytes.",
+		}, func() float64 { return float64(n.writes.Used()) }),
 		counterFunc("fluss_tiering_segments_uploaded_total", "Closed log segments this node uploaded to remote storage.",
 			n.tiered.uploaded.Load),
 		counterFunc("fluss_tiering_local_segments_dropped_total", "Local log segments deleted because remote storage holds them.",

@@ -47,6 +47,7 @@ type Node struct {
 	meta      *raftmeta.Meta
 	syncer    *logstore.Syncer
 	disk      *diskGuard             // refuses writes while the data directory is nearly full
+	writes    *replica.WriteBudget   // limits.max_pending_write_bytes over all bucket leaders
 	remote    tiering.Store          // nil while tiering is off
 	lake      tiering.Store          // nil without [tiering] lake_dir
 	lakeReads lakeReads              // the union read's caches (lakeread.go)
@@ -121,6 +122,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		replicas:     make(map[raftmeta.BucketID]*replica.Replica),
 		transports:   make(map[raftmeta.BucketID]*peer.Transport),
 		openErrs:     make(map[raftmeta.BucketID]error),
+		writes:       replica.NewWriteBudget(cfg.Limits.MaxPendingWriteBytes),
 		quit:         make(chan struct{}),
 		registered:   make(chan struct{}),
 		metaReady:    make(chan struct{}),

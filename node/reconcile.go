@@ -326,6 +326,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		PreferredLeader: func() raft.ServerID { return n.preferredServer(a.BucketID) },
 		SnapshotLog:     func() bool { return n.clusterFeatureLevel() >= featureSnapshotLog },
 		SpaceCheck:      n.spaceCheck,
+		Writes:          n.writes,
 		Log: logstore.Options{
 			SegmentBytes:  n.cfg.Storage.SegmentBytes,
 			SegmentMaxAge: n.cfg.Storage.SegmentMaxAge.Duration,

@@ -123,7 +123,8 @@ func (t *term) wake() {
 	}
 }
 
-// enqueue queues q or says why it cannot.
+// enqueue queues q, taking its size from the node's write budget, or says
+// why it cannot; the caller gives the size back when it stops waiting.
 func (t *term) enqueue(q *appendReq) error {
 	tu := &t.r.tuning
 	t.mu.Lock()
@@ -137,6 +138,10 @@ func (t *term) enqueue(q *appendReq) error {
 		n, b := len(t.queue), t.queuedBytes
 		t.mu.Unlock()
 		return fmt.Errorf("%w: bucket %v has %d requests (%d bytes) queued; retry later", ErrBusy, t.r.cfg.ID, n, b)
+	}
+	if err := t.r.cfg.Writes.take(int64(q.size)); err != nil {
+		t.mu.Unlock()
+		return err
 	}
 	t.queue = append(t.queue, q)
 	t.queuedBytes += q.size

@@ -95,6 +95,10 @@ type Config struct {
 	// can refuse them: rpc/peer), and refuses those that carry data,
 	// falling behind instead of filling its disk. nil: never refused.
 	SpaceCheck func() error
+	// Writes, when set, is the node's budget of writes held by its bucket
+	// leaders (WriteBudget), shared by all its replicas. nil: only this
+	// replica's own queue bounds apply.
+	Writes *WriteBudget
 	// Pump, when set, sends the heartbeats of this group while it leads
 	// and stands it for election when its leader's node dies; raft's own
 	// timers then run BackstopScale times slower (pump.go). nil: raft's own
@@ -385,9 +389,14 @@ func (r *Replica) submit(ctx context.Context, req *appendReq) (int64, int32, err
 	if t == nil {
 		return 0, 0, r.notReadyErr()
 	}
+	held := int64(req.size) // what enqueue takes (the proposer may change req.size)
 	if err := t.enqueue(req); err != nil {
 		return 0, 0, err
 	}
+	// Given back when this caller stops waiting, answered or not: a caller
+	// that gives up leaves its write queued a little longer than counted,
+	// but no write is ever counted forever.
+	defer r.cfg.Writes.give(held)
 	select {
 	case res := <-req.done:
 		return res.base, res.count, res.err
