@@ -388,7 +388,7 @@ func (l *Log) scanSegment(s *segment, pos, fileSize int64, lastSeg, anyFirstOffs
 			if !lastSeg {
 				return &CorruptionError{Segment: s.name(), Offset: te.pos, Reason: te.err.Error()}
 			}
-			if err := l.damagedNotTorn(s, te.pos, fileSize, te.err); err != nil {
+			if err := damagedNotTorn(s, te.pos, fileSize, te.err); err != nil {
 				return err
 			}
 			l.log.Warn("logstore: truncating torn or corrupt tail", "segment", s.name(), "position", te.pos, "file_size", fileSize, "reason", te.err.Error())

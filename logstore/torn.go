@@ -31,7 +31,7 @@ const sectorSize = 512
 // (cause) of the last segment s, whose file ends at end, is followed by a
 // valid frame and the bytes between hold no zero sector; nil when it may
 // be truncated as a torn tail.
-func (l *Log) damagedNotTorn(s *segment, pos, end int64, cause error) error {
+func damagedNotTorn(s *segment, pos, end int64, cause error) error {
 	next, idx, err := validFrameAfter(s.f, pos, end, s.last+1)
 	if err != nil {
 		return fmt.Errorf("logstore: read %s: %w", s.name(), err)
