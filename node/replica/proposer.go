@@ -442,16 +442,30 @@ func (t *term) buildEntry(reqs []*appendReq) (data []byte, packed, rest []*appen
 	return data, reqs[:n:n], reqs[n:]
 }
 
+// entryErr is the answer to the requests of an entry that failed with err.
+// An entry the log could not store (the disk said no) cost the group its
+// leadership, and its writers hear the disk's reason: ErrNoSpace for a
+// full disk (resource_exhausted), else ErrNotLeader with the cause (EIO, a
+// filesystem remounted read-only; clients retry). Otherwise the entry was
+// lost with the leadership.
+func (t *term) entryErr(err error) error {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("%w: bucket %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence once space is freed", ErrNoSpace, t.r.cfg.ID, err)
+	case errors.As(err, &errno):
+		return fmt.Errorf("%w: bucket %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence", ErrNotLeader, t.r.cfg.ID, err)
+	}
+	return t.r.lostErr()
+}
+
 // complete waits for proposed entries in order and answers their requests.
 func (t *term) complete(comp <-chan inflight) {
 	for inf := range comp {
 		if err := inf.f.Error(); err != nil {
 			t.r.logger.Warn("bucket entry not committed; failing its requests", "err", err, "requests", len(inf.reqs))
 			t.fail()
-			lost := t.r.lostErr()
-			if errors.Is(err, syscall.ENOSPC) {
-				lost = fmt.Errorf("%w: bucket %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence once space is freed", ErrNoSpace, t.r.cfg.ID, err)
-			}
+			lost := t.entryErr(err)
 			for _, req := range inf.reqs {
 				t.finishAll(req, 0, 0, lost)
 			}

@@ -65,11 +65,12 @@ func TestSpaceCheckRefusesNewWrites(t *testing.T) {
 	}
 }
 
-// enospcFS fails every write with ENOSPC while full is set, as a full
-// filesystem does (possibly after writing part of it).
+// enospcFS fails every write with errno (default ENOSPC) while full is
+// set, as a full filesystem does (possibly after writing part of it).
 type enospcFS struct {
 	logstore.FS
-	full atomic.Bool
+	full  atomic.Bool
+	errno syscall.Errno
 }
 
 func (fs *enospcFS) OpenFile(name string, flag int, perm os.FileMode) (logstore.File, error) {
@@ -90,7 +91,11 @@ func (f *enospcFile) WriteAt(p []byte, off int64) (int, error) {
 		return f.File.WriteAt(p, off)
 	}
 	n, _ := f.File.WriteAt(p[:len(p)/2], off) // a torn write
-	return n, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+	errno := f.fs.errno
+	if errno == 0 {
+		errno = syscall.ENOSPC
+	}
+	return n, &os.PathError{Op: "write", Path: f.Name(), Err: errno}
 }
 
 // A write whose entry the log cannot store for lack of space is answered
@@ -157,4 +162,26 @@ func TestAdmitWrites(t *testing.T) {
 	if err := admit(); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "bucket {3 0 1}") {
 		t.Fatalf("while full: %v, want ErrNoSpace naming the bucket", err)
 	}
+}
+
+// Any other error of the disk reaches the writer too, as a lost leadership
+// (unavailable: clients retry) that names it.
+func TestDiskErrorIsNamed(t *testing.T) {
+	fs := &enospcFS{FS: logstore.OSFS{}, errno: syscall.EIO}
+	r := openSingle(t, t.TempDir(), func(c *Config) { c.Log.FS = fs })
+	defer r.Close()
+	ctx := context.Background()
+	if _, _, err := r.Append(ctx, [][]byte{makeBatch(2, "a")}, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	fs.full.Store(true)
+	_, _, err := r.Append(ctx, [][]byte{makeBatch(2, "b")}, 3, 1)
+	if !errors.Is(err, ErrNotLeader) || !errors.Is(err, syscall.EIO) || errors.Is(err, ErrNoSpace) {
+		t.Fatalf("append on a failing disk: err %s, want ErrNotLeader wrapping EIO", errString(err))
+	}
+	fs.full.Store(false)
+	waitFor(t, 10*time.Second, func() error {
+		_, _, err := r.Append(ctx, [][]byte{makeBatch(2, "b")}, 3, 1)
+		return err
+	})
 }
