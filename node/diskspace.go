@@ -85,8 +85,8 @@ func (g *diskGuard) check() error {
 	}
 	g.refuse = nil
 	if free < g.min {
-		g.refuse = fmt.Errorf("%w: the data directory %s has %d bytes free, less than storage.min_free_bytes (%d); writes are refused until space is freed (drop tables or shorten their table.log.ttl, move other files off the disk, or add disk)",
-			replica.ErrNoSpace, g.dir, free, g.min)
+		g.refuse = fmt.Errorf("%w: the data directory %s has %d bytes free (%.1f MiB), less than storage.min_free_bytes (%d, %.1f MiB); writes are refused until space is freed (drop tables or shorten their table.log.ttl, move other files off the disk, or add disk)",
+			replica.ErrNoSpace, g.dir, free, float64(free)/(1<<20), g.min, float64(g.min)/(1<<20))
 	}
 	return g.refuse
 }

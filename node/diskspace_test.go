@@ -32,7 +32,7 @@ func TestDiskGuard(t *testing.T) {
 	}
 	expire()
 	err := g.check()
-	if !errors.Is(err, replica.ErrNoSpace) || !strings.Contains(err.Error(), "499 bytes free") || !strings.Contains(err.Error(), "storage.min_free_bytes (500)") {
+	if !errors.Is(err, replica.ErrNoSpace) || !strings.Contains(err.Error(), "499 bytes free") || !strings.Contains(err.Error(), "storage.min_free_bytes (500, 0.0 MiB)") {
 		t.Fatalf("499 bytes free: err %v, want ErrNoSpace naming both sizes", err)
 	}
 	if !g.refusing() {
