@@ -7,11 +7,11 @@ import (
 
 // WriteBudget bounds the bytes of writes a node holds at once over all its
 // bucket replicas, from the moment a leader queues a write until it answers
-// it (queued, proposed, replicated, applied) or its caller stops waiting. Each replica's queue has its
-// own bound (MaxQueuedBytes); with many buckets those add up past what the
-// machine has, so the node shares one budget among them. A write that does
-// not fit is refused with ErrBusy (resource_exhausted), as a full queue is.
-// A nil budget bounds nothing.
+// it (queued, proposed, replicated, applied) or its caller stops waiting.
+// Each replica's queue has its own bound (MaxQueuedBytes); with many
+// buckets those add up past what the machine has, so the node shares one
+// budget among them. A write that does not fit is refused with ErrBusy
+// (resource_exhausted), as a full queue is. A nil budget bounds nothing.
 type WriteBudget struct {
 	limit int64
 	used  atomic.Int64
