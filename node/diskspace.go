@@ -91,13 +91,6 @@ func (g *diskGuard) check() error {
 	return g.refuse
 }
 
-// refusing reports whether the last check refused writes (for the metric).
-func (g *diskGuard) refusing() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.refuse != nil
-}
-
 // spaceCheck is the bucket replicas' SpaceCheck: the disk guard's answer,
 // naming this node (in a cluster the refusal comes from the bucket's
 // leader, which need not be the node the client called).

@@ -35,16 +35,13 @@ func TestDiskGuard(t *testing.T) {
 	if !errors.Is(err, replica.ErrNoSpace) || !strings.Contains(err.Error(), "499 bytes free") || !strings.Contains(err.Error(), "storage.min_free_bytes (500, 0.0 MiB)") {
 		t.Fatalf("499 bytes free: err %v, want ErrNoSpace naming both sizes", err)
 	}
-	if !g.refusing() {
-		t.Fatal("refusing() false while refusing")
-	}
 	if err := g.check(); !errors.Is(err, replica.ErrNoSpace) || calls != 2 {
 		t.Fatalf("cached refusal: err %v after %d statfs", err, calls)
 	}
 	free = 500
 	expire()
-	if err := g.check(); err != nil || g.refusing() {
-		t.Fatalf("500 bytes free again: err %v, refusing %v", err, g.refusing())
+	if err := g.check(); err != nil {
+		t.Fatalf("500 bytes free again: err %v", err)
 	}
 	free, statErr = 0, errors.New("statfs failed")
 	for range 3 {

@@ -113,9 +113,9 @@ func (n *Node) registerDiskMetrics(g *diskGuard) {
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fluss_storage_writes_refused",
-			Help: "1 while the node's bucket leaders refuse writes because its data directory has less than storage.min_free_bytes available, else 0.",
+			Help: "1 while the node's bucket leaders refuse writes because its data directory has less than storage.min_free_bytes available, else 0 (as of the scrape: it looks at the disk if no write did in the last 250 ms).",
 		}, func() float64 {
-			if g.refusing() {
+			if g.check() != nil {
 				return 1
 			}
 			return 0
