@@ -63,10 +63,7 @@ func (t *Transport) CacheHeartbeats(maxAge time.Duration) {
 // follower made after this call began. A successful answer refreshes the
 // cache.
 func (t *Transport) FreshHeartbeat(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	start := time.Now()
-	err := t.sendHeartbeat(target, args, resp, true)
-	t.hbc.note(target, args, resp, start, err)
-	return err
+	return t.heartbeat(target, t.prog.sending(), args, resp, true)
 }
 
 // PumpedHeartbeat sends a heartbeat to target whatever the cache holds, in
@@ -76,10 +73,7 @@ func (t *Transport) FreshHeartbeat(_ raft.ServerID, target raft.ServerAddress, a
 // heartbeats are answered in between. A successful answer refreshes the
 // cache.
 func (t *Transport) PumpedHeartbeat(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	start := time.Now()
-	err := t.sendHeartbeat(target, args, resp, false)
-	t.hbc.note(target, args, resp, start, err)
-	return err
+	return t.heartbeat(target, t.prog.sending(), args, resp, false)
 }
 
 // answer answers args from the cache when it may; it reports whether it

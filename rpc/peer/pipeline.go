@@ -110,7 +110,8 @@ func (p *pipeline) answered(f *appendFuture) {
 // frame goes out as consecutive parts (fit.go); raft gets one future, for
 // the whole request, answered with the last part's answer.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
+	s := p.t.prog.sending()
+	f := &appendFuture{start: s.at, sent: s, args: args, resp: resp, done: make(chan struct{})}
 	if r, ok := p.repeat(args); ok {
 		// Answered in order by decodeLoop, without a frame.
 		*resp, f.local = r, true
@@ -214,6 +215,9 @@ func (p *pipeline) decodeLoop() {
 			} else {
 				p.answered(f)
 			}
+			if f.whole == nil {
+				p.t.prog.answered(p.target, f.sent, f.resp, err)
+			}
 		}
 		f.respond(err)
 		if f.whole != nil { // a part: raft waits for the whole request
@@ -242,6 +246,7 @@ type appendFuture struct {
 	local bool          // answered from the pipeline's last accepted request
 	whole *appendFuture // set on a part of a split request: the future raft holds
 	start time.Time
+	sent  sent // for the follower's progress (progress.go)
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse
 	done  chan struct{}

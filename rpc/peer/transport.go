@@ -30,7 +30,8 @@ type Transport struct {
 
 	ackCheck atomic.Pointer[func(*raft.AppendEntriesRequest) error] // GateAppendAck; nil: none
 
-	hbc hbCache // hbcache.go
+	hbc  hbCache         // hbcache.go
+	prog progressTracker // progress.go
 
 	mu     sync.Mutex
 	closed bool
@@ -228,21 +229,30 @@ func (t *Transport) Close() error {
 // group's heartbeat cache when it may (hbcache.go), else sent in a batch
 // shared by every group (heartbeat.go).
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	s := t.prog.sending()
 	if !isHeartbeat(args) {
+		var err error
 		for _, part := range splitAppend(args, t.m.opts.MaxFrameSize) {
-			if err := t.unary(target, typeAppendEntries, part, resp, nil, 0); err != nil || !resp.Success {
-				return err // a refused part: the follower refuses the rest too (fit.go)
+			if err = t.unary(target, typeAppendEntries, part, resp, nil, 0); err != nil || !resp.Success {
+				break // a refused part: the follower refuses the rest too (fit.go)
 			}
 		}
-		return nil
+		t.prog.answered(target, s, resp, err)
+		return err
 	}
 	if t.hbc.answer(target, args, resp) {
 		t.m.hbCached.Add(1)
 		return nil
 	}
-	start := time.Now()
-	err := t.sendHeartbeat(target, args, resp, false)
-	t.hbc.note(target, args, resp, start, err)
+	return t.heartbeat(target, s, args, resp, false)
+}
+
+// heartbeat sends a heartbeat noted as s past the cache and records its
+// answer in the cache and in the follower's progress.
+func (t *Transport) heartbeat(target raft.ServerAddress, s sent, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, urgent bool) error {
+	err := t.sendHeartbeat(target, args, resp, urgent)
+	t.hbc.note(target, args, resp, s.at, err)
+	t.prog.answered(target, s, resp, err)
 	return err
 }
 
