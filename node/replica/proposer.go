@@ -59,6 +59,7 @@ type inflight struct {
 // Lock order: Replica.mu is never held while taking term.mu.
 type term struct {
 	r      *Replica
+	since  time.Time     // when the monitor saw this replica become leader
 	stop   chan struct{} // closed by the monitor
 	done   chan struct{} // closed when run and its completer have returned
 	signal chan struct{} // cap 1: work queued
@@ -110,6 +111,7 @@ func (t *term) pruneView() {
 func newTerm(r *Replica) *term {
 	return &term{
 		r:      r,
+		since:  time.Now(),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		signal: make(chan struct{}, 1),

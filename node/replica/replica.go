@@ -224,6 +224,9 @@ func Open(cfg Config) (*Replica, error) {
 			return r.sendSnapshot(tr, cfg.SnapshotLog, id, target, args, resp, data)
 		}
 	}
+	if pt, ok := cfg.Transport.(progressTracker); ok {
+		pt.TrackProgress(r.lastIndex)
+	}
 	r.fsm.durable = func(index uint64) error { return waitDurable(r.log, index) }
 	r.fsm.restoreLog = r.restoreLog
 	r.fsm.logNextOffset = func() int64 { return r.log.NextOffset() }
