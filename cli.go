@@ -171,7 +171,7 @@ func tableCmd() *cobra.Command {
 		},
 	}
 	describe := &cobra.Command{
-		Use: "describe DB.TABLE", Short: "Show a table's schema, properties and buckets", Args: cobra.ExactArgs(1),
+		Use: "describe DB.TABLE", Short: "Show a table's schema, properties and buckets (leader, replicas, in-sync replicas)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
@@ -180,7 +180,7 @@ func tableCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			layout, err := c.GetTableLayout(ctx, args[0])
+			layout, err := c.GetTableLayoutInSync(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -259,13 +259,20 @@ func printTable(w io.Writer, name string, t *flussv1.GetTableResponse, layout []
 		fmt.Fprintf(w, "  %s = %s\n", k, t.Properties[k])
 	}
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tBUCKET\tLEADER\tREPLICAS")
+	fmt.Fprintln(tw, "PARTITION\tBUCKET\tLEADER\tREPLICAS\tIN SYNC")
 	for _, b := range layout {
 		part := b.Partition
 		if part == "" {
 			part = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\n", part, b.Bucket, b.Leader, b.Replicas)
+		inSync := "?" // no leader, or it did not answer
+		if len(b.InSyncReplicas) > 0 {
+			inSync = fmt.Sprint(b.InSyncReplicas)
+			if len(b.InSyncReplicas) < len(b.Replicas) {
+				inSync += " under-replicated"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%s\n", part, b.Bucket, b.Leader, b.Replicas, inSync)
 	}
 	tw.Flush()
 }
@@ -415,7 +422,12 @@ func scanCmd() *cobra.Command {
 func clusterCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and operate the cluster: status, drain, undrain, rebalance"}
 	status := &cobra.Command{
-		Use: "status", Short: "Show nodes, roles, replicas and leaders", Args: cobra.NoArgs,
+		Use: "status", Short: "Show nodes, roles, replicas, leaders and replication health", Args: cobra.NoArgs,
+		Long: `Show every node: its state, metadata role, bucket replicas and leaders,
+the buckets it leads that are under-replicated (fewer replicas in sync with
+it than assigned; raft.replica_max_lag) and the replicas assigned to it
+that it has not open (OFFLINE: failing to open, see its log, or opening).
+"?" where a node did not answer.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
@@ -426,9 +438,10 @@ func clusterCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "cluster %s, metadata leader: node %d\n", c.ClusterId, c.MetaLeader)
 			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tSTATE\tMETA\tREPLICAS\tLEADERS\tCLIENT\tPEER\tVERSION")
+			fmt.Fprintln(tw, "NODE\tSTATE\tMETA\tREPLICAS\tLEADERS\tUNDER-REPLICATED\tOFFLINE\tCLIENT\tPEER\tVERSION")
 			for _, n := range c.Nodes {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", n.Id, n.State, n.MetaRole, n.Replicas, n.Leaders, n.ClientAddr, n.PeerAddr, n.Version)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Id, n.State, n.MetaRole, n.Replicas, n.Leaders,
+					optCount(n.UnderReplicated), optCount(n.OfflineReplicas), n.ClientAddr, n.PeerAddr, n.Version)
 			}
 			return tw.Flush()
 		},
@@ -437,7 +450,14 @@ func clusterCmd() *cobra.Command {
 	return cmd
 }
 
-// splitList splits a comma-separated flag value; "" is nil.
+// optCount renders a count a node may not have reported ("?").
+func optCount(n *int32) string {
+	if n == nil {
+		return "?"
+	}
+	return fmt.Sprint(*n)
+}
+
 // plural renders n things: "1 row", "2 rows".
 func plural(n int64, thing string) string {
 	if n == 1 {
@@ -446,6 +466,7 @@ func plural(n int64, thing string) string {
 	return fmt.Sprintf("%d %ss", n, thing)
 }
 
+// splitList splits a comma-separated flag value; "" is nil.
 func splitList(s string) []string {
 	if strings.TrimSpace(s) == "" {
 		return nil

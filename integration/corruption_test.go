@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,6 +64,16 @@ func TestDamagedSegmentIsNotTruncated(t *testing.T) {
 	if b, _ := os.ReadFile(seg); !bytes.Equal(b, damaged) {
 		t.Fatalf("the damaged segment was changed on open (%d bytes, was %d)", len(b), len(damaged))
 	}
+	offline := func(want int) {
+		t.Helper()
+		if m := metric(t, p.addr, "fluss_bucket_replicas_offline"); m != fmt.Sprint(want) {
+			t.Errorf("fluss_bucket_replicas_offline = %s, want %d", m, want)
+		}
+		if _, off, err := clusterHealth(p.addr); err != nil || off[1] != want {
+			t.Errorf("DescribeCluster: node 1 offline replicas %v (%v), want %d", off, err, want)
+		}
+	}
+	offline(1)
 
 	if err := os.WriteFile(seg, orig, 0o644); err != nil { // restored from a copy
 		t.Fatal(err)
@@ -71,4 +82,5 @@ func TestDamagedSegmentIsNotTruncated(t *testing.T) {
 		return callOnce(p.addr, "ReadService/Fetch", map[string]any{"table": "d.log", "bucket": 0, "offset": 0}, nil)
 	})
 	checkIDs(t, p.addr, "d.log", acked)
+	offline(0)
 }

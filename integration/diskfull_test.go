@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,7 +232,7 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 	small := smallFS(t, 96<<20)
 	base := t.TempDir()
 	config := filepath.Join(base, "fluss.toml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf("[storage]\nsegment_bytes = %d\nmin_free_bytes = %d\n", 1<<20, reserve)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("[storage]\nsegment_bytes = %d\nmin_free_bytes = %d\n[raft]\nreplica_max_lag = \"1s\"\n", 1<<20, reserve)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	nodes := make([]*clusterNode, 3)
@@ -289,6 +290,20 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 	if full, other := logSize(2), logSize(1); full == other {
 		t.Fatalf("the follower with a nearly full disk stored as much as the others (%s bytes)", full)
 	}
+	// It answers its leader (heartbeats) but does not keep up: out of sync.
+	inSync := func(want ...int) func() error {
+		return func() error {
+			var lay inSyncLayout
+			if err := callOnce(addr, "AdminService/GetTableLayout", map[string]any{"table": "d.log", "inSync": true}, &lay); err != nil {
+				return err
+			}
+			if got := lay.Buckets[bucket].InSync; !slices.Equal(got, want) {
+				return fmt.Errorf("bucket %d in sync %v, want %v", bucket, got, want)
+			}
+			return nil
+		}
+	}
+	waitFor(t, 20*time.Second, inSync(1, 2))
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -299,6 +314,7 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 		}
 		return nil
 	})
+	waitFor(t, 20*time.Second, inSync(1, 2, 3))
 	got := fetchAllRaw(t, addr, "d.log", 3)[bucket]
 	if len(got) != len(acked) {
 		t.Fatalf("bucket %d holds %d rows, want the %d acknowledged", bucket, len(got), len(acked))

@@ -139,7 +139,7 @@ func (n *Node) waitTableLeaders(ctx context.Context, tableID, partitionID int64)
 			}
 		}
 		if ready {
-			l, _ := n.Layout(ctx, tableID)
+			l, _ := n.Layout(ctx, tableID, false)
 			for _, b := range l {
 				ready = ready && (b.PartitionID != partitionID || b.Leader != 0)
 			}
@@ -264,7 +264,7 @@ func (n *Node) Partition(ctx context.Context, tableID int64, name string) (*raft
 	return n.meta.FSM().PartitionByName(tableID, name)
 }
 
-func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {
+func (n *Node) Layout(ctx context.Context, tableID int64, inSync bool) ([]rpc.BucketLayout, error) {
 	_ = n.awaitCatalog(ctx) // the table was resolved (Table) already
 	var out []rpc.BucketLayout
 	var ask []raftmeta.NodeID // nodes to ask for leaders of buckets not held here
@@ -291,7 +291,7 @@ func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, e
 	}
 	if len(ask) > 0 {
 		known := map[raftmeta.BucketID]raftmeta.NodeID{}
-		for _, s := range n.statsOf(ctx, ask) {
+		for _, s := range n.statsOf(ctx, ask, false) {
 			for _, b := range s.Buckets {
 				if b.Leader != 0 {
 					known[b.Bucket] = b.Leader
@@ -302,6 +302,12 @@ func (n *Node) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, e
 			if out[i].Leader == 0 {
 				out[i].Leader = known[a.BucketID]
 			}
+		}
+	}
+	if inSync {
+		isr := n.inSyncOf(ctx, out)
+		for i, a := range as {
+			out[i].InSync = isr[a.BucketID]
 		}
 	}
 	slices.SortFunc(out, func(a, b rpc.BucketLayout) int {
@@ -341,7 +347,7 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 	for i, m := range nodes {
 		ids[i] = m.ID
 	}
-	stats := n.statsOf(ctx, ids)
+	stats := n.statsOf(ctx, ids, true)
 	gossiped := map[raftmeta.NodeID]*membership.Member{}
 	members := n.members()
 	for i := range members {
@@ -356,8 +362,12 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 		case ni.MetaRole == "":
 			ni.MetaRole = "none"
 		}
+		ni.UnderReplicated, ni.Offline = -1, -1
 		if s := stats[m.ID]; s != nil {
 			ni.Replicas, ni.Leaders = s.Replicas, s.Leaders
+			if rs := s.Replication; rs != nil {
+				ni.UnderReplicated, ni.Offline = rs.UnderReplicated, rs.Offline
+			}
 		}
 		info.Nodes = append(info.Nodes, ni)
 	}

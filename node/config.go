@@ -242,6 +242,10 @@ type RaftConfig struct {
 	// replicate, not in parallel with their followers (replica.RaftTuning).
 	// Default false.
 	SerialLeaderSync bool `toml:"serial_leader_sync"`
+	// ReplicaMaxLag is how long a follower may go without catching up
+	// with its bucket leader and still count as in sync (Fluss's
+	// log.replica.max-lag-time). Default 30s.
+	ReplicaMaxLag Duration `toml:"replica_max_lag"`
 }
 
 // Duration is a time.Duration that TOML reads from strings like "1s".
@@ -291,6 +295,7 @@ func Default() Config {
 			HeartbeatTimeout: Duration{time.Second},
 			ElectionTimeout:  Duration{time.Second},
 			CommitTimeout:    Duration{5 * time.Second},
+			ReplicaMaxLag:    Duration{30 * time.Second},
 		},
 		KV:      KVConfig{MemtableBytes: 16 << 20, BlockCacheBytes: 32 << 20},
 		Cluster: ClusterConfig{DeadNodeGrace: Duration{5 * time.Minute}},
@@ -393,6 +398,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Raft.CommitTimeout.Duration <= 0 {
 		errs = append(errs, errors.New("raft.commit_timeout must be > 0"))
+	}
+	if c.Raft.ReplicaMaxLag.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("raft.replica_max_lag must be > 0, got %s", c.Raft.ReplicaMaxLag.Duration))
 	}
 	if c.KV.MemtableBytes < 1<<20 || c.KV.BlockCacheBytes < 1<<20 || c.KV.IndexCacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("kv: need memtable_bytes and block_cache_bytes >= 1 MiB and index_cache_bytes >= 0, got %d, %d, %d",

@@ -292,9 +292,14 @@ func listOffsetLocal(r *replica.Replica, spec rpc.OffsetSpec, tsMs int64) (int64
 	}
 }
 
-// handleNodeStats reports this node's replicas and the leader each knows.
-func (n *Node) handleNodeStats(context.Context, []byte) ([]byte, error) {
-	return appendNodeStats(nil, n.localStats()), nil
+// handleNodeStats reports this node's replicas and the leader each knows,
+// and their replication health when asked (statsWithReplication).
+func (n *Node) handleNodeStats(_ context.Context, req []byte) ([]byte, error) {
+	s := n.localStats()
+	if len(req) == 1 && req[0] == statsWithReplication {
+		n.replicationOf(s)
+	}
+	return appendNodeStats(nil, s), nil
 }
 
 func (n *Node) localStats() *nodeStats {
@@ -312,15 +317,24 @@ func (n *Node) localStats() *nodeStats {
 	return s
 }
 
-// statsOf asks the given nodes (in parallel, briefly) for their stats; a
-// node that does not answer is missing from the result.
-func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID) map[raftmeta.NodeID]*nodeStats {
+// statsOf asks the given nodes (in parallel, briefly) for their stats,
+// with their replication health when replication is set; a node that does
+// not answer is missing from the result (and one whose binary predates
+// the replication section answers without it).
+func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID, replication bool) map[raftmeta.NodeID]*nodeStats {
+	var req []byte
+	if replication {
+		req = []byte{statsWithReplication}
+	}
 	out := make(map[raftmeta.NodeID]*nodeStats, len(ids))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		if id == n.id {
 			s := n.localStats()
+			if replication {
+				n.replicationOf(s)
+			}
 			mu.Lock()
 			out[id] = s
 			mu.Unlock()
@@ -333,7 +347,7 @@ func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID) map[raftmeta.
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			b, err := n.peers.Call(cctx, addr, callNodeStats, nil)
+			b, err := n.peers.Call(cctx, addr, callNodeStats, req)
 			if err != nil {
 				return
 			}

@@ -39,6 +39,14 @@ func (n *Node) registerMetrics() {
 			return float64(c)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fluss_bucket_under_replicated",
+			Help: "Buckets led on this node with fewer replicas in sync than assigned (raft.replica_max_lag).",
+		}, func() float64 { return float64(n.replicationHealth().UnderReplicated) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fluss_bucket_replicas_offline",
+			Help: "Bucket replicas assigned to this node that it has not open (failing to open, or opening).",
+		}, func() float64 { return float64(n.replicationHealth().Offline) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fluss_pending_write_bytes",
 			Help: "Bytes of writes this node's bucket leaders hold (queued or in flight, not yet answered), against limits.max_pending_write_bytes.",
 		}, func() float64 { return float64(n.writes.Used()) }),

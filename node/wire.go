@@ -21,7 +21,7 @@ const (
 	callBucketWrite = "bucket.append" // Append forwarded to the bucket leader
 	callBucketFetch = "bucket.fetch"  // Fetch forwarded to the bucket leader
 	callBucketOff   = "bucket.offset" // ListOffset forwarded to the bucket leader
-	callNodeStats   = "node.stats"    // leaders of this node's replicas, for Layout and DescribeCluster
+	callNodeStats   = "node.stats"    // leaders (and replication health) of this node's replicas, for Layout and DescribeCluster
 )
 
 // ErrBadMessage wraps a node-to-node message that does not decode.
@@ -329,14 +329,31 @@ func decodeBucketResp(b []byte) (*bucketResp, error) {
 
 // nodeStats is what a node reports of its replicas: counts for
 // DescribeCluster and the leader of each replica it holds for Layout.
+//
+// A request body of one byte statsWithReplication asks for Replication
+// and the in-sync replicas too; they follow the buckets on the wire.
+// Earlier binaries ignore the body and never send the section, and a
+// reply without it decodes with Replication nil.
 type nodeStats struct {
 	Replicas, Leaders int32
 	Buckets           []bucketLeader
+	Replication       *replicationStats // nil unless asked for
+}
+
+// statsWithReplication is the node.stats request body that asks for the
+// replication section.
+const statsWithReplication = 1
+
+// replicationStats is the replication health of a node's replicas.
+type replicationStats struct {
+	UnderReplicated int32 // buckets led here with fewer replicas in sync than assigned
+	Offline         int32 // replicas assigned to this node that it has not open
 }
 
 type bucketLeader struct {
 	Bucket raftmeta.BucketID
 	Leader raftmeta.NodeID
+	InSync []raftmeta.NodeID // with Replication, of a bucket led here: its in-sync replicas
 }
 
 func appendNodeStats(dst []byte, s *nodeStats) []byte {
@@ -346,6 +363,16 @@ func appendNodeStats(dst []byte, s *nodeStats) []byte {
 	for _, b := range s.Buckets {
 		dst = appendBucketID(dst, b.Bucket)
 		dst = appendVarint(dst, int64(b.Leader))
+	}
+	if rs := s.Replication; rs != nil {
+		dst = appendVarint(dst, int64(rs.UnderReplicated))
+		dst = appendVarint(dst, int64(rs.Offline))
+		for _, b := range s.Buckets {
+			dst = appendUvarint(dst, uint64(len(b.InSync)))
+			for _, id := range b.InSync {
+				dst = appendVarint(dst, int64(id))
+			}
+		}
 	}
 	return dst
 }
@@ -357,6 +384,17 @@ func decodeNodeStats(b []byte) (*nodeStats, error) {
 		s.Buckets = make([]bucketLeader, n)
 		for i := range s.Buckets {
 			s.Buckets[i] = bucketLeader{Bucket: r.bucketID(), Leader: raftmeta.NodeID(r.int32("leader"))}
+		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		s.Replication = &replicationStats{UnderReplicated: r.int32("under-replicated"), Offline: r.int32("offline")}
+		for i := range s.Buckets {
+			if n := r.count("in-sync count", 1); n > 0 {
+				s.Buckets[i].InSync = make([]raftmeta.NodeID, n)
+				for j := range s.Buckets[i].InSync {
+					s.Buckets[i].InSync[j] = raftmeta.NodeID(r.int32("in-sync replica"))
+				}
+			}
 		}
 	}
 	return s, r.done()

@@ -83,6 +83,20 @@ func TestNodeStatsRoundTrip(t *testing.T) {
 	if _, err := decodeNodeStats([]byte{2, 2, 5}); !errors.Is(err, ErrBadMessage) {
 		t.Fatalf("short stats: %v", err)
 	}
+
+	// With the replication section (statsWithReplication).
+	s.Replication = &replicationStats{UnderReplicated: 1, Offline: 2}
+	s.Buckets[0].InSync = []raftmeta.NodeID{3, 1}
+	b := appendNodeStats(nil, s)
+	got, err = decodeNodeStats(b)
+	if err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("with replication: got %+v %v, want %+v", got, err, s)
+	}
+	for cut := len(b) - 1; cut > len(appendNodeStats(nil, &nodeStats{Replicas: 3, Leaders: 1, Buckets: s.Buckets})); cut-- {
+		if _, err := decodeNodeStats(b[:cut]); !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("replication section cut to %d of %d bytes: %v", cut, len(b), err)
+		}
+	}
 }
 
 // Errors keep their sentinel (so rpc maps them to the same Connect code)
@@ -143,6 +157,8 @@ func FuzzNodeMessages(f *testing.F) {
 	f.Add(appendBucketReq(nil, &bucketReq{Bucket: raftmeta.BucketID{TableID: 1, Bucket: 2}, Batches: [][]byte{[]byte("abc")}}))
 	f.Add(appendBucketResp(nil, &bucketResp{Code: 1, Msg: "not leader", Leader: 3, Batches: [][]byte{{1}}}))
 	f.Add(appendNodeStats(nil, &nodeStats{Replicas: 1, Buckets: []bucketLeader{{Leader: 1}}}))
+	f.Add(appendNodeStats(nil, &nodeStats{Replicas: 1, Buckets: []bucketLeader{{Leader: 1, InSync: []raftmeta.NodeID{1, 2}}},
+		Replication: &replicationStats{UnderReplicated: 1}}))
 	f.Add([]byte(`{"op":"join","node":{"ID":0,"PeerAddr":"127.0.0.1:1"}}`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

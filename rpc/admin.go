@@ -313,7 +313,7 @@ func (s *service) GetTableLayout(ctx context.Context, req *connect.Request[fluss
 	if err != nil {
 		return nil, err
 	}
-	lay, err := s.b.Layout(ctx, t.ID)
+	lay, err := s.b.Layout(ctx, t.ID, req.Msg.GetInSync())
 	if err != nil {
 		return nil, fmt.Errorf("layout of %s: %w", t.FullName(), err)
 	}
@@ -322,6 +322,9 @@ func (s *service) GetTableLayout(ctx context.Context, req *connect.Request[fluss
 		bl := &flussv1.BucketLayout{Partition: l.PartitionName, Bucket: l.Bucket, Leader: int32(l.Leader)}
 		for _, r := range l.Replicas {
 			bl.Replicas = append(bl.Replicas, int32(r))
+		}
+		for _, r := range l.InSync {
+			bl.InSyncReplicas = append(bl.InSyncReplicas, int32(r))
 		}
 		out.Buckets = append(out.Buckets, bl)
 	}
@@ -335,11 +338,18 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 	}
 	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader)}
 	for _, n := range ci.Nodes {
-		out.Nodes = append(out.Nodes, &flussv1.NodeInfo{
+		ni := &flussv1.NodeInfo{
 			Id: int32(n.ID), ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr,
 			State: string(n.State), Version: n.Version, MetaRole: n.MetaRole,
 			Replicas: n.Replicas, Leaders: n.Leaders,
-		})
+		}
+		if n.UnderReplicated >= 0 {
+			ni.UnderReplicated = &n.UnderReplicated
+		}
+		if n.Offline >= 0 {
+			ni.OfflineReplicas = &n.Offline
+		}
+		out.Nodes = append(out.Nodes, ni)
 	}
 	return connect.NewResponse(out), nil
 }

@@ -40,8 +40,9 @@ type Backend interface {
 	// results are immutable.
 	Partitions(ctx context.Context, tableID int64) ([]*raftmeta.Partition, error)
 	Partition(ctx context.Context, tableID int64, name string) (*raftmeta.Partition, error)
-	// Layout lists every bucket of a table with its replicas and live leader.
-	Layout(ctx context.Context, tableID int64) ([]BucketLayout, error)
+	// Layout lists every bucket of a table with its replicas and live
+	// leader; with inSync, also the replicas its leader counts in sync.
+	Layout(ctx context.Context, tableID int64, inSync bool) ([]BucketLayout, error)
 	DescribeCluster(ctx context.Context) (*ClusterInfo, error)
 
 	// Append proposes already-encoded record batches (record.AppendBatch
@@ -126,6 +127,9 @@ type BucketLayout struct {
 	Bucket        int32
 	Leader        raftmeta.NodeID // 0 while no leader is known
 	Replicas      []raftmeta.NodeID
+	// InSync: the replicas the leader counts in sync, when asked for; nil
+	// when the leader did not say (none known, or it did not answer).
+	InSync []raftmeta.NodeID
 }
 
 // ClusterInfo describes the cluster as this node sees it.
@@ -141,6 +145,11 @@ type NodeInfo struct {
 	MetaRole string // leader | voter | nonvoter
 	Replicas int32
 	Leaders  int32
+	// UnderReplicated: buckets this node leads with fewer replicas in sync
+	// than assigned; Offline: replicas assigned to it that it has not
+	// open. -1 when the node did not say.
+	UnderReplicated int32
+	Offline         int32
 }
 
 // Data-path sentinel errors returned by a Backend.

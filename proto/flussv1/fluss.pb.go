@@ -1686,8 +1686,11 @@ func (x *ListOffsetsResponse) GetOffsets() []*BucketOffset {
 }
 
 type GetTableLayoutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// Also ask each bucket's leader which replicas are in sync with it
+	// (BucketLayout.in_sync_replicas); one call to every leader's node.
+	InSync        bool `protobuf:"varint,2,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1729,14 +1732,25 @@ func (x *GetTableLayoutRequest) GetTable() string {
 	return ""
 }
 
+func (x *GetTableLayoutRequest) GetInSync() bool {
+	if x != nil {
+		return x.InSync
+	}
+	return false
+}
+
 type BucketLayout struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Bucket        int32                  `protobuf:"varint,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Leader        int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"` // node id; 0 while the bucket has no leader
-	Replicas      []int32                `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Bucket    int32                  `protobuf:"varint,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Leader    int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"` // node id; 0 while the bucket has no leader
+	Replicas  []int32                `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// With in_sync: the replicas the leader counts in sync (caught up with
+	// it within raft.replica_max_lag), the leader included; empty when the
+	// leader did not answer. Fewer than replicas: under-replicated.
+	InSyncReplicas []int32 `protobuf:"varint,5,rep,packed,name=in_sync_replicas,json=inSyncReplicas,proto3" json:"in_sync_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BucketLayout) Reset() {
@@ -1793,6 +1807,13 @@ func (x *BucketLayout) GetLeader() int32 {
 func (x *BucketLayout) GetReplicas() []int32 {
 	if x != nil {
 		return x.Replicas
+	}
+	return nil
+}
+
+func (x *BucketLayout) GetInSyncReplicas() []int32 {
+	if x != nil {
+		return x.InSyncReplicas
 	}
 	return nil
 }
@@ -1878,17 +1899,22 @@ func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
 }
 
 type NodeInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	ClientAddr    string                 `protobuf:"bytes,2,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
-	PeerAddr      string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
-	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // joining | active | draining | left
-	Version       string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
-	MetaRole      string                 `protobuf:"bytes,6,opt,name=meta_role,json=metaRole,proto3" json:"meta_role,omitempty"` // leader | voter | nonvoter
-	Replicas      int32                  `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	Leaders       int32                  `protobuf:"varint,8,opt,name=leaders,proto3" json:"leaders,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	ClientAddr string                 `protobuf:"bytes,2,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	PeerAddr   string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	State      string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // joining | active | draining | left
+	Version    string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	MetaRole   string                 `protobuf:"bytes,6,opt,name=meta_role,json=metaRole,proto3" json:"meta_role,omitempty"` // leader | voter | nonvoter
+	Replicas   int32                  `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Leaders    int32                  `protobuf:"varint,8,opt,name=leaders,proto3" json:"leaders,omitempty"`
+	// Buckets this node leads with fewer replicas in sync than assigned,
+	// and replicas assigned to it that it has not open (failing to open, or
+	// opening); absent when the node did not answer.
+	UnderReplicated *int32 `protobuf:"varint,9,opt,name=under_replicated,json=underReplicated,proto3,oneof" json:"under_replicated,omitempty"`
+	OfflineReplicas *int32 `protobuf:"varint,10,opt,name=offline_replicas,json=offlineReplicas,proto3,oneof" json:"offline_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -1973,6 +1999,20 @@ func (x *NodeInfo) GetReplicas() int32 {
 func (x *NodeInfo) GetLeaders() int32 {
 	if x != nil {
 		return x.Leaders
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetUnderReplicated() int32 {
+	if x != nil && x.UnderReplicated != nil {
+		return *x.UnderReplicated
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetOfflineReplicas() int32 {
+	if x != nil && x.OfflineReplicas != nil {
+		return *x.OfflineReplicas
 	}
 	return 0
 }
@@ -3676,17 +3716,19 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\tR\tpartition\"G\n" +
 	"\x13ListOffsetsResponse\x120\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x16.fluss.v1.BucketOffsetR\aoffsets\"-\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x16.fluss.v1.BucketOffsetR\aoffsets\"F\n" +
 	"\x15GetTableLayoutRequest\x12\x14\n" +
-	"\x05table\x18\x01 \x01(\tR\x05table\"x\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x17\n" +
+	"\ain_sync\x18\x02 \x01(\bR\x06inSync\"\xa2\x01\n" +
 	"\fBucketLayout\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\tR\tpartition\x12\x16\n" +
 	"\x06bucket\x18\x02 \x01(\x05R\x06bucket\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12\x1a\n" +
-	"\breplicas\x18\x04 \x03(\x05R\breplicas\"J\n" +
+	"\breplicas\x18\x04 \x03(\x05R\breplicas\x12(\n" +
+	"\x10in_sync_replicas\x18\x05 \x03(\x05R\x0einSyncReplicas\"J\n" +
 	"\x16GetTableLayoutResponse\x120\n" +
 	"\abuckets\x18\x01 \x03(\v2\x16.fluss.v1.BucketLayoutR\abuckets\"\x18\n" +
-	"\x16DescribeClusterRequest\"\xdb\x01\n" +
+	"\x16DescribeClusterRequest\"\xe5\x02\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1f\n" +
 	"\vclient_addr\x18\x02 \x01(\tR\n" +
@@ -3696,7 +3738,12 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
 	"\tmeta_role\x18\x06 \x01(\tR\bmetaRole\x12\x1a\n" +
 	"\breplicas\x18\a \x01(\x05R\breplicas\x12\x18\n" +
-	"\aleaders\x18\b \x01(\x05R\aleaders\"\x83\x01\n" +
+	"\aleaders\x18\b \x01(\x05R\aleaders\x12.\n" +
+	"\x10under_replicated\x18\t \x01(\x05H\x00R\x0funderReplicated\x88\x01\x01\x12.\n" +
+	"\x10offline_replicas\x18\n" +
+	" \x01(\x05H\x01R\x0fofflineReplicas\x88\x01\x01B\x13\n" +
+	"\x11_under_replicatedB\x13\n" +
+	"\x11_offline_replicas\"\x83\x01\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
@@ -4026,6 +4073,7 @@ func file_fluss_v1_fluss_proto_init() {
 		return
 	}
 	file_fluss_v1_fluss_proto_msgTypes[6].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[32].OneofWrappers = []any{}
 	file_fluss_v1_fluss_proto_msgTypes[40].OneofWrappers = []any{}
 	file_fluss_v1_fluss_proto_msgTypes[57].OneofWrappers = []any{}
 	type x struct{}

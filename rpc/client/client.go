@@ -465,9 +465,19 @@ func (c *Client) ListOffsets(ctx context.Context, table string, spec flussv1.Lis
 
 // GetTableLayout lists the buckets of a table with their leaders.
 func (c *Client) GetTableLayout(ctx context.Context, table string) ([]*flussv1.BucketLayout, error) {
+	return c.getTableLayout(ctx, &flussv1.GetTableLayoutRequest{Table: table})
+}
+
+// GetTableLayoutInSync is GetTableLayout with each bucket's in-sync
+// replicas, as its leader counts them (one call to every leader's node).
+func (c *Client) GetTableLayoutInSync(ctx context.Context, table string) ([]*flussv1.BucketLayout, error) {
+	return c.getTableLayout(ctx, &flussv1.GetTableLayoutRequest{Table: table, InSync: true})
+}
+
+func (c *Client) getTableLayout(ctx context.Context, req *flussv1.GetTableLayoutRequest) ([]*flussv1.BucketLayout, error) {
 	var out []*flussv1.BucketLayout
 	err := c.do(ctx, func() error {
-		res, err := c.admin.GetTableLayout(ctx, connect.NewRequest(&flussv1.GetTableLayoutRequest{Table: table}))
+		res, err := c.admin.GetTableLayout(ctx, connect.NewRequest(req))
 		if err == nil {
 			out = res.Msg.GetBuckets()
 		}

@@ -310,7 +310,7 @@ func (m *Backend) Partition(ctx context.Context, tableID int64, name string) (*r
 	return nil, fmt.Errorf("partition %q: %w", name, raftmeta.ErrPartitionNotFound)
 }
 
-func (m *Backend) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout, error) {
+func (m *Backend) Layout(ctx context.Context, tableID int64, inSync bool) ([]rpc.BucketLayout, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range m.tables {
@@ -318,6 +318,9 @@ func (m *Backend) Layout(ctx context.Context, tableID int64) ([]rpc.BucketLayout
 			out := make([]rpc.BucketLayout, t.BucketCount)
 			for i := range out {
 				out[i] = rpc.BucketLayout{Bucket: int32(i), Leader: 1, Replicas: []raftmeta.NodeID{1}}
+				if inSync {
+					out[i].InSync = []raftmeta.NodeID{1}
+				}
 			}
 			return out, nil
 		}
