@@ -330,7 +330,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // admit adds a node to the metadata Raft group (as a non-voter; the
 // promote loop makes it a voter while voters < meta_voters) and registers
 // it, allocating an id when it has none. Leader only. Re-admitting a
-// member updates its peer address. Under joinMu, so that two joins never
+// member updates its peer address, unless a running node still answers as
+// that id at the old one (idInUse). Under joinMu, so that two joins never
 // get one id: the registration is applied before the lock is released.
 func (n *Node) admit(ctx context.Context, nd raftmeta.Node) (raftmeta.NodeID, error) {
 	n.joinMu.Lock()
@@ -340,6 +341,9 @@ func (n *Node) admit(ctx context.Context, nd raftmeta.Node) (raftmeta.NodeID, er
 		return 0, err
 	}
 	nodes := n.meta.Nodes()
+	if err := n.idInUse(ctx, nd, servers, nodes); err != nil {
+		return 0, err
+	}
 	if nd.ID == 0 {
 		var top raftmeta.NodeID
 		for _, s := range servers {
@@ -380,6 +384,38 @@ func (n *Node) admit(ctx context.Context, nd raftmeta.Node) (raftmeta.NodeID, er
 	}
 	n.logger.Info("node admitted to the cluster", "id", int32(nd.ID), "peer_addr", nd.PeerAddr)
 	return nd.ID, nil
+}
+
+// idInUse refuses a join under a configured node id that a running node
+// holds at another peer address (two nodes given the same node_id).
+// Admitting it would move that node's place in the metadata group to the
+// newcomer, and two processes with one raft server id in the same groups
+// break them. The member at the old address is asked who it is
+// (node.hello): one that does not answer, or answers as another id, has
+// moved or died, and the join goes ahead, as a member restarted at a new
+// address rejoins (rejoinIfMoved).
+func (n *Node) idInUse(ctx context.Context, nd raftmeta.Node, servers []raft.Server, nodes []raftmeta.Node) error {
+	if nd.ID == 0 {
+		return nil
+	}
+	var old string
+	if i := slices.IndexFunc(servers, func(s raft.Server) bool { return s.ID == raft.ServerID(strconv.Itoa(int(nd.ID))) }); i >= 0 {
+		old = string(servers[i].Address)
+	} else if j := slices.IndexFunc(nodes, func(m raftmeta.Node) bool { return m.ID == nd.ID }); j >= 0 {
+		old = nodes[j].PeerAddr
+	}
+	if old == "" || old == nd.PeerAddr {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b, err := n.peers.Call(cctx, old, callHello, nil)
+	var h helloResp
+	if err != nil || json.Unmarshal(b, &h) != nil || h.ID != nd.ID {
+		return nil
+	}
+	return fmt.Errorf("%w: node id %d belongs to the running node at %s, not to %s: give the new node another node_id, or none to be given one",
+		raftmeta.ErrNodeIDInUse, nd.ID, old, nd.PeerAddr)
 }
 
 // promoteLoop runs on every node and acts on the metadata leader: while
@@ -527,6 +563,9 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 			}
 			if err == nil {
 				return n.adoptID(raftmeta.NodeID(resp.ID))
+			}
+			if errors.Is(err, raftmeta.ErrNodeIDInUse) {
+				return fmt.Errorf("join the cluster of %v: %w", seeds, err) // retrying cannot help
 			}
 			lastErr = err
 			n.logger.Info("join: seed did not admit this node yet", "seed", seed, "err", err)

@@ -39,7 +39,7 @@ var remoteSentinels = []error{
 	raftmeta.ErrPartitionNotFound, raftmeta.ErrPartitionExists, raftmeta.ErrNotLeader,
 	raftmeta.ErrNoLeader, raftmeta.ErrClosed, raftmeta.ErrNodeNotFound, raftmeta.ErrNoActiveNodes,
 	context.DeadlineExceeded, context.Canceled, raftmeta.ErrTooManyPartitions,
-	raftmeta.ErrFeatureLevel,
+	raftmeta.ErrFeatureLevel, raftmeta.ErrNodeIDInUse,
 }
 
 const codeUnknown = 255

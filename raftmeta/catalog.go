@@ -164,5 +164,6 @@ var (
 	ErrNoLeader      = errors.New("no metadata leader")
 	ErrClosed        = errors.New("metadata store closed")
 	ErrNodeNotFound  = errors.New("node not found")
+	ErrNodeIDInUse   = errors.New("node id in use")
 	ErrNoActiveNodes = errors.New("no active nodes to place buckets on")
 )
