@@ -232,7 +232,7 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 	small := smallFS(t, 96<<20)
 	base := t.TempDir()
 	config := filepath.Join(base, "fluss.toml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf("[storage]\nsegment_bytes = %d\nmin_free_bytes = %d\n[raft]\nreplica_max_lag = \"1s\"\n", 1<<20, reserve)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("[storage]\nsegment_bytes = %d\nmin_free_bytes = %d\n[raft]\nreplica_max_lag = \"8s\"\n", 1<<20, reserve)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	nodes := make([]*clusterNode, 3)
@@ -303,7 +303,7 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 			return nil
 		}
 	}
-	waitFor(t, 20*time.Second, inSync(1, 2))
+	waitFor(t, 40*time.Second, inSync(1, 2))
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -314,7 +314,7 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, 20*time.Second, inSync(1, 2, 3))
+	waitFor(t, 40*time.Second, inSync(1, 2, 3))
 	got := fetchAllRaw(t, addr, "d.log", 3)[bucket]
 	if len(got) != len(acked) {
 		t.Fatalf("bucket %d holds %d rows, want the %d acknowledged", bucket, len(got), len(acked))

@@ -80,7 +80,7 @@ func TestUnderReplicatedBuckets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"2s\"\n")
+	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n") // the least allowed at heartbeat_timeout 1s
 	addr := nodes[0].client
 	mustCall(t, addr, "AdminService/CreateDatabase", map[string]any{"name": "d"}, nil)
 	cols := []map[string]any{{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "s", "type": "STRING"}}

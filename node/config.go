@@ -9,6 +9,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/rpc"
 )
 
@@ -244,7 +245,7 @@ type RaftConfig struct {
 	SerialLeaderSync bool `toml:"serial_leader_sync"`
 	// ReplicaMaxLag is how long a follower may go without catching up
 	// with its bucket leader and still count as in sync (Fluss's
-	// log.replica.max-lag-time). Default 30s.
+	// log.replica.max-lag-time). At least 8x HeartbeatTimeout. Default 30s.
 	ReplicaMaxLag Duration `toml:"replica_max_lag"`
 }
 
@@ -399,8 +400,9 @@ func (c *Config) Validate() error {
 	if c.Raft.CommitTimeout.Duration <= 0 {
 		errs = append(errs, errors.New("raft.commit_timeout must be > 0"))
 	}
-	if c.Raft.ReplicaMaxLag.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("raft.replica_max_lag must be > 0, got %s", c.Raft.ReplicaMaxLag.Duration))
+	if least := replica.HeartbeatCacheAge(c.Raft.HeartbeatTimeout.Duration); c.Raft.ReplicaMaxLag.Duration < least {
+		errs = append(errs, fmt.Errorf("raft.replica_max_lag must be at least %s, two rounds of bucket heartbeats at raft.heartbeat_timeout %s (an idle follower is heard from once a round), got %s",
+			least, c.Raft.HeartbeatTimeout.Duration, c.Raft.ReplicaMaxLag.Duration))
 	}
 	if c.KV.MemtableBytes < 1<<20 || c.KV.BlockCacheBytes < 1<<20 || c.KV.IndexCacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("kv: need memtable_bytes and block_cache_bytes >= 1 MiB and index_cache_bytes >= 0, got %d, %d, %d",

@@ -59,6 +59,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown key", "bogus = 1\n", `unknown key "bogus"`},
 		{"bad duration", "[raft]\ncommit_timeout = \"soon\"\n", "soon"},
 		{"bad fsync", "[storage]\nfsync = \"never\"\n", "storage.fsync"},
+		{"replica lag under two heartbeat rounds", "[raft]\nreplica_max_lag = \"5s\"\n", "raft.replica_max_lag must be at least 8s"},
 		{"no pending write budget", "[limits]\nmax_pending_write_bytes = 0\n", "limits.max_pending_write_bytes must be > 0"},
 		{"negative min free", "[storage]\nmin_free_bytes = -1\n", "storage.min_free_bytes must be >= 0"},
 		{"bad addr", "client_addr = \"nohostport\"\n", "client_addr"},
