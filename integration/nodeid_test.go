@@ -10,9 +10,10 @@ import (
 // TestJoinWithATakenNodeIDIsRefused: a node started with the node_id of a
 // running member (two nodes configured alike) is refused and exits with
 // the reason, and the member keeps its place: its peer address in the
-// cluster is unchanged and it still serves. Once that member is gone, a
-// node restarted under its id at a new address is admitted, as a member
-// moved to a new address is.
+// cluster is unchanged and it still serves. Once that member is dead, a
+// node with an empty data directory under its id is refused while bucket
+// replicas are assigned to the id, and admitted at its new address once
+// none are.
 func TestJoinWithATakenNodeIDIsRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -60,11 +61,23 @@ func TestJoinWithATakenNodeIDIsRefused(t *testing.T) {
 	}
 	mustCall(t, nodes[1].client, "AdminService/CreateDatabase", map[string]any{"name": "still"}, nil)
 
-	// Node 2 gone for good: its id may be taken up at a new address.
+	// Node 2 dies while it holds bucket replicas: a node with an empty data
+	// directory may not take their place under its id.
+	cols := []map[string]any{{"name": "id", "type": "BIGINT", "nullable": false}}
+	mustCall(t, nodes[0].client, "AdminService/CreateTable", map[string]any{"table": "still.t", "schema": map[string]any{"columns": cols},
+		"bucketCount": 2, "properties": map[string]string{"table.replication.factor": "3"}}, nil)
 	nodes[1].p.kill()
+	_, err = startNodeErr(t, twin.dir, args...)
+	if err == nil || !strings.Contains(err.Error(), "node id 2 still holds 2 bucket replicas") {
+		t.Fatalf("a node with an empty data directory under the id of a dead node that holds replicas: %v", err)
+	}
+
+	// Once nothing is assigned to the id (here: the table dropped), it may
+	// be taken up at a new address.
+	mustCall(t, nodes[0].client, "AdminService/DropTable", map[string]any{"table": "still.t"}, nil)
 	q, err := startNodeErr(t, twin.dir, args...)
 	if err != nil {
-		t.Fatalf("node id 2 at a new address after node 2 died: %v", err)
+		t.Fatalf("node id 2 at a new address after node 2 died and its replicas went: %v", err)
 	}
 	t.Cleanup(q.kill)
 	waitFor(t, 30*time.Second, func() error {

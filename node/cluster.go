@@ -53,6 +53,9 @@ type metaOp struct {
 	Columns           []record.Column     `json:"columns,omitempty"`
 	Values            map[string]string   `json:"values,omitempty"` // a partition's, by partition key
 	Node              *raftmeta.Node      `json:"node,omitempty"`
+	// Fresh: a join from a node without metadata state (joinCluster), as
+	// opposed to a member's rejoin at a new address (rejoinIfMoved).
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // metaResp answers a metaOp. Applied is the leader's applied index after
@@ -192,7 +195,7 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 		if op.Node == nil || op.Node.PeerAddr == "" {
 			return 0, fmt.Errorf("%w: join without a peer address", raftmeta.ErrInvalid)
 		}
-		id, err := n.admit(ctx, *op.Node)
+		id, err := n.admit(ctx, *op.Node, op.Fresh)
 		return int64(id), err
 	}
 	return 0, fmt.Errorf("%w: unknown metadata operation %q (is this node older than its peers?)", raftmeta.ErrInvalid, op.Op)
@@ -331,9 +334,11 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // promote loop makes it a voter while voters < meta_voters) and registers
 // it, allocating an id when it has none. Leader only. Re-admitting a
 // member updates its peer address, unless a running node still answers as
-// that id at the old one (idInUse). Under joinMu, so that two joins never
-// get one id: the registration is applied before the lock is released.
-func (n *Node) admit(ctx context.Context, nd raftmeta.Node) (raftmeta.NodeID, error) {
+// that id at the old one (idInUse), or the join is fresh (from a node
+// without state) and the id still holds bucket replicas (idHoldsData).
+// Under joinMu, so that two joins never get one id: the registration is
+// applied before the lock is released.
+func (n *Node) admit(ctx context.Context, nd raftmeta.Node, fresh bool) (raftmeta.NodeID, error) {
 	n.joinMu.Lock()
 	defer n.joinMu.Unlock()
 	servers, err := n.meta.Servers()
@@ -343,6 +348,11 @@ func (n *Node) admit(ctx context.Context, nd raftmeta.Node) (raftmeta.NodeID, er
 	nodes := n.meta.Nodes()
 	if err := n.idInUse(ctx, nd, servers, nodes); err != nil {
 		return 0, err
+	}
+	if fresh {
+		if err := n.idHoldsData(nd); err != nil {
+			return 0, err
+		}
 	}
 	if nd.ID == 0 {
 		var top raftmeta.NodeID
@@ -416,6 +426,31 @@ func (n *Node) idInUse(ctx context.Context, nd raftmeta.Node, servers []raft.Ser
 	}
 	return fmt.Errorf("%w: node id %d belongs to the running node at %s, not to %s: give the new node another node_id, or none to be given one",
 		raftmeta.ErrNodeIDInUse, nd.ID, old, nd.PeerAddr)
+}
+
+// idHoldsData refuses a node without state joining under an id that
+// bucket replicas are still assigned to: it would take the place of
+// those replicas in their Raft groups with an empty log, and raft counts
+// on every voter keeping what it acknowledged (an entry committed on a
+// majority that included the lost copy could be lost with one more
+// failure). Once the cluster has moved the replicas away (a dead member,
+// after cluster.dead_node_grace) the id is free again.
+func (n *Node) idHoldsData(nd raftmeta.Node) error {
+	if nd.ID == 0 {
+		return nil
+	}
+	held := 0
+	for _, a := range n.meta.Assignments() {
+		if slices.Contains(a.Replicas, nd.ID) {
+			held++
+		}
+	}
+	if held == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: node id %d still holds %d bucket replicas, which a node with an empty data directory (%s) cannot take over: "+
+		"start it on its old data directory, join without node_id to be given a new id, or wait until the cluster has moved those replicas (cluster.dead_node_grace after the old node died)",
+		raftmeta.ErrNodeIDInUse, nd.ID, held, nd.PeerAddr)
 }
 
 // promoteLoop runs on every node and acts on the metadata leader: while
@@ -511,7 +546,7 @@ func cmpServerID(a, b raft.ServerID) int {
 // gossip message, which it closes quietly (peer.Mux.admit), rather than a
 // gossip listener peer bytes, which memberlist logs as a protocol error.
 func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
-	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: n.peers.Addr()}}
+	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: n.peers.Addr()}, Fresh: true}
 	var lastErr error
 	isGossip := map[string]bool{} // seeds and members known to be gossip addresses
 	isPeer := map[string]bool{}   // seeds that answered as peers

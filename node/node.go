@@ -618,7 +618,7 @@ func (n *Node) rejoinIfMoved(ctx context.Context, self raftmeta.Node) error {
 		// needs to reach it at its address.
 		return nil
 	case n.meta.IsLeader():
-		_, err := n.admit(ctx, raftmeta.Node{ID: n.id, PeerAddr: self.PeerAddr})
+		_, err := n.admit(ctx, raftmeta.Node{ID: n.id, PeerAddr: self.PeerAddr}, false)
 		return err
 	}
 	op := &metaOp{Op: opJoin, Node: &raftmeta.Node{ID: n.id, PeerAddr: self.PeerAddr}}
