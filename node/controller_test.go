@@ -329,7 +329,7 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 		entries, err := os.ReadDir(filepath.Join(stoppedDir, "buckets", fmt.Sprint(tableID), "0"))
 		return (err == nil && len(entries) == 0) || os.IsNotExist(err)
 	})
-	if got := nodes[2].localStats().Replicas; got != 0 {
+	if got := nodes[2].localStats(false).Replicas; got != 0 {
 		t.Fatalf("returned node opened %d replicas", got)
 	}
 	waitFor(t, 30*time.Second, func() bool { return nodeState(nodes[0], 3) == raftmeta.NodeActive })

@@ -295,17 +295,15 @@ func listOffsetLocal(r *replica.Replica, spec rpc.OffsetSpec, tsMs int64) (int64
 // handleNodeStats reports this node's replicas and the leader each knows,
 // and their replication health when asked (statsWithReplication).
 func (n *Node) handleNodeStats(_ context.Context, req []byte) ([]byte, error) {
-	s := n.localStats()
-	if len(req) == 1 && req[0] == statsWithReplication {
-		n.replicationOf(s)
-	}
-	return appendNodeStats(nil, s), nil
+	replication := len(req) == 1 && req[0] == statsWithReplication
+	return appendNodeStats(nil, n.localStats(replication)), nil
 }
 
-func (n *Node) localStats() *nodeStats {
+// localStats is this node's stats, with its replication health when
+// replication is set.
+func (n *Node) localStats(replication bool) *nodeStats {
 	s := &nodeStats{}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	for id, r := range n.replicas {
 		s.Replicas++
 		l := leaderNode(r)
@@ -313,6 +311,10 @@ func (n *Node) localStats() *nodeStats {
 			s.Leaders++
 		}
 		s.Buckets = append(s.Buckets, bucketLeader{Bucket: id, Leader: l})
+	}
+	n.mu.Unlock()
+	if replication {
+		n.replicationOf(s) // takes n.mu itself
 	}
 	return s
 }
@@ -331,10 +333,7 @@ func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID, replication b
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		if id == n.id {
-			s := n.localStats()
-			if replication {
-				n.replicationOf(s)
-			}
+			s := n.localStats(replication)
 			mu.Lock()
 			out[id] = s
 			mu.Unlock()

@@ -55,9 +55,7 @@ func (n *Node) replicationOf(s *nodeStats) {
 
 // replicationHealth is this node's replication health.
 func (n *Node) replicationHealth() replicationStats {
-	s := n.localStats()
-	n.replicationOf(s)
-	return *s.Replication
+	return *n.localStats(true).Replication
 }
 
 // underReplicated reports whether a replica of assigned is not in inSync.
