@@ -87,3 +87,74 @@ func TestDamagedSegmentIsNotTruncated(t *testing.T) {
 	checkIDs(t, p.addr, "d.log", acked)
 	offline(0)
 }
+
+// A follower whose segment is damaged, in a bucket of three replicas, is
+// rebuilt from the others instead of staying out: on restart its node has
+// the leader remove the replica from the group, sets the damaged
+// directory aside, and the replica rejoins empty, copies the log and is
+// in sync again; no acknowledged row is lost.
+func TestDamagedFollowerIsRebuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n")
+	addr := nodes[0].client
+	mustCall(t, addr, "AdminService/CreateDatabase", map[string]any{"name": "d"}, nil)
+	cols := []map[string]any{{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "s", "type": "STRING"}}
+	mustCall(t, addr, "AdminService/CreateTable", map[string]any{"table": "d.log", "schema": map[string]any{"columns": cols},
+		"bucketCount": 1, "properties": map[string]string{"table.replication.factor": "3"}}, nil)
+	created := time.Now()
+	var acked []int
+	next := 0
+	for range 20 {
+		waitFor(t, 20*time.Second, func() error { return appendRows(addr, "d.log", 0, 64, &next, &acked) })
+	}
+	var lay inSyncLayout
+	mustCall(t, addr, "AdminService/GetTableLayout", map[string]any{"table": "d.log"}, &lay)
+	f := nodes[0] // a follower: not the leader's node
+	if lay.Buckets[0].Leader == 1 {
+		f = nodes[1]
+	}
+	waitFor(t, 30*time.Second, func() error { // the follower holds every entry before it stops
+		if a, b := metric(t, f.client, "fluss_log_size_bytes"), metric(t, nodes[2].client, "fluss_log_size_bytes"); a != b {
+			return fmt.Errorf("follower log %s bytes, node 3 %s", a, b)
+		}
+		return nil
+	})
+	f.p.stop(t)
+	segs, _ := filepath.Glob(filepath.Join(f.dir, "buckets", "*", "*", "*", "log", "*.log"))
+	if len(segs) != 1 {
+		t.Fatalf("want one segment of the one bucket in %s, got %v", f.dir, segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x10
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	for range 5 { // writes go on meanwhile
+		waitFor(t, 20*time.Second, func() error { return appendRows(addr, "d.log", 0, 64, &next, &acked) })
+	}
+
+	// The leader counts unheard followers in only while it has led for
+	// less than replica_max_lag.
+	time.Sleep(time.Until(created.Add(9 * time.Second)))
+	waitFor(t, 60*time.Second, func() error { return checkInSync(addr, "d.log", []int{1, 2, 3}) })
+	waitFor(t, 30*time.Second, func() error {
+		if a, b := metric(t, f.client, "fluss_log_size_bytes"), metric(t, nodes[2].client, "fluss_log_size_bytes"); a != b {
+			return fmt.Errorf("rebuilt follower log %s bytes, node 3 %s", a, b)
+		}
+		return nil
+	})
+	aside, _ := filepath.Glob(filepath.Join(f.dir, "buckets", "*", "*", "*.damaged-*"))
+	if len(aside) != 1 {
+		t.Errorf("want the damaged replica kept aside once, got %v", aside)
+	}
+	if !strings.Contains(f.p.logText(), "bucket replica damaged: removed from its group and set aside") {
+		t.Errorf("the follower's log does not say it set the damaged replica aside")
+	}
+	checkIDs(t, addr, "d.log", acked)
+}

@@ -80,6 +80,9 @@ func (n *Node) reconcile() {
 			continue
 		}
 		r, tr, err := n.openReplica(a)
+		if err != nil && n.setAsideDamaged(a, err) {
+			continue // opens empty in the next round
+		}
 		n.mu.Lock()
 		if err != nil {
 			n.openErrs[id] = err
@@ -356,9 +359,10 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 // replica of the assignment as a voter, at its node's peer address. Only
 // the set a bucket was created with (epoch 0) bootstraps: a replica placed
 // here later (epoch > 0) gets none and waits for the group's leader to add
-// it (controller.go), so it can never form a second group.
+// it (controller.go), so it can never form a second group; nor does one
+// that replaces a damaged replica set aside here (damaged.go).
 func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
-	if a.Epoch > 0 || !slices.Contains(a.Replicas, n.id) {
+	if a.Epoch > 0 || !slices.Contains(a.Replicas, n.id) || n.wasReset(a.BucketID) {
 		return nil, nil
 	}
 	peers := map[raftmeta.NodeID]string{}

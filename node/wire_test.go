@@ -159,6 +159,7 @@ func FuzzNodeMessages(f *testing.F) {
 	f.Add(appendNodeStats(nil, &nodeStats{Replicas: 1, Buckets: []bucketLeader{{Leader: 1}}}))
 	f.Add(appendNodeStats(nil, &nodeStats{Replicas: 1, Buckets: []bucketLeader{{Leader: 1, InSync: []raftmeta.NodeID{1, 2}}},
 		Replication: &replicationStats{UnderReplicated: 1}}))
+	f.Add(appendResetReq(nil, raftmeta.BucketID{TableID: 1, Bucket: 2}, 3))
 	f.Add([]byte(`{"op":"join","node":{"ID":0,"PeerAddr":"127.0.0.1:1"}}`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -175,6 +176,11 @@ func FuzzNodeMessages(f *testing.F) {
 		if s, err := decodeNodeStats(b); err == nil {
 			if again := appendNodeStats(nil, s); len(again) > len(b) {
 				t.Fatalf("stats re-encode longer: %d > %d", len(again), len(b))
+			}
+		}
+		if b2, node, err := decodeResetReq(b); err == nil {
+			if again := appendResetReq(nil, b2, node); len(again) > len(b) {
+				t.Fatalf("reset request re-encodes longer: %d > %d", len(again), len(b))
 			}
 		}
 		var op metaOp
