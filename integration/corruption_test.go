@@ -91,36 +91,61 @@ func TestDamagedSegmentIsNotTruncated(t *testing.T) {
 // A follower whose segment is damaged, in a bucket of three replicas, is
 // rebuilt from the others instead of staying out: on restart its node has
 // the leader remove the replica from the group, sets the damaged
-// directory aside, and the replica rejoins empty, copies the log and is
-// in sync again; no acknowledged row is lost.
+// directory aside, and the replica rejoins empty, copies the log (and, for
+// a primary-key table, rebuilds its KV state) and is in sync again. Then
+// it is made the leader (the other two nodes drained) and serves every
+// acknowledged row.
 func TestDamagedFollowerIsRebuilt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
+	t.Run("log", func(t *testing.T) { testDamagedFollowerIsRebuilt(t, false) })
+	t.Run("primary key", func(t *testing.T) { testDamagedFollowerIsRebuilt(t, true) })
+}
+
+func testDamagedFollowerIsRebuilt(t *testing.T, pk bool) {
 	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n")
 	addr := nodes[0].client
 	mustCall(t, addr, "AdminService/CreateDatabase", map[string]any{"name": "d"}, nil)
-	cols := []map[string]any{{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "s", "type": "STRING"}}
-	mustCall(t, addr, "AdminService/CreateTable", map[string]any{"table": "d.log", "schema": map[string]any{"columns": cols},
+	schema := map[string]any{"columns": []map[string]any{{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "s", "type": "STRING"}}}
+	if pk {
+		schema["primaryKey"] = []string{"id"}
+	}
+	mustCall(t, addr, "AdminService/CreateTable", map[string]any{"table": "d.t", "schema": schema,
 		"bucketCount": 1, "properties": map[string]string{"table.replication.factor": "3"}}, nil)
 	created := time.Now()
 	var acked []int
 	next := 0
+	write := func() error {
+		if !pk {
+			return appendRows(addr, "d.t", 0, 64, &next, &acked)
+		}
+		if err := callOnce(addr, "WriteService/Upsert", map[string]any{"table": "d.t", "rows": diskRows(next, 64)}, nil); err != nil {
+			return err
+		}
+		for i := range 64 {
+			acked = append(acked, next+i)
+		}
+		next += 64
+		return nil
+	}
 	for range 20 {
-		waitFor(t, 20*time.Second, func() error { return appendRows(addr, "d.log", 0, 64, &next, &acked) })
+		waitFor(t, 20*time.Second, write)
 	}
 	var lay inSyncLayout
-	mustCall(t, addr, "AdminService/GetTableLayout", map[string]any{"table": "d.log"}, &lay)
-	f := nodes[0] // a follower: not the leader's node
+	mustCall(t, addr, "AdminService/GetTableLayout", map[string]any{"table": "d.t"}, &lay)
+	fi := 0 // a follower: not the leader's node
 	if lay.Buckets[0].Leader == 1 {
-		f = nodes[1]
+		fi = 1
 	}
-	waitFor(t, 30*time.Second, func() error { // the follower holds every entry before it stops
+	f := nodes[fi]
+	sameLog := func() error {
 		if a, b := metric(t, f.client, "fluss_log_size_bytes"), metric(t, nodes[2].client, "fluss_log_size_bytes"); a != b {
 			return fmt.Errorf("follower log %s bytes, node 3 %s", a, b)
 		}
 		return nil
-	})
+	}
+	waitFor(t, 30*time.Second, sameLog) // it holds every entry before it stops
 	f.p.stop(t)
 	segs, _ := filepath.Glob(filepath.Join(f.dir, "buckets", "*", "*", "*", "log", "*.log"))
 	if len(segs) != 1 {
@@ -136,19 +161,14 @@ func TestDamagedFollowerIsRebuilt(t *testing.T) {
 	}
 	f.start(t)
 	for range 5 { // writes go on meanwhile
-		waitFor(t, 20*time.Second, func() error { return appendRows(addr, "d.log", 0, 64, &next, &acked) })
+		waitFor(t, 20*time.Second, write)
 	}
 
 	// The leader counts unheard followers in only while it has led for
 	// less than replica_max_lag.
 	time.Sleep(time.Until(created.Add(9 * time.Second)))
-	waitFor(t, 60*time.Second, func() error { return checkInSync(addr, "d.log", []int{1, 2, 3}) })
-	waitFor(t, 30*time.Second, func() error {
-		if a, b := metric(t, f.client, "fluss_log_size_bytes"), metric(t, nodes[2].client, "fluss_log_size_bytes"); a != b {
-			return fmt.Errorf("rebuilt follower log %s bytes, node 3 %s", a, b)
-		}
-		return nil
-	})
+	waitFor(t, 60*time.Second, func() error { return checkInSync(addr, "d.t", []int{1, 2, 3}) })
+	waitFor(t, 30*time.Second, sameLog)
 	aside, _ := filepath.Glob(filepath.Join(f.dir, "buckets", "*", "*", "*.damaged-*"))
 	if len(aside) != 1 {
 		t.Errorf("want the damaged replica kept aside once, got %v", aside)
@@ -156,5 +176,38 @@ func TestDamagedFollowerIsRebuilt(t *testing.T) {
 	if !strings.Contains(f.p.logText(), "bucket replica damaged: removed from its group and set aside") {
 		t.Errorf("the follower's log does not say it set the damaged replica aside")
 	}
-	checkIDs(t, addr, "d.log", acked)
+
+	// The rebuilt replica leads and serves everything.
+	for i := range nodes {
+		if i != fi {
+			mustCall(t, addr, "AdminService/DrainNode", map[string]any{"nodeId": i + 1}, nil)
+		}
+	}
+	waitFor(t, 30*time.Second, func() error {
+		mustCall(t, addr, "AdminService/GetTableLayout", map[string]any{"table": "d.t"}, &lay)
+		if l := lay.Buckets[0].Leader; l != fi+1 {
+			return fmt.Errorf("bucket led by node %d, want the rebuilt node %d", l, fi+1)
+		}
+		return nil
+	})
+	if !pk {
+		checkIDs(t, addr, "d.t", acked)
+		return
+	}
+	var res struct{ Rows []map[string]any }
+	mustCall(t, addr, "ReadService/LimitScan", map[string]any{"table": "d.t", "bucket": 0, "limit": len(acked) + 1}, &res)
+	want := map[int]string{}
+	for _, r := range diskRows(0, next) {
+		want[r["id"].(int)] = r["s"].(string)
+	}
+	if len(res.Rows) != len(acked) {
+		t.Fatalf("the rebuilt leader holds %d rows, want the %d upserted", len(res.Rows), len(acked))
+	}
+	for _, r := range res.Rows {
+		id := int(jsonInt(r["id"]))
+		if s, ok := want[id]; !ok || r["s"] != s {
+			t.Fatalf("the rebuilt leader holds row %d with %.20q..., want %.20q...", id, r["s"], s)
+		}
+		delete(want, id)
+	}
 }
