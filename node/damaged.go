@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -53,14 +52,17 @@ func (n *Node) setAsideDamaged(a raftmeta.Assignment, err error) bool {
 		return false
 	}
 	log := n.logger.With("table", a.TableID, "partition", a.PartitionID, "bucket", a.Bucket)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*memberChangeTimeout)
+	qctx, qcancel := ctxOf(n.quit)
+	defer qcancel()
+	ctx, cancel := context.WithTimeout(qctx, 2*memberChangeTimeout)
 	defer cancel()
 	if rerr := n.resetAtLeader(ctx, a); rerr != nil {
 		log.Warn("bucket replica damaged; its removal from the group failed, trying again later", "damage", err, "err", rerr)
 		return false
 	}
 	aside := n.bucketDir(a.BucketID) + damagedSuffix + strconv.FormatInt(time.Now().Unix(), 10)
-	if rerr := os.Rename(n.bucketDir(a.BucketID), aside); rerr != nil {
+	// Durably: a rename a crash undid would bring the damaged log back.
+	if rerr := renameSync(n.bucketDir(a.BucketID), aside); rerr != nil {
 		log.Error("set a damaged bucket replica aside", "err", rerr)
 		return false
 	}

@@ -250,10 +250,16 @@ func writeFileSync(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	return renameSync(tmp, path)
+}
+
+// renameSync renames from to to and makes the rename durable (both must
+// be in one directory).
+func renameSync(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
+	d, err := os.Open(filepath.Dir(to))
 	if err != nil {
 		return err
 	}
