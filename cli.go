@@ -439,11 +439,26 @@ that it has not open (OFFLINE: failing to open, see its log, or opening).
 			fmt.Fprintf(w, "cluster %s, metadata leader: node %d\n", c.ClusterId, c.MetaLeader)
 			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tSTATE\tMETA\tREPLICAS\tLEADERS\tUNDER-REPLICATED\tOFFLINE\tCLIENT\tPEER\tVERSION")
+			var under, offline int32
+			var silent []int32
 			for _, n := range c.Nodes {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Id, n.State, n.MetaRole, n.Replicas, n.Leaders,
 					optCount(n.UnderReplicated), optCount(n.OfflineReplicas), n.ClientAddr, n.PeerAddr, n.Version)
+				if n.UnderReplicated == nil {
+					silent = append(silent, n.Id)
+				}
+				under += n.GetUnderReplicated()
+				offline += n.GetOfflineReplicas()
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "replication: %d under-replicated bucket(s), %d offline replica(s)", under, offline)
+			if len(silent) > 0 {
+				fmt.Fprintf(w, "; not reported by node(s) %v", silent)
+			}
+			fmt.Fprintln(w)
+			return nil
 		},
 	}
 	cmd.AddCommand(append([]*cobra.Command{status}, clusterOpsCmds()...)...)
