@@ -115,15 +115,25 @@ func checkIDs(t *testing.T, addr, table string, want []int) {
 	}
 }
 
-func metric(t *testing.T, addr, name string) string {
+// metrics returns the node's /metrics page.
+func metrics(t *testing.T, addr string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// metric returns the value of the unlabelled metric name on the node.
+func metric(t *testing.T, addr, name string) string {
+	t.Helper()
+	for _, line := range strings.Split(metrics(t, addr), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v
 		}

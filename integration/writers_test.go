@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,18 +132,9 @@ func TestAppenderAgainstServer(t *testing.T) {
 // WriteService procedure it served.
 func requestsOf(t *testing.T, addr, procedure string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	total := 0
 	want := fmt.Sprintf(`procedure="/fluss.v1.WriteService/%s"}`, procedure)
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(metrics(t, addr)) {
 		if strings.HasPrefix(line, "fluss_rpc_request_duration_seconds_count{") && strings.Contains(line, want) {
 			n, err := strconv.Atoi(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]))
 			if err != nil {
