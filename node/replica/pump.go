@@ -322,7 +322,7 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 	g.busy.Store(true)
 	go func() {
 		defer g.busy.Store(false)
-		if probe && !g.r.preVote() {
+		if probe && !g.r.preVote(hb) {
 			return
 		}
 		if err := g.r.campaign(); err != nil {
@@ -380,8 +380,9 @@ func (p *HeartbeatPump) rank(r *Replica, leader raft.ServerAddress) int {
 // preVote asks the other voters of the group for raft's pre-vote for the
 // next term and reports whether a quorum (this replica included) grants it.
 // A voter grants only while it knows no leader and its log is not ahead of
-// this replica's.
-func (r *Replica) preVote() bool {
+// this replica's. It waits for no more answers than decide the outcome,
+// and no longer than wait.
+func (r *Replica) preVote(wait time.Duration) bool {
 	pv, ok := r.cfg.Transport.(raft.WithPreVote)
 	if !ok {
 		return false
@@ -410,13 +411,33 @@ func (r *Replica) preVote() bool {
 			granted <- err == nil && resp.Granted
 		}()
 	}
-	votes := 1
-	for range others {
-		if <-granted {
-			votes++
+	return quorumGrants(granted, len(others), voters, wait)
+}
+
+// quorumGrants counts the answers of others voters on granted, this
+// replica's own vote included, and reports whether a quorum of voters
+// granted. It returns as soon as the outcome is known, or after wait: a
+// voter cut off from the network answers only when the transport gives up
+// on it, seconds later, and must not hold back an election the others
+// already decided (the answers still out go to granted's buffer).
+func quorumGrants(granted <-chan bool, others, voters int, wait time.Duration) bool {
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	need := voters/2 + 1
+	votes, refused := 1, 0
+	for votes < need && refused <= others-need+1 {
+		select {
+		case ok := <-granted:
+			if ok {
+				votes++
+			} else {
+				refused++
+			}
+		case <-timeout.C:
+			return false
 		}
 	}
-	return votes > voters/2
+	return votes >= need
 }
 
 // campaign makes this replica stand for election now: it sends itself

@@ -401,3 +401,42 @@ func TestPumpHeartbeatsPastAHungFollower(t *testing.T) {
 		return
 	}
 }
+
+// TestQuorumGrantsDecidesWithoutTheSilent: a pre-vote is decided by the
+// first answers that settle it; a voter that does not answer (cut off
+// from the network) holds it back no longer than the wait, and a quorum
+// out of reach fails at once.
+func TestQuorumGrantsDecidesWithoutTheSilent(t *testing.T) {
+	const never = time.Hour
+	for _, tc := range []struct {
+		name    string
+		answers []bool // the answers that come; the rest never do
+		voters  int
+		wait    time.Duration
+		want    bool
+	}{
+		{"one of two others grants, the other is silent", []bool{true}, 3, never, true},
+		{"one of two others refuses, the other is silent", []bool{false}, 3, 50 * time.Millisecond, false},
+		{"both others refuse", []bool{false, false}, 3, never, false},
+		{"two of four others grant", []bool{true, false, true}, 5, never, true},
+		{"three of four others refuse", []bool{false, false, false}, 5, never, false},
+		{"sole voter", nil, 1, never, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			granted := make(chan bool, tc.voters)
+			for _, a := range tc.answers {
+				granted <- a
+			}
+			done := make(chan bool, 1)
+			go func() { done <- quorumGrants(granted, tc.voters-1, tc.voters, tc.wait) }()
+			select {
+			case got := <-done:
+				if got != tc.want {
+					t.Fatalf("quorumGrants = %v, want %v", got, tc.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("quorumGrants waited for an answer that does not decide the outcome")
+			}
+		})
+	}
+}
