@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -204,8 +206,17 @@ func (n *Node) callBucket(ctx context.Context, id raftmeta.NodeID, call string, 
 	if !ok {
 		return nil, fmt.Errorf("node %d has no known peer address", id)
 	}
+	if n.live != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer n.live.watchGone(raft.ServerAddress(addr), cancel)()
+	}
 	b, err := n.peers.Call(ctx, addr, call, appendBucketReq(nil, q))
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errPeerGone) {
+			return nil, fmt.Errorf("node %d (%s) %w", id, addr, errPeerGone)
+		}
 		return nil, err
 	}
 	return decodeBucketResp(b)

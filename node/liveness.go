@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,5 +147,42 @@ func (l *liveness) run() {
 			})
 		}
 		l.mu.Unlock()
+	}
+}
+
+// errPeerGone is the cause with which watchGone cancels.
+var errPeerGone = errors.New("stopped answering pings")
+
+// watchGone calls cancel(errPeerGone) once the node at addr is found dead
+// as Alive decides (its bucket groups then elect new leaders), looking
+// first a heartbeat timeout after the call (a request that takes less
+// costs a timer and no look) and every quarter of one after that; stop
+// ends the watch. A request to a node cut off from this one, which would
+// otherwise wait for its deadline, ends with the failure detection.
+func (l *liveness) watchGone(addr raft.ServerAddress, cancel context.CancelCauseFunc) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	look := func() {
+		if !l.Alive(addr) {
+			cancel(errPeerGone)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(l.timeout / 4)
+		}
+	}
+	mu.Lock()
+	t = time.AfterFunc(l.timeout, look)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -148,4 +149,50 @@ func TestLivenessAnsweringNeedsAnAnswer(t *testing.T) {
 	down = true
 	mu.Unlock()
 	waitFor(t, 5*time.Second, func() bool { return !l.Answering(addr) })
+}
+
+// TestLivenessWatchGoneCancels: a watch on a peer that stops answering
+// cancels with errPeerGone once the peer is found dead; a watch on a peer
+// that answers, or one stopped before, cancels nothing.
+func TestLivenessWatchGoneCancels(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	silent := make(chan struct{})
+	ping := func(addr string) (time.Duration, error) {
+		if addr == "cut:1" {
+			<-silent // never answers while the test runs
+		}
+		return time.Millisecond, nil
+	}
+	l := newLiveness(ping, timeout)
+	defer l.close()     // second: it waits for the pings out
+	defer close(silent) // first: the silent peer's ping returns
+
+	watch := func(addr raft.ServerAddress) (context.Context, func()) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		return ctx, l.watchGone(addr, cancel)
+	}
+	cut, stopCut := watch("cut:1")
+	defer stopCut()
+	ok, stopOK := watch("ok:1")
+	stopped, stopStopped := watch("cut:1")
+	stopStopped()
+
+	select {
+	case <-cut.Done():
+		if !errors.Is(context.Cause(cut), errPeerGone) {
+			t.Fatalf("cause %v, want errPeerGone", context.Cause(cut))
+		}
+	case <-time.After(20 * unansweredFactor * timeout):
+		t.Fatal("the watch on a peer that stopped answering did not cancel")
+	}
+	if l.Alive("cut:1") {
+		t.Fatal("cancelled while the peer still counts as alive")
+	}
+	stopOK()
+	if ok.Err() != nil {
+		t.Fatalf("the watch on an answering peer cancelled: %v", context.Cause(ok))
+	}
+	if stopped.Err() != nil {
+		t.Fatal("a stopped watch cancelled")
+	}
 }
