@@ -114,7 +114,7 @@ func TestAuthBadConfigRefusesToStart(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := startNodeErr(t, filepath.Join(t.TempDir(), "data"), "--config", path)
+	_, err := startNodeErr(t, 0, filepath.Join(t.TempDir(), "data"), "--config", path)
 	if err == nil || !strings.Contains(err.Error(), `auth user "x": token_sha256 "1234": want 64 hex digits`) {
 		t.Fatalf("a node with a 4-digit token_sha256: %v", err)
 	}

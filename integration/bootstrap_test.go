@@ -32,7 +32,7 @@ type bootNode struct {
 // file and repeated as flags (startNodeErr passes port-0 flags first).
 func (n *bootNode) startErr(t *testing.T) error {
 	t.Helper()
-	p, err := startNodeErr(t, n.dir, "--config", n.config,
+	p, err := startNodeErr(t, 0, n.dir, "--config", n.config,
 		"--client-addr", n.client, "--peer-addr", n.peer, "--gossip-addr", n.gossip)
 	if err != nil {
 		return err

@@ -55,6 +55,7 @@ type clusterNode struct {
 	dir, client, peer, gossip string
 	join                      []string
 	config                    string // a config file's path, or ""
+	uid                       uint32 // run as this uid (0: as the test)
 	p                         *proc
 }
 
@@ -67,7 +68,7 @@ func (n *clusterNode) start(t *testing.T) {
 	if n.config != "" {
 		args = append(args, "--config", n.config)
 	}
-	n.p = startNode(t, n.dir, args...)
+	n.p = startNodeAs(t, n.uid, n.dir, args...)
 }
 
 // TestClusterKillNineKeepsEveryAcknowledgedRow runs three processes (one

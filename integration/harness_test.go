@@ -29,6 +29,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Readable by every uid: the network fault tests run nodes as uids of
+	// their own (partition_test.go).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	binary = filepath.Join(dir, "fluss-node")
 	build := exec.Command("go", "build", "-o", binary, ".")
 	build.Dir = ".."
@@ -57,7 +63,14 @@ var servingRE = regexp.MustCompile(`msg=serving .*client_addr=(\S+)`)
 // the serving line; the test fails if the node does not come up.
 func startNode(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
-	p, err := startNodeErr(t, dataDir, extra...)
+	return startNodeAs(t, 0, dataDir, extra...)
+}
+
+// startNodeAs is startNode for a process run as uid (and gid uid); 0 runs
+// it as this process's user.
+func startNodeAs(t *testing.T, uid uint32, dataDir string, extra ...string) *proc {
+	t.Helper()
+	p, err := startNodeErr(t, uid, dataDir, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +81,7 @@ func startNode(t *testing.T, dataDir string, extra ...string) *proc {
 // if the process exits before serving.
 func tryStart(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
-	p, err := startNodeErr(t, dataDir, extra...)
+	p, err := startNodeErr(t, 0, dataDir, extra...)
 	if err != nil {
 		t.Logf("node did not start: %v", err)
 		return nil
@@ -76,13 +89,16 @@ func tryStart(t *testing.T, dataDir string, extra ...string) *proc {
 	return p
 }
 
-func startNodeErr(t *testing.T, dataDir string, extra ...string) (*proc, error) {
+func startNodeErr(t *testing.T, uid uint32, dataDir string, extra ...string) (*proc, error) {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", dataDir,
 		"--client-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary, args...)
 	// A test binary killed from outside (a CI timeout) takes its nodes with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if uid != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, NoSetGroups: true}
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -83,8 +83,6 @@ func TestPKLinearizableUnderLeaderKills(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	const (
-		keys     = 5
-		clients  = 6
 		kills    = 4
 		killGap  = 2500 * time.Millisecond
 		downTime = 1200 * time.Millisecond
@@ -102,122 +100,19 @@ func TestPKLinearizableUnderLeaderKills(t *testing.T) {
 		}
 		nodes[i].start(t)
 	}
-	retry := client.WithRetry(client.Retry{Attempts: 30, Base: 50 * time.Millisecond, Max: 300 * time.Millisecond})
-	admin := client.New("http://"+nodes[0].client, retry)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := admin.CreateDatabase(ctx, "lin", false); err != nil {
-		t.Fatal(err)
-	}
-	no := false
-	if _, err := admin.CreateTable(ctx, &flussv1.CreateTableRequest{
-		Table: "lin.kv",
-		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
-			{Name: "k", Type: "INT", Nullable: &no}, {Name: "v", Type: "BIGINT"},
-		}, PrimaryKey: []string{"k"}},
-		BucketCount: 2,
-		Properties:  map[string]string{"table.replication.factor": "3"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, func() error {
-		layout, err := admin.GetTableLayout(ctx, "lin.kv")
-		if err != nil {
-			return err
-		}
-		for _, b := range layout {
-			if b.GetLeader() == 0 || len(b.GetReplicas()) != 3 {
-				return fmt.Errorf("bucket %d: leader %d replicas %v", b.GetBucket(), b.GetLeader(), b.GetReplicas())
-			}
-		}
-		return nil
-	})
+	admin := client.New("http://"+nodes[0].client, linRetry)
+	createLinTable(ctx, t, admin, "lin.kv")
 
 	var up [3]atomic.Bool
 	for i := range up {
 		up[i].Store(true)
 	}
-	start := time.Now()
-	now := func() int64 { return int64(time.Since(start)) }
-	var (
-		mu      sync.Mutex
-		history []porcupine.Operation
-		stop    atomic.Bool
-		wg      sync.WaitGroup
-		acked   atomic.Int64
-		unknown atomic.Int64
-	)
-	record := func(op porcupine.Operation) {
-		mu.Lock()
-		history = append(history, op)
-		mu.Unlock()
-	}
-	// run performs one operation through node i and records it.
-	run := func(id int, cl *client.Client, in kvOp) {
-		call := now()
-		octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
-		defer ocancel()
-		var err error
-		var out kvResult
-		switch in.Kind {
-		case 'p':
-			_, err = cl.Upsert(octx, "lin.kv", fmt.Appendf(nil, `[{"k":%d,"v":%d}]`, in.Key, in.Value), nil)
-		case 'd':
-			_, err = cl.Delete(octx, "lin.kv", fmt.Appendf(nil, `[{"k":%d}]`, in.Key))
-		default:
-			var rows []byte
-			if rows, err = cl.Lookup(octx, "lin.kv", fmt.Appendf(nil, `[{"k":%d}]`, in.Key), nil); err == nil {
-				out, err = parseLookup(rows)
-			}
-		}
-		ret := now()
-		switch {
-		case err == nil:
-			acked.Add(1)
-		case in.Kind == 'g':
-			return // a failed read tells nothing
-		default:
-			// The write may or may not have been stored, now or later.
-			unknown.Add(1)
-			ret = math.MaxInt64
-		}
-		record(porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
-	}
-	for c := range clients {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(seed), uint64(c+100)))
-			// One client per node, each its own idempotent writer.
-			per := make([]*client.Client, 3)
-			for i := range per {
-				per[i] = client.New("http://"+nodes[i].client, retry)
-			}
-			for i := 0; !stop.Load(); i++ {
-				n := r.IntN(3)
-				if !up[n].Load() {
-					continue
-				}
-				in := kvOp{Key: r.IntN(keys)}
-				switch x := r.IntN(20); {
-				case x < 9:
-					in.Kind = 'g'
-				case x < 17:
-					in.Kind, in.Value = 'p', int64(c)*1_000_000+int64(i)
-				default:
-					in.Kind = 'd'
-				}
-				run(c, per[n], in)
-			}
-		})
-	}
-
+	w := startLinWorkload(ctx, nodes, "lin.kv", seed, 10*time.Second, func(i int) bool { return up[i].Load() })
 	for k := range kills {
 		time.Sleep(killGap)
-		layout, err := admin.GetTableLayout(ctx, "lin.kv")
-		if err != nil || len(layout) == 0 {
-			t.Logf("kill %d: no layout: %v", k, err)
-			continue
-		}
-		leader := int(layout[rng.IntN(len(layout))].GetLeader())
+		leader := bucketLeader(ctx, t, admin, "lin.kv", rng)
 		if leader < 1 || leader > 3 {
 			continue
 		}
@@ -229,23 +124,167 @@ func TestPKLinearizableUnderLeaderKills(t *testing.T) {
 		victim.start(t)
 		up[leader-1].Store(true)
 		if leader == 1 {
-			admin = client.New("http://"+nodes[0].client, retry)
+			admin = client.New("http://"+nodes[0].client, linRetry)
 		}
 	}
 	time.Sleep(killGap)
-	stop.Store(true)
-	wg.Wait()
+	w.finish(t, nodes[1].client)
+}
 
-	// After recovery: read every key through every node.
-	final := client.New("http://"+nodes[1].client, retry)
-	for k := range keys {
-		run(clients, final, kvOp{Kind: 'g', Key: k})
+// linRetry is the retry policy of the linearizability workload's clients.
+var linRetry = client.WithRetry(client.Retry{Attempts: 30, Base: 50 * time.Millisecond, Max: 300 * time.Millisecond})
+
+// createLinTable creates database lin (if need be) and the workload's
+// primary-key table (k INT, v BIGINT) of two buckets replicated three
+// ways, and waits until both buckets have a leader and three replicas.
+func createLinTable(ctx context.Context, t *testing.T, admin *client.Client, table string) {
+	t.Helper()
+	if err := admin.CreateDatabase(ctx, "lin", true); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d operations acknowledged, %d writes with unknown outcome", acked.Load(), unknown.Load())
-	if acked.Load() < 200 {
-		t.Fatalf("only %d operations acknowledged: the cluster did not serve through the kills", acked.Load())
+	no := false
+	if _, err := admin.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table: table,
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
+			{Name: "k", Type: "INT", Nullable: &no}, {Name: "v", Type: "BIGINT"},
+		}, PrimaryKey: []string{"k"}},
+		BucketCount: 2,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	}); err != nil {
+		t.Fatal(err)
 	}
-	res, info := porcupine.CheckOperationsVerbose(kvModel, history, time.Minute)
+	waitFor(t, 30*time.Second, func() error {
+		layout, err := admin.GetTableLayout(ctx, table)
+		if err != nil {
+			return err
+		}
+		for _, b := range layout {
+			if b.GetLeader() == 0 || len(b.GetReplicas()) != 3 {
+				return fmt.Errorf("bucket %d: leader %d replicas %v", b.GetBucket(), b.GetLeader(), b.GetReplicas())
+			}
+		}
+		return nil
+	})
+}
+
+// bucketLeader is the leader of a random bucket of table, 0 if the layout
+// cannot be read.
+func bucketLeader(ctx context.Context, t *testing.T, admin *client.Client, table string, rng *rand.Rand) int {
+	layout, err := admin.GetTableLayout(ctx, table)
+	if err != nil || len(layout) == 0 {
+		t.Logf("no layout of %s: %v", table, err)
+		return 0
+	}
+	return int(layout[rng.IntN(len(layout))].GetLeader())
+}
+
+// linWorkload is the linearizability workload: six clients upsert, delete
+// and look up five keys of a primary-key table, each operation through a
+// random node, and the history of what they saw.
+type linWorkload struct {
+	table     string
+	seed      int64
+	opTimeout time.Duration
+	start     time.Time
+
+	mu      sync.Mutex
+	history []porcupine.Operation
+	stop    atomic.Bool
+	wg      sync.WaitGroup
+	acked   atomic.Int64
+	unknown atomic.Int64
+}
+
+const (
+	linKeys    = 5
+	linClients = 6
+)
+
+// startLinWorkload starts the clients; each operation goes to a random
+// node i for which up(i) holds and gives up after opTimeout.
+func startLinWorkload(ctx context.Context, nodes []*clusterNode, table string, seed int64, opTimeout time.Duration, up func(i int) bool) *linWorkload {
+	w := &linWorkload{table: table, seed: seed, opTimeout: opTimeout, start: time.Now()}
+	for c := range linClients {
+		w.wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(c+100)))
+			// One client per node, each its own idempotent writer.
+			per := make([]*client.Client, len(nodes))
+			for i := range per {
+				per[i] = client.New("http://"+nodes[i].client, linRetry)
+			}
+			for i := 0; !w.stop.Load(); i++ {
+				n := r.IntN(len(nodes))
+				if !up(n) {
+					continue
+				}
+				in := kvOp{Key: r.IntN(linKeys)}
+				switch x := r.IntN(20); {
+				case x < 9:
+					in.Kind = 'g'
+				case x < 17:
+					in.Kind, in.Value = 'p', int64(c)*1_000_000+int64(i)
+				default:
+					in.Kind = 'd'
+				}
+				w.run(ctx, c, per[n], in)
+			}
+		})
+	}
+	return w
+}
+
+func (w *linWorkload) now() int64 { return int64(time.Since(w.start)) }
+
+// run performs one operation through cl and records it.
+func (w *linWorkload) run(ctx context.Context, id int, cl *client.Client, in kvOp) {
+	call := w.now()
+	octx, ocancel := context.WithTimeout(ctx, w.opTimeout)
+	defer ocancel()
+	var err error
+	var out kvResult
+	switch in.Kind {
+	case 'p':
+		_, err = cl.Upsert(octx, w.table, fmt.Appendf(nil, `[{"k":%d,"v":%d}]`, in.Key, in.Value), nil)
+	case 'd':
+		_, err = cl.Delete(octx, w.table, fmt.Appendf(nil, `[{"k":%d}]`, in.Key))
+	default:
+		var rows []byte
+		if rows, err = cl.Lookup(octx, w.table, fmt.Appendf(nil, `[{"k":%d}]`, in.Key), nil); err == nil {
+			out, err = parseLookup(rows)
+		}
+	}
+	ret := w.now()
+	switch {
+	case err == nil:
+		w.acked.Add(1)
+	case in.Kind == 'g':
+		return // a failed read tells nothing
+	default:
+		// The write may or may not have been stored, now or later.
+		w.unknown.Add(1)
+		ret = math.MaxInt64
+	}
+	w.mu.Lock()
+	w.history = append(w.history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
+	w.mu.Unlock()
+}
+
+// finish stops the clients, reads every key through the node at addr
+// (after the faults, so a lost acknowledged write shows) and checks that
+// the history is linearizable.
+func (w *linWorkload) finish(t *testing.T, addr string) {
+	t.Helper()
+	w.stop.Store(true)
+	w.wg.Wait()
+	final := client.New("http://"+addr, linRetry)
+	for k := range linKeys {
+		w.run(context.Background(), linClients, final, kvOp{Kind: 'g', Key: k})
+	}
+	t.Logf("%d operations acknowledged, %d writes with unknown outcome", w.acked.Load(), w.unknown.Load())
+	if w.acked.Load() < 200 {
+		t.Fatalf("only %d operations acknowledged: the cluster did not serve through the faults", w.acked.Load())
+	}
+	res, info := porcupine.CheckOperationsVerbose(kvModel, w.history, time.Minute)
 	switch res {
 	case porcupine.Ok:
 	case porcupine.Illegal:
@@ -253,9 +292,9 @@ func TestPKLinearizableUnderLeaderKills(t *testing.T) {
 		if err := porcupine.VisualizePath(kvModel, info, path); err == nil {
 			t.Logf("visualization: %s", path)
 		}
-		t.Fatalf("history of %d operations is not linearizable (seed %d)", len(history), seed)
+		t.Fatalf("history of %d operations is not linearizable (seed %d)", len(w.history), w.seed)
 	default:
-		t.Fatalf("linearizability check did not finish in time (%d operations)", len(history))
+		t.Fatalf("linearizability check did not finish in time (%d operations)", len(w.history))
 	}
 }
 

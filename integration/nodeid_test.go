@@ -48,7 +48,7 @@ func TestJoinWithATakenNodeIDIsRefused(t *testing.T) {
 	twin := &clusterNode{dir: t.TempDir(), client: freePort(t), peer: freePort(t), gossip: freePort(t)}
 	args := []string{"--client-addr", twin.client, "--peer-addr", twin.peer, "--gossip-addr", twin.gossip,
 		"--join", nodes[0].peer, "--node-id", "2"}
-	p, err := startNodeErr(t, twin.dir, args...)
+	p, err := startNodeErr(t, 0, twin.dir, args...)
 	if err == nil {
 		p.kill()
 		t.Fatal("a second node with node id 2 was admitted while node 2 runs")
@@ -67,7 +67,7 @@ func TestJoinWithATakenNodeIDIsRefused(t *testing.T) {
 	mustCall(t, nodes[0].client, "AdminService/CreateTable", map[string]any{"table": "still.t", "schema": map[string]any{"columns": cols},
 		"bucketCount": 2, "properties": map[string]string{"table.replication.factor": "3"}}, nil)
 	nodes[1].p.kill()
-	_, err = startNodeErr(t, twin.dir, args...)
+	_, err = startNodeErr(t, 0, twin.dir, args...)
 	if err == nil || !strings.Contains(err.Error(), "node id 2 still holds 2 bucket replicas") {
 		t.Fatalf("a node with an empty data directory under the id of a dead node that holds replicas: %v", err)
 	}
@@ -75,7 +75,7 @@ func TestJoinWithATakenNodeIDIsRefused(t *testing.T) {
 	// Once nothing is assigned to the id (here: the table dropped), it may
 	// be taken up at a new address.
 	mustCall(t, nodes[0].client, "AdminService/DropTable", map[string]any{"table": "still.t"}, nil)
-	q, err := startNodeErr(t, twin.dir, args...)
+	q, err := startNodeErr(t, 0, twin.dir, args...)
 	if err != nil {
 		t.Fatalf("node id 2 at a new address after node 2 died and its replicas went: %v", err)
 	}

@@ -359,6 +359,16 @@ func TestClusterLakeIcebergThroughTheBinary(t *testing.T) {
 // config: node 1 serves, nodes 2 and 3 join it.
 func startJoinedCluster(t *testing.T, config string) []*clusterNode {
 	t.Helper()
+	nodes := joinedCluster(t, config)
+	for _, n := range nodes {
+		n.start(t)
+	}
+	return nodes
+}
+
+// joinedCluster is startJoinedCluster's three nodes, not started.
+func joinedCluster(t *testing.T, config string) []*clusterNode {
+	t.Helper()
 	base := t.TempDir()
 	path := filepath.Join(base, "fluss.toml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
@@ -370,7 +380,6 @@ func startJoinedCluster(t *testing.T, config string) []*clusterNode {
 		if i > 0 {
 			nodes[i].join = []string{nodes[0].peer}
 		}
-		nodes[i].start(t)
 	}
 	return nodes
 }
