@@ -304,7 +304,7 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 		return addr
 	}
 	term := g.r.raft.CurrentTerm()
-	if g.leader != addr || g.suspect.IsZero() {
+	if g.leader != addr || g.suspect.IsZero() || term != g.term {
 		g.leader, g.suspect, g.term = addr, now, term
 	}
 	if now.Sub(g.tried) < 2*hb || g.busy.Load() {
@@ -312,10 +312,13 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 	}
 	// A later rank waits a tick per earlier one (an election takes a round
 	// trip: long enough for an earlier one to win, short enough not to
-	// matter when its log was behind and it lost), and not at all when one
-	// already stood (the term moved) and still no leader is known.
+	// matter when its log was behind and it lost), counted again from each
+	// new term: when the term moved, a replica ranked before this one
+	// stands, and it gets the same ticks to win and be heard from. (Standing
+	// at once then made a new group's second-ranked replica now and then
+	// unseat the preferred one just after it won.)
 	rank := p.rank(g.r, addr)
-	if rank < 0 || (now.Sub(g.suspect) < time.Duration(rank)*hb/4 && term == g.term) {
+	if rank < 0 || now.Sub(g.suspect) < time.Duration(rank)*hb/4 {
 		return addr
 	}
 	g.tried = now
@@ -380,8 +383,7 @@ func (p *HeartbeatPump) rank(r *Replica, leader raft.ServerAddress) int {
 // preVote asks the other voters of the group for raft's pre-vote for the
 // next term and reports whether a quorum (this replica included) grants it.
 // A voter grants only while it knows no leader and its log is not ahead of
-// this replica's. It waits for no more answers than decide the outcome,
-// and no longer than wait.
+// this replica's. It waits no longer than wait for the answers.
 func (r *Replica) preVote(wait time.Duration) bool {
 	pv, ok := r.cfg.Transport.(raft.WithPreVote)
 	if !ok {
@@ -416,16 +418,21 @@ func (r *Replica) preVote(wait time.Duration) bool {
 
 // quorumGrants counts the answers of others voters on granted, this
 // replica's own vote included, and reports whether a quorum of voters
-// granted. It returns as soon as the outcome is known, or after wait: a
-// voter cut off from the network answers only when the transport gives up
-// on it, seconds later, and must not hold back an election the others
-// already decided (the answers still out go to granted's buffer).
+// granted. It waits for every answer, or until a quorum can no longer
+// grant, but no longer than wait, and then decides by the answers it has:
+// a voter cut off from the network answers only when the transport gives
+// up on it, seconds later, and must not hold back an election the others
+// decide (the answers still out go to granted's buffer). It does not stop
+// at the first quorum of grants: a voter that is already a candidate (the
+// one ranked before this replica, standing a tick earlier) answers a
+// little later, and standing before that answer came made two replicas
+// stand at once, so the later one's term could unseat the one that won.
 func quorumGrants(granted <-chan bool, others, voters int, wait time.Duration) bool {
 	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
 	need := voters/2 + 1
 	votes, refused := 1, 0
-	for votes < need && refused <= others-need+1 {
+	for votes-1+refused < others && refused <= others-need+1 {
 		select {
 		case ok := <-granted:
 			if ok {
@@ -434,7 +441,7 @@ func quorumGrants(granted <-chan bool, others, voters int, wait time.Duration) b
 				refused++
 			}
 		case <-timeout.C:
-			return false
+			return votes >= need
 		}
 	}
 	return votes >= need

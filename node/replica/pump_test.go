@@ -402,12 +402,15 @@ func TestPumpHeartbeatsPastAHungFollower(t *testing.T) {
 	}
 }
 
-// TestQuorumGrantsDecidesWithoutTheSilent: a pre-vote is decided by the
-// first answers that settle it; a voter that does not answer (cut off
-// from the network) holds it back no longer than the wait, and a quorum
-// out of reach fails at once.
+// TestQuorumGrantsDecidesWithoutTheSilent: a pre-vote waits for the
+// voters' answers, but a voter that does not answer (cut off from the
+// network) holds it back no longer than the wait, after which the answers
+// in decide; a quorum out of reach fails at once.
 func TestQuorumGrantsDecidesWithoutTheSilent(t *testing.T) {
-	const never = time.Hour
+	const (
+		never = time.Hour
+		short = 50 * time.Millisecond
+	)
 	for _, tc := range []struct {
 		name    string
 		answers []bool // the answers that come; the rest never do
@@ -415,10 +418,13 @@ func TestQuorumGrantsDecidesWithoutTheSilent(t *testing.T) {
 		wait    time.Duration
 		want    bool
 	}{
-		{"one of two others grants, the other is silent", []bool{true}, 3, never, true},
-		{"one of two others refuses, the other is silent", []bool{false}, 3, 50 * time.Millisecond, false},
+		{"one of two others grants, the other is silent", []bool{true}, 3, short, true},
+		{"one of two others refuses, the other is silent", []bool{false}, 3, short, false},
+		{"both others grant", []bool{true, true}, 3, never, true},
+		{"one grants, one refuses", []bool{false, true}, 3, never, true},
 		{"both others refuse", []bool{false, false}, 3, never, false},
-		{"two of four others grant", []bool{true, false, true}, 5, never, true},
+		{"two of four others grant, two are silent", []bool{true, true}, 5, short, true},
+		{"two of four others grant, two refuse", []bool{true, false, true, false}, 5, never, true},
 		{"three of four others refuse", []bool{false, false, false}, 5, never, false},
 		{"sole voter", nil, 1, never, true},
 	} {
