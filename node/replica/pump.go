@@ -314,9 +314,8 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 	// trip: long enough for an earlier one to win, short enough not to
 	// matter when its log was behind and it lost), counted again from each
 	// new term: when the term moved, a replica ranked before this one
-	// stands, and it gets the same ticks to win and be heard from. (Standing
-	// at once then made a new group's second-ranked replica now and then
-	// unseat the preferred one just after it won.)
+	// stands, and it gets the same ticks to win and be heard from (standing
+	// at once could unseat it just after it won).
 	rank := p.rank(g.r, addr)
 	if rank < 0 || now.Sub(g.suspect) < time.Duration(rank)*hb/4 {
 		return addr
@@ -423,10 +422,10 @@ func (r *Replica) preVote(wait time.Duration) bool {
 // a voter cut off from the network answers only when the transport gives
 // up on it, seconds later, and must not hold back an election the others
 // decide (the answers still out go to granted's buffer). It does not stop
-// at the first quorum of grants: a voter that is already a candidate (the
-// one ranked before this replica, standing a tick earlier) answers a
-// little later, and standing before that answer came made two replicas
-// stand at once, so the later one's term could unseat the one that won.
+// at the first quorum of grants: the voter ranked before this replica may
+// be standing right then, and its answer, a little later, is the one that
+// shows it (stopping early was tried, and a new group's first election
+// then once went to its second-ranked replica).
 func quorumGrants(granted <-chan bool, others, voters int, wait time.Duration) bool {
 	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
