@@ -145,7 +145,9 @@ func portOf(t *testing.T, addr string) string {
 // leader cut off from one follower only (both still reach the third node),
 // any node cut off. During each cut the nodes that hold a quorum go on
 // serving: an upsert through one of them (and, with the metadata leader
-// cut off, a database creation) is acknowledged. The cut-off node
+// cut off, a database creation) is acknowledged. Two nodes cut off from
+// each other only stand for no election (the third still hears from both,
+// and an election would unseat leaders it follows). The cut-off node
 // acknowledges no write it cannot commit and answers no stale read: the
 // primary-key history must be linearizable, every acknowledged append must
 // be stored once at its acknowledged offset with dense offsets, no
@@ -198,6 +200,7 @@ func TestNetworkPartitions(t *testing.T) {
 	waitBatched := startBatchedAppenders("lin.batched", addrs, &stop, func(g, i int) []byte { return fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i) })
 
 	var cutOff []int // 0-based: the nodes cut off last
+	var elections []int64
 	for k, fault := range []string{"bucket leader", "metadata leader", "leader from one follower", "any node"} {
 		time.Sleep(gap)
 		// Look through a node that was not cut off last time: it knows
@@ -209,6 +212,7 @@ func TestNetworkPartitions(t *testing.T) {
 		view := client.New("http://"+nodes[v].client, linRetry)
 		var serving []int
 		cutOff = nil
+		var pair []int // with a cut between two nodes only: those two
 		switch fault {
 		case "bucket leader", "leader from one follower":
 			var leader int
@@ -224,6 +228,8 @@ func TestNetworkPartitions(t *testing.T) {
 				serving = others(leader)
 			} else {
 				o := others(leader)
+				pair = []int{leader, o[0]}
+				elections = electionsOf(t, nodes, pair)
 				faults.cut(t, leader, o[0])
 				serving = []int{o[1]}
 			}
@@ -278,6 +284,19 @@ func TestNetworkPartitions(t *testing.T) {
 		}
 		t.Logf("cut %d: nodes %v serving %v after the cut (node(s) %v cut off)", k, plusOne(serving), time.Since(cutAt).Round(time.Millisecond), plusOne(cutOff))
 		time.Sleep(time.Until(cutAt.Add(cutFor)))
+		if pair != nil {
+			// Each of the two lost the other's node, the third still
+			// hears from both: no group of theirs stood for an election,
+			// which would unseat a leader the quorum still follows.
+			if now := electionsOf(t, nodes, pair); !slices.Equal(now, elections) {
+				t.Errorf("cut %d: nodes %v stood for %v elections while cut off from each other only (before: %v)", k, plusOne(pair), now, elections)
+			}
+			held := int64(0)
+			for _, n := range pair {
+				held += metricValue(t, nodes[n].client, "fluss_bucket_elections_held_back_total")
+			}
+			t.Logf("cut %d: elections held back on nodes %v: %d in all", k, plusOne(pair), held)
+		}
 		faults.heal(t)
 	}
 	healed := time.Now()
@@ -301,6 +320,20 @@ func TestNetworkPartitions(t *testing.T) {
 	allInSync()
 	time.Sleep(9 * time.Second)
 	allInSync()
+}
+
+// electionsOf reads fluss_bucket_elections_total of nodes (0-based).
+func electionsOf(t *testing.T, nodes []*clusterNode, of []int) []int64 {
+	t.Helper()
+	var v []int64
+	for _, n := range of {
+		e := metricValue(t, nodes[n].client, "fluss_bucket_elections_total")
+		if e < 0 {
+			t.Fatalf("node %d: no fluss_bucket_elections_total on /metrics", n+1)
+		}
+		v = append(v, e)
+	}
+	return v
 }
 
 // others is the two nodes (0-based) of three other than n.

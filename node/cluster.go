@@ -93,6 +93,7 @@ func (n *Node) registerHandlers() {
 	n.peers.Handle(callBucketLookup, n.handleBucket(callBucketLookup))
 	n.peers.Handle(callBucketPrefix, n.handleBucket(callBucketPrefix))
 	n.peers.Handle(callNodeStats, n.handleNodeStats)
+	n.peers.Handle(callNodeSilence, n.handleSilence)
 	n.peers.Handle(callBucketProgress, n.handleBucketProgress)
 	n.peers.Handle(callBucketReset, n.handleBucketReset)
 	n.peers.Handle(callBucketMember, n.handleBucketMember)

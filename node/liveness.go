@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/rpc/peer"
 )
 
 // liveness is the node's view of which peer nodes answer, for the
@@ -25,12 +27,19 @@ import (
 // later instead. A peer is given the benefit of the doubt for the first
 // timeout after it is first asked about (no ping has had time to answer),
 // and it is forgotten when nobody asked about it for a minute.
+//
+// Before a replica stands for election because its leader's node is dead
+// here, it asks the other voters' nodes whether they lost that node too
+// (LostBy), so that a node cut off from the leader alone, while the rest
+// of the group still hears from it, does not unseat a working leader.
 type liveness struct {
 	ping    func(addr string) (time.Duration, error)
+	askPeer askPeerFunc // nil: every peer is taken to agree
 	timeout time.Duration
 
 	mu    sync.Mutex
 	peers map[raft.ServerAddress]*peerLiveness
+	asked map[[2]raft.ServerAddress]*lostAnswer // LostBy's answers, by (peer, addr)
 
 	quit chan struct{}
 	done chan struct{}
@@ -47,11 +56,18 @@ type peerLiveness struct {
 // livenessForget is how long a peer nobody asks about stays pinged.
 const livenessForget = time.Minute
 
-func newLiveness(ping func(addr string) (time.Duration, error), timeout time.Duration) *liveness {
+// askPeerFunc asks the node at peer how long it has not heard from the node
+// at addr (the node.silence call); watched is false when that node does
+// not ping addr.
+type askPeerFunc func(ctx context.Context, peer, addr raft.ServerAddress) (silence time.Duration, watched bool, err error)
+
+func newLiveness(ping func(addr string) (time.Duration, error), askPeer askPeerFunc, timeout time.Duration) *liveness {
 	l := &liveness{
 		ping:    ping,
+		askPeer: askPeer,
 		timeout: timeout,
 		peers:   make(map[raft.ServerAddress]*peerLiveness),
+		asked:   make(map[[2]raft.ServerAddress]*lostAnswer),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -90,6 +106,93 @@ func (l *liveness) Answering(addr raft.ServerAddress) bool {
 	p, _ := l.ask(addr, now)
 	answered := p.answered.Load()
 	return answered != 0 && !p.failed.Load() && now.Sub(time.Unix(0, answered)) < unansweredFactor*l.timeout
+}
+
+// silence reports how long the node at addr has not answered this node's
+// pings (counted from when it was first asked about, if it never
+// answered), and false when this node does not ping it. It does not start
+// pinging addr: it answers other nodes (node.silence), which must not make
+// this one ping addresses of their choosing.
+func (l *liveness) silence(addr raft.ServerAddress) (time.Duration, bool) {
+	l.mu.Lock()
+	p := l.peers[addr]
+	l.mu.Unlock()
+	if p == nil {
+		return 0, false
+	}
+	last := time.Unix(0, p.answered.Load())
+	if p.since.After(last) {
+		last = p.since
+	}
+	return time.Since(last), true
+}
+
+// lostAnswer is one answer of LostBy, shared by the callers that ask the
+// same question while it is fresh.
+type lostAnswer struct {
+	at   time.Time
+	done chan struct{} // closed once lost is set
+	lost bool
+}
+
+// LostBy implements replica.Liveness: it asks the node at by whether it
+// has not heard from the node at addr for half a timeout or longer. Within a
+// heartbeat timeout of a failure every node that watches the failed one
+// finds it silent that long (they ping it at different moments of the same
+// quarter-timeout period), while a node that still reaches it has heard
+// from it within a quarter timeout and a round trip. The answer is kept for
+// a quarter timeout, so the groups two nodes share cost one call between
+// them, however many there are; callers asking meanwhile wait for the call
+// out. A node that does not answer within half a timeout, or does not watch
+// addr, does not agree; a node running a binary without the call agrees
+// (it would have stood for election itself, as this node did before).
+func (l *liveness) LostBy(by, addr raft.ServerAddress) bool {
+	if l.askPeer == nil {
+		return true
+	}
+	key := [2]raft.ServerAddress{by, addr}
+	now := time.Now()
+	l.mu.Lock()
+	a := l.asked[key]
+	if a == nil || now.Sub(a.at) >= l.timeout/4 {
+		for k, old := range l.asked { // forget stale answers (a few per node pair)
+			if now.Sub(old.at) >= l.timeout/4 && isClosed(old.done) {
+				delete(l.asked, k)
+			}
+		}
+		a = &lostAnswer{at: now, done: make(chan struct{})}
+		l.asked[key] = a
+		l.mu.Unlock()
+		a.lost = l.ask1(by, addr)
+		close(a.done)
+		return a.lost
+	}
+	l.mu.Unlock()
+	<-a.done
+	return a.lost
+}
+
+// ask1 makes LostBy's call.
+func (l *liveness) ask1(by, addr raft.ServerAddress) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout/2)
+	defer cancel()
+	silence, watched, err := l.askPeer(ctx, by, addr)
+	switch {
+	case errors.Is(err, peer.ErrUnknownHandler):
+		return true
+	case err != nil || !watched:
+		return false
+	}
+	return silence >= l.timeout/2
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // ask records that addr was asked about now (it is pinged from then on)
@@ -185,4 +288,24 @@ func (l *liveness) watchGone(addr raft.ServerAddress, cancel context.CancelCause
 		stopped = true
 		t.Stop()
 	}
+}
+
+// handleSilence answers node.silence from this node's liveness view.
+func (n *Node) handleSilence(_ context.Context, req []byte) ([]byte, error) {
+	addr, err := decodeSilenceReq(req)
+	if err != nil {
+		return nil, err
+	}
+	silence, watched := n.live.silence(addr)
+	return appendSilence(nil, silence, watched), nil
+}
+
+// askSilence asks the node at by how long it has not heard from the node at
+// addr (liveness.LostBy).
+func (n *Node) askSilence(ctx context.Context, by, addr raft.ServerAddress) (time.Duration, bool, error) {
+	b, err := n.peers.Call(ctx, string(by), callNodeSilence, appendSilenceReq(nil, addr))
+	if err != nil {
+		return 0, false, err
+	}
+	return decodeSilence(b)
 }

@@ -34,7 +34,7 @@ func TestLivenessFollowsPings(t *testing.T) {
 		down[addr] = d
 		mu.Unlock()
 	}
-	l := newLiveness(ping, timeout)
+	l := newLiveness(ping, nil, timeout)
 	defer l.close()
 
 	a, b := raft.ServerAddress("a:1"), raft.ServerAddress("b:1")
@@ -77,7 +77,7 @@ func TestLivenessWaitsLongerForSilence(t *testing.T) {
 		}
 		return time.Millisecond, nil
 	}
-	l := newLiveness(ping, timeout)
+	l := newLiveness(ping, nil, timeout)
 	defer l.close()
 	defer close(release)
 	addr := raft.ServerAddress("slow:1")
@@ -107,7 +107,7 @@ func TestLivenessOverPeerMux(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := raft.ServerAddress(remote.Addr())
-	l := newLiveness(local.Ping, timeout)
+	l := newLiveness(local.Ping, nil, timeout)
 	defer l.close()
 	l.Alive(addr)
 	time.Sleep(2 * timeout)
@@ -135,7 +135,7 @@ func TestLivenessAnsweringNeedsAnAnswer(t *testing.T) {
 		}
 		return time.Millisecond, nil
 	}
-	l := newLiveness(ping, timeout)
+	l := newLiveness(ping, nil, timeout)
 	defer l.close()
 	addr := raft.ServerAddress("p:1")
 	if l.Answering(addr) {
@@ -163,7 +163,7 @@ func TestLivenessWatchGoneCancels(t *testing.T) {
 		}
 		return time.Millisecond, nil
 	}
-	l := newLiveness(ping, timeout)
+	l := newLiveness(ping, nil, timeout)
 	defer l.close()     // second: it waits for the pings out
 	defer close(silent) // first: the silent peer's ping returns
 
@@ -194,5 +194,70 @@ func TestLivenessWatchGoneCancels(t *testing.T) {
 	}
 	if stopped.Err() != nil {
 		t.Fatal("a stopped watch cancelled")
+	}
+}
+
+// TestLivenessLostByAsksOverTheMux: LostBy asks another node, over the peer
+// transport, whether it lost a node too: no while that node still hears
+// from it, yes once it has not for half a timeout. A question asked again
+// within a quarter timeout is answered from the last call. A node that
+// does not watch the address, or cannot be reached, does not agree; a node
+// whose binary predates the call does (it would stand itself).
+func TestLivenessLostByAsksOverTheMux(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	listen := func() *peer.Mux {
+		m, err := peer.Listen("127.0.0.1:0", peer.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	asker, other, leader, old, gone := listen(), listen(), listen(), listen(), listen()
+	gone.Close()
+
+	nOther := &Node{peers: other}
+	nOther.live = newLiveness(other.Ping, nil, timeout)
+	defer nOther.live.close()
+	other.Handle(callNodeSilence, nOther.handleSilence)
+
+	var mu sync.Mutex
+	calls := 0
+	nAsker := &Node{peers: asker}
+	l := newLiveness(asker.Ping, func(ctx context.Context, by, addr raft.ServerAddress) (time.Duration, bool, error) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return nAsker.askSilence(ctx, by, addr)
+	}, timeout)
+	defer l.close()
+
+	by, lead := raft.ServerAddress(other.Addr()), raft.ServerAddress(leader.Addr())
+	nOther.live.Alive(lead) // the other node watches the leader from now on
+	waitFor(t, 5*time.Second, func() bool { return nOther.live.Answering(lead) })
+	first, again := l.LostBy(by, lead), l.LostBy(by, lead)
+	if first || again {
+		t.Fatal("a node that hears from the leader agrees it is lost")
+	}
+	mu.Lock()
+	if calls != 1 {
+		t.Fatalf("%d calls for one question asked twice at once, want 1", calls)
+	}
+	mu.Unlock()
+
+	leader.Close()
+	waitFor(t, 10*time.Second, func() bool { return l.LostBy(by, lead) })
+	if d, watched := nOther.live.silence(lead); !watched || d < timeout/2 {
+		t.Fatalf("the other node's silence %v (watched %v) when it agreed", d, watched)
+	}
+
+	if l.LostBy(by, "127.0.0.1:1") {
+		t.Fatal("a node that does not watch the address agrees it is lost")
+	}
+	if l.LostBy(raft.ServerAddress(gone.Addr()), lead) {
+		t.Fatal("a node that cannot be reached agrees")
+	}
+	if !l.LostBy(raft.ServerAddress(old.Addr()), lead) {
+		t.Fatal("a node without the node.silence call does not agree")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fluss-node/fluss-node/logstore"
+	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/rpc/peer"
 )
 
@@ -50,6 +51,10 @@ func (n *Node) registerMetrics() {
 			Name: "fluss_pending_write_bytes",
 			Help: "Bytes of writes this node's bucket leaders hold (queued or in flight, not yet answered), against limits.max_pending_write_bytes.",
 		}, func() float64 { return float64(n.writes.Used()) }),
+		counterFunc("fluss_bucket_elections_total", "Elections this node's bucket replicas stood in because their leader's node stopped answering (a quorum of the group's voters agreeing) or no leader was known.",
+			func() int64 { return int64(n.pumpStats().Elections) }),
+		counterFunc("fluss_bucket_elections_held_back_total", "Times a bucket replica here did not stand for election although its leader's node stopped answering this node, because a quorum of the group's voters still heard from it.",
+			func() int64 { return int64(n.pumpStats().HeldBack) }),
 		counterFunc("fluss_tiering_segments_uploaded_total", "Closed log segments this node uploaded to remote storage.",
 			n.tiered.uploaded.Load),
 		counterFunc("fluss_tiering_local_segments_dropped_total", "Local log segments deleted because remote storage holds them.",
@@ -129,6 +134,14 @@ func (n *Node) registerDiskMetrics(g *diskGuard) {
 			return 0
 		}),
 	)
+}
+
+// pumpStats is the heartbeat pump's counters, zero before it starts.
+func (n *Node) pumpStats() replica.PumpStats {
+	if n.pump == nil {
+		return replica.PumpStats{}
+	}
+	return n.pump.Stats()
 }
 
 // counterFunc is a counter read from f on every scrape.

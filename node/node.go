@@ -289,14 +289,14 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("peer listener: %w", err)
 	}
 	n.peers = peers
+	hb := n.cfg.Raft.HeartbeatTimeout.Duration
+	n.live = newLiveness(peers.Ping, n.askSilence, hb)
 	n.registerPeerMetrics(peers)
 	n.registerHandlers()
 	n.syncer = logstore.NewSyncer(n.logger)
 	n.registerSyncMetrics(n.syncer)
 	n.disk = newDiskGuard(n.cfg.DataDir, n.cfg.Storage.MinFreeBytes, n.logger)
 	n.registerDiskMetrics(n.disk)
-	hb := n.cfg.Raft.HeartbeatTimeout.Duration
-	n.live = newLiveness(peers.Ping, hb)
 	n.pump = replica.NewHeartbeatPump(replica.PumpConfig{HeartbeatTimeout: hb, Liveness: n.live})
 	metaTransport, err := peers.Transport(metaGroup)
 	if err != nil {

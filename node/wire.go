@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -22,6 +25,7 @@ const (
 	callBucketFetch = "bucket.fetch"  // Fetch forwarded to the bucket leader
 	callBucketOff   = "bucket.offset" // ListOffset forwarded to the bucket leader
 	callNodeStats   = "node.stats"    // leaders (and replication health) of this node's replicas, for Layout and DescribeCluster
+	callNodeSilence = "node.silence"  // how long this node has not heard from another: failure detection's second opinion
 )
 
 // ErrBadMessage wraps a node-to-node message that does not decode.
@@ -398,4 +402,38 @@ func decodeNodeStats(b []byte) (*nodeStats, error) {
 		}
 	}
 	return s, r.done()
+}
+
+// ---------------------------------------------------------------- node silence
+
+// The node.silence request is a peer address (bytes); the reply is a byte,
+// 1 when the answering node pings that address (0: it does not, and the
+// rest means nothing), then how long it has not answered, in microseconds
+// (uvarint).
+
+func appendSilenceReq(dst []byte, addr raft.ServerAddress) []byte {
+	return appendBytes(dst, []byte(addr))
+}
+
+func decodeSilenceReq(b []byte) (raft.ServerAddress, error) {
+	r := &reader{b: b}
+	addr := raft.ServerAddress(r.bytes("address"))
+	return addr, r.done()
+}
+
+func appendSilence(dst []byte, silence time.Duration, watched bool) []byte {
+	if !watched {
+		return append(dst, 0, 0)
+	}
+	return appendUvarint(append(dst, 1), uint64(max(silence, 0)/time.Microsecond))
+}
+
+func decodeSilence(b []byte) (time.Duration, bool, error) {
+	r := &reader{b: b}
+	watched := r.byte("watched")
+	us := r.uvarint("silence")
+	if r.err == nil && (watched > 1 || us > math.MaxInt64/uint64(time.Microsecond)) {
+		r.fail("silence")
+	}
+	return time.Duration(us) * time.Microsecond, watched == 1, r.done()
 }

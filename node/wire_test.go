@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/raftmeta"
@@ -160,6 +161,8 @@ func FuzzNodeMessages(f *testing.F) {
 	f.Add(appendNodeStats(nil, &nodeStats{Replicas: 1, Buckets: []bucketLeader{{Leader: 1, InSync: []raftmeta.NodeID{1, 2}}},
 		Replication: &replicationStats{UnderReplicated: 1}}))
 	f.Add(appendResetReq(nil, raftmeta.BucketID{TableID: 1, Bucket: 2}, 3))
+	f.Add(appendSilenceReq(nil, "127.0.0.1:9124"))
+	f.Add(appendSilence(nil, 1500*time.Millisecond, true))
 	f.Add([]byte(`{"op":"join","node":{"ID":0,"PeerAddr":"127.0.0.1:1"}}`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -181,6 +184,16 @@ func FuzzNodeMessages(f *testing.F) {
 		if b2, node, err := decodeResetReq(b); err == nil {
 			if again := appendResetReq(nil, b2, node); len(again) > len(b) {
 				t.Fatalf("reset request re-encodes longer: %d > %d", len(again), len(b))
+			}
+		}
+		if addr, err := decodeSilenceReq(b); err == nil {
+			if again, err := decodeSilenceReq(appendSilenceReq(nil, addr)); err != nil || again != addr {
+				t.Fatalf("silence request %q does not round-trip: %q %v", addr, again, err)
+			}
+		}
+		if d, watched, err := decodeSilence(b); err == nil {
+			if again, w, err := decodeSilence(appendSilence(nil, d, watched)); err != nil || w != watched || watched && again != d {
+				t.Fatalf("silence %v %v does not round-trip: %v %v %v", d, watched, again, w, err)
 			}
 		}
 		var op metaOp

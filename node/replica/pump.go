@@ -45,7 +45,9 @@ import (
 //     (campaign: raft's TimeoutNow, as a leadership transfer starts one, so
 //     the other voters vote though they still know the dead leader), the
 //     next one a tick later if there is still no leader (the first one's log
-//     was behind), and so on. A replica that knows no leader (its group was
+//     was behind), and so on; but only when a quorum of the group's voters
+//     lost the leader's node too (quorumLost: a node cut off from the
+//     leader's alone leaves it be). A replica that knows no leader (its group was
 //     just created, or it restarted) stands the same way, but only after a
 //     pre-vote round finds a quorum of voters that know no leader either
 //     (preVote), so a healthy leader it has not heard from yet stays. So
@@ -69,8 +71,27 @@ type HeartbeatPump struct {
 	mu     sync.Mutex
 	groups map[*Replica]*pumpGroup
 
+	elections atomic.Uint64 // campaigns started (see PumpStats)
+	heldBack  atomic.Uint64
+
 	quit chan struct{}
 	done chan struct{}
+}
+
+// PumpStats counts the elections the pump's failure detection started.
+type PumpStats struct {
+	// Elections is how many times a replica stood for election because
+	// its leader's node stopped answering or it knew no leader.
+	Elections uint64
+	// HeldBack is how many times a replica whose leader's node stopped
+	// answering here did not stand, because a quorum of its group's voters
+	// still heard from that node (this node alone is cut off from it).
+	HeldBack uint64
+}
+
+// Stats returns the pump's counters.
+func (p *HeartbeatPump) Stats() PumpStats {
+	return PumpStats{Elections: p.elections.Load(), HeldBack: p.heldBack.Load()}
 }
 
 // BackstopScale is how much longer than configured the raft timeouts of a
@@ -92,6 +113,10 @@ type Liveness interface {
 	// Alive reports whether the node at this peer address answered within
 	// the last HeartbeatTimeout.
 	Alive(addr raft.ServerAddress) bool
+	// LostBy reports whether the node at by has also stopped hearing from
+	// the node at addr, which this node finds dead. It may ask by over
+	// the network, and takes no longer than HeartbeatTimeout.
+	LostBy(by, addr raft.ServerAddress) bool
 }
 
 // pumpGroup is a replica on the pump. busy is set while its last leadership
@@ -327,10 +352,16 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 		if probe && !g.r.preVote(hb) {
 			return
 		}
+		if !probe && !g.r.quorumLost(addr, p.cfg.Liveness, hb) {
+			p.heldBack.Add(1)
+			g.r.logger.Debug("not standing for election: the other voters still hear from the leader's node", "leader", string(addr))
+			return
+		}
 		if err := g.r.campaign(); err != nil {
 			g.r.logger.Warn("standing for election", "err", err)
 			return
 		}
+		p.elections.Add(1)
 		g.r.logger.Info("stood for election: leader node unreachable or no leader yet", "leader", string(addr), "rank", rank)
 	}()
 	return addr
@@ -413,6 +444,30 @@ func (r *Replica) preVote(wait time.Duration) bool {
 		}()
 	}
 	return quorumGrants(granted, len(others), voters, wait)
+}
+
+// quorumLost reports whether a quorum of the group's voters, this replica
+// included, lost the node of leader, which this node finds dead: it asks
+// the nodes of the other voters (live.LostBy) and decides as quorumGrants
+// does, the leader counting as a voter that disagrees. A replica whose node
+// is cut off from the leader's alone, while the rest of the group still
+// hears from it, thus leaves the leader be: standing would raise the term,
+// which unseats the leader even when this replica cannot win (its log is
+// behind), again each time it stood.
+func (r *Replica) quorumLost(leader raft.ServerAddress, live Liveness, wait time.Duration) bool {
+	others, voters, err := r.otherVoters()
+	if err != nil || voters == len(others) {
+		return false // or not a voter
+	}
+	agreed := make(chan bool, len(others))
+	for _, s := range others {
+		if s.Address == leader {
+			agreed <- false
+			continue
+		}
+		go func() { agreed <- live.LostBy(s.Address, leader) }()
+	}
+	return quorumGrants(agreed, len(others), voters, wait)
 }
 
 // quorumGrants counts the answers of others voters on granted, this

@@ -26,16 +26,25 @@ func pumpTuning() RaftTuning {
 func backstop() time.Duration { return BackstopScale * pumpTuning().HeartbeatTimeout }
 
 // fakeLiveness is a Liveness the test sets: every address is alive unless
-// marked dead.
+// marked dead. Other nodes see what it sees, unless views gives the view of
+// the node at an address.
 type fakeLiveness struct {
-	mu   sync.Mutex
-	dead map[raft.ServerAddress]bool
+	mu    sync.Mutex
+	dead  map[raft.ServerAddress]bool
+	views map[raft.ServerAddress]*fakeLiveness
 }
 
 func (f *fakeLiveness) Alive(addr raft.ServerAddress) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.dead[addr]
+}
+
+func (f *fakeLiveness) LostBy(by, addr raft.ServerAddress) bool {
+	if v := f.views[by]; v != nil {
+		return !v.Alive(addr)
+	}
+	return !f.Alive(addr)
 }
 
 func (f *fakeLiveness) kill(addr raft.ServerAddress) {
@@ -71,6 +80,25 @@ func (c *testCluster) waitLeader(t *testing.T, not int) (int, time.Duration) {
 		return nil
 	})
 	return i, time.Since(start)
+}
+
+// waitFollowed waits until every follower has heard from the leader (they
+// know whom to watch) and returns the leader.
+func (c *testCluster) waitFollowed(t *testing.T) int {
+	t.Helper()
+	var leader int
+	waitFor(t, 10*time.Second, func() error {
+		if leader = c.leader(); leader < 0 {
+			return errors.New("no leader")
+		}
+		for i, r := range c.reps {
+			if addr, _ := r.Raft().LeaderWithID(); i != leader && addr != c.addrs[leader] {
+				return fmt.Errorf("replica %d follows %q", i, addr)
+			}
+		}
+		return nil
+	})
+	return leader
 }
 
 // TestPumpRaisesRaftTimeouts: replicas on a pump run raft's timeouts
@@ -196,26 +224,15 @@ func TestPumpFailsOverWhenLeaderNodeDies(t *testing.T) {
 	c, pump := pumpedCluster(t, 3, live)
 	defer pump.Close()
 	defer c.closeAll()
-	first, _ := c.waitLeader(t, -1)
+	c.waitLeader(t, -1)
 	for s := int32(0); s < 3; s++ {
 		if _, err := c.append([][]byte{makeBatch(1, fmt.Sprintf("s%d", s))}, 1, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Let the followers hear from the leader (they know whom to watch). On
-	// a loaded machine leadership may have moved since waitLeader: the
+	// On a loaded machine leadership may have moved since waitLeader: the
 	// leader killed below is the one all replicas follow.
-	waitFor(t, 10*time.Second, func() error {
-		if first = c.leader(); first < 0 {
-			return errors.New("no leader")
-		}
-		for i, r := range c.reps {
-			if addr, _ := r.Raft().LeaderWithID(); i != first && addr != c.addrs[first] {
-				return fmt.Errorf("replica %d follows %q", i, addr)
-			}
-		}
-		return nil
-	})
+	first := c.waitFollowed(t)
 	live.kill(c.addrs[first])
 	c.closeReplica(first)
 	second, took := c.waitLeader(t, first)
@@ -445,4 +462,67 @@ func TestQuorumGrantsDecidesWithoutTheSilent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPumpLeavesALeaderTheOthersHear: a follower whose node alone lost the
+// leader's node (a network cut between the two) does not stand for
+// election while the other voters still hear from it: standing would raise
+// the term and unseat a working leader. Once a quorum lost it, the group
+// fails over as usual.
+func TestPumpLeavesALeaderTheOthersHear(t *testing.T) {
+	const n = 3
+	views := make(map[raft.ServerAddress]*fakeLiveness, n)
+	pumps := make(map[raft.ServerID]*HeartbeatPump, n)
+	for i := range n {
+		v := &fakeLiveness{views: views}
+		views[raft.ServerAddress(fmt.Sprintf("r%d", i))] = v
+		pumps[raft.ServerID(fmt.Sprintf("n%d", i))] = NewHeartbeatPump(PumpConfig{HeartbeatTimeout: pumpTuning().HeartbeatTimeout, Liveness: v})
+	}
+	c := newTestClusterWith(t, n, func(cfg *Config) {
+		cfg.Pump = pumps[cfg.LocalID]
+		cfg.Raft = pumpTuning()
+	})
+	defer func() {
+		c.closeAll()
+		for _, p := range pumps {
+			p.Close()
+		}
+	}()
+	c.waitLeader(t, -1)
+	if _, err := c.append([][]byte{makeBatch(1, "a")}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.waitFollowed(t)
+	term := c.reps[leader].raft.CurrentTerm()
+	cut, other := (leader+1)%n, (leader+2)%n
+	stats := func(i int) PumpStats { return pumps[c.layout[i].ID].Stats() }
+	before := stats(cut).Elections + stats(other).Elections
+
+	// Replica cut's node loses the leader's; the other follower's does not.
+	views[c.addrs[cut]].kill(c.addrs[leader])
+	hb := pumpTuning().HeartbeatTimeout
+	waitFor(t, backstop()/2, func() error {
+		if stats(cut).HeldBack < 2 {
+			return fmt.Errorf("held back %d times, want the follower to have asked twice", stats(cut).HeldBack)
+		}
+		return nil
+	})
+	if got := stats(cut).Elections + stats(other).Elections; got != before {
+		t.Fatalf("%d elections stood while the leader's node was lost by one follower only", got-before)
+	}
+	if now := c.leader(); now != leader || c.reps[leader].raft.CurrentTerm() != term {
+		t.Fatalf("leader %d in term %d, want %d in term %d still", now, c.reps[now].raft.CurrentTerm(), leader, term)
+	}
+
+	// The other follower's node loses it too: a quorum lost it.
+	views[c.addrs[other]].kill(c.addrs[leader])
+	c.closeReplica(leader)
+	next, took := c.waitLeader(t, leader)
+	if took >= backstop() {
+		t.Fatalf("new leader after %v: raft's own timer (%v or later), not the pump, elected it", took, backstop())
+	}
+	if _, err := c.append([][]byte{makeBatch(1, "b")}, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %d -> %d in %v (heartbeat timeout %v)", leader, next, took, hb)
 }
