@@ -145,7 +145,9 @@ func portOf(t *testing.T, addr string) string {
 // leader cut off from one follower only (both still reach the third node),
 // any node cut off. During each cut the nodes that hold a quorum go on
 // serving: an upsert through one of them (and, with the metadata leader
-// cut off, a database creation) is acknowledged. Two nodes cut off from
+// cut off, a database creation) is acknowledged, and the cut-off bucket
+// leader, once it finds the others dead, refuses a write at once
+// (`unavailable`). Two nodes cut off from
 // each other only stand for no election (the third still hears from both,
 // and an election would unseat leaders it follows). The cut-off node
 // acknowledges no write it cannot commit and answers no stale read: the
@@ -212,7 +214,8 @@ func TestNetworkPartitions(t *testing.T) {
 		view := client.New("http://"+nodes[v].client, linRetry)
 		var serving []int
 		cutOff = nil
-		var pair []int // with a cut between two nodes only: those two
+		var pair []int    // with a cut between two nodes only: those two
+		probeBucket := -1 // with a leader cut off: a bucket of lin.batched it leads
 		switch fault {
 		case "bucket leader", "leader from one follower":
 			var leader int
@@ -223,6 +226,7 @@ func TestNetworkPartitions(t *testing.T) {
 				return nil
 			})
 			if fault == "bucket leader" {
+				probeBucket = bucketLedBy(ctx, t, view, "lin.batched", leader+1)
 				faults.isolate(t, leader)
 				cutOff = []int{leader}
 				serving = others(leader)
@@ -283,6 +287,21 @@ func TestNetworkPartitions(t *testing.T) {
 			})
 		}
 		t.Logf("cut %d: nodes %v serving %v after the cut (node(s) %v cut off)", k, plusOne(serving), time.Since(cutAt).Round(time.Millisecond), plusOne(cutOff))
+		if probeBucket >= 0 {
+			// Once the cut-off leader finds the others dead (three
+			// heartbeat timeouts without an answer), it refuses a write
+			// it cannot commit at once, instead of holding it until the
+			// client's deadline.
+			time.Sleep(time.Until(cutAt.Add(4 * time.Second)))
+			pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+			sent := time.Now()
+			err := call(pctx, nodes[cutOff[0]].client, "WriteService/Append", map[string]any{
+				"table": "lin.batched", "bucket": probeBucket, "rows": []map[string]any{{"g": -1, "i": k}},
+			}, nil)
+			pcancel()
+			wantCode(t, fmt.Sprintf("cut %d: append to bucket %d on its cut-off leader", k, probeBucket), err, "unavailable", "reaches the nodes of only 1 of its 3 replicas")
+			t.Logf("cut %d: the cut-off leader answered an append to bucket %d in %v: %v", k, probeBucket, time.Since(sent).Round(time.Millisecond), err)
+		}
 		time.Sleep(time.Until(cutAt.Add(cutFor)))
 		if pair != nil {
 			// Each of the two lost the other's node, the third still
@@ -320,6 +339,22 @@ func TestNetworkPartitions(t *testing.T) {
 	allInSync()
 	time.Sleep(9 * time.Second)
 	allInSync()
+}
+
+// bucketLedBy is a bucket of table that node id leads, as admin sees it
+// (-1 if none).
+func bucketLedBy(ctx context.Context, t *testing.T, admin *client.Client, table string, id int) int {
+	layout, err := admin.GetTableLayout(ctx, table)
+	if err != nil {
+		t.Logf("no layout of %s: %v", table, err)
+		return -1
+	}
+	for _, b := range layout {
+		if int(b.GetLeader()) == id {
+			return int(b.GetBucket())
+		}
+	}
+	return -1
 }
 
 // electionsOf reads fluss_bucket_elections_total of nodes (0-based).

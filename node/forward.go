@@ -35,6 +35,9 @@ const forwardTimeout = 30 * time.Second
 func (n *Node) route(ctx context.Context, b raftmeta.BucketID, q *bucketReq, call string,
 	local func(*replica.Replica) error, remote func(*bucketResp), idempotent bool) error {
 	if r := n.replica(b); r != nil && r.IsLeader() { // the common case: no catalog lookup
+		if err := n.leaderCutOff(b, call); err != nil {
+			return err
+		}
 		err := local(r)
 		var nl *replica.NotLeaderError
 		if !idempotent || !errors.As(err, &nl) {
@@ -69,6 +72,9 @@ func (n *Node) route(ctx context.Context, b raftmeta.BucketID, q *bucketReq, cal
 					break
 				}
 				continue
+			}
+			if err := n.leaderCutOff(b, call); err != nil {
+				return err
 			}
 			err := local(r)
 			var nl *replica.NotLeaderError
@@ -190,14 +196,51 @@ func (n *Node) forgetLeader(b raftmeta.BucketID, id raftmeta.NodeID) {
 	n.leadersMu.Unlock()
 }
 
-// nodePeerAddr is a node's peer address from the catalog.
-func (n *Node) nodePeerAddr(id raftmeta.NodeID) (string, bool) {
-	for _, m := range n.meta.Nodes() {
-		if m.ID == id && m.PeerAddr != "" {
-			return m.PeerAddr, true
+// leaderCutOff refuses a write or a lookup on a bucket this node leads
+// while it cannot reach the nodes of a quorum of the bucket's replicas: it
+// could not commit the write nor confirm its leadership for the lookup, so
+// the request would wait for its deadline, or for the leader's lease to run
+// out (up to 18 heartbeat timeouts: docs/ARCHITECTURE.md, Cluster), while
+// the quorum has elected another leader. It is answered `unavailable`
+// at once instead, before anything is proposed (safe to retry), and a
+// routing client goes elsewhere. Fetches and offsets are still served from
+// the local log: what it holds is committed, if possibly behind. It costs
+// one atomic load while every peer answers.
+func (n *Node) leaderCutOff(b raftmeta.BucketID, call string) error {
+	if n.live == nil || !n.live.anyDead() {
+		return nil
+	}
+	switch call {
+	case callBucketWrite, callBucketPKWrite, callBucketLookup, callBucketPrefix:
+	default:
+		return nil
+	}
+	a, ok := n.assignment(b)
+	if !ok {
+		return nil
+	}
+	reached := 0
+	for _, id := range a.Replicas {
+		if id == n.id {
+			reached++
+		} else if addr, ok := n.nodePeerAddr(id); ok && n.live.Alive(raft.ServerAddress(addr)) {
+			reached++
 		}
 	}
-	return "", false
+	if reached > len(a.Replicas)/2 {
+		return nil
+	}
+	return fmt.Errorf("%w: table %d bucket %d: this node leads it but reaches the nodes of only %d of its %d replicas, too few to commit or confirm anything (cut off from them, or they are down); retry through another node",
+		rpc.ErrNoBucketLeader, b.TableID, b.Bucket, reached, len(a.Replicas))
+}
+
+// nodePeerAddr is a node's peer address from the catalog.
+func (n *Node) nodePeerAddr(id raftmeta.NodeID) (string, bool) {
+	m, err := n.meta.Node(id)
+	if err != nil || m.PeerAddr == "" {
+		return "", false
+	}
+	return m.PeerAddr, true
 }
 
 // callBucket sends a forwarded request to node id.

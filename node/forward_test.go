@@ -1,14 +1,20 @@
 package node
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 
 	"github.com/fluss-node/fluss-node/node/replica"
+	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
 // TestListOffsetLocalNeedsServingReads: a replica that does not serve reads
@@ -37,5 +43,69 @@ func TestListOffsetLocalNeedsServingReads(t *testing.T) {
 		if off, err := listOffsetLocal(r, spec, 0); !errors.Is(err, replica.ErrNoLeader) {
 			t.Errorf("listOffsetLocal(%v) = %d, %v; want ErrNoLeader", spec, off, err)
 		}
+	}
+}
+
+// TestLeaderWithoutQuorumRefusesAtOnce: a bucket leader whose node finds the
+// nodes of its followers dead (here they are closed) refuses writes at once
+// with `unavailable`, saying why, instead of proposing what it cannot
+// commit and holding the request until the client's deadline or its lease
+// runs out; it still serves Fetch from its log (all of it committed).
+func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
+	nodes, _ := startThreeNodes(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := retryClient(nodes[0])
+	if err := admin.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	tableID, err := admin.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}}},
+		BucketCount: 1,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLayout(t, ctx, admin, "db.t", "a leader", func(b *flussv1.BucketLayout) bool { return b.Leader != 0 })
+	layout, err := admin.GetTableLayout(ctx, "db.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lead *Node
+	for _, n := range nodes {
+		if int32(n.ID()) == layout[0].Leader {
+			lead = n
+		}
+	}
+	if _, err := retryClient(lead).Append(ctx, "db.t", []byte(`[{"id":1}]`)); err != nil {
+		t.Fatal(err)
+	}
+	// The followers' nodes go silent at once (their peer listeners and
+	// connections close; the nodes close when the test ends).
+	cut := time.Now()
+	for _, n := range nodes {
+		if n != lead {
+			n.peers.Close()
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool { return lead.live.anyDead() })
+	t.Logf("followers' nodes found dead after %v", time.Since(cut).Round(time.Millisecond))
+
+	once := client.New("http://"+lead.ClientAddr(), client.WithRetry(client.Retry{Attempts: 1}))
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	_, err = once.Append(wctx, "db.t", []byte(`[{"id":2}]`))
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "reaches the nodes of only 1 of its 3 replicas") {
+		led := lead.replica(raftmeta.BucketID{TableID: tableID, Bucket: 0}).IsLeader()
+		t.Fatalf("append on a leader cut off from its quorum: %v (still leading: %v), want unavailable saying it reaches too few replicas", err, led)
+	}
+	resp, err := once.Fetch(wctx, &flussv1.FetchRequest{Table: "db.t", Bucket: 0, Offset: 0})
+	if err != nil {
+		t.Fatalf("fetch on a leader cut off from its quorum: %v", err)
+	}
+	if got := string(resp.GetRows()); !strings.Contains(got, `"id":1`) || strings.Contains(got, `"id":2`) {
+		t.Fatalf("fetched %s, want the acknowledged row 1 and not the refused row 2", got)
 	}
 }

@@ -41,12 +41,14 @@ type liveness struct {
 	peers map[raft.ServerAddress]*peerLiveness
 	asked map[[2]raft.ServerAddress]*lostAnswer // LostBy's answers, by (peer, addr)
 
+	dead atomic.Bool // a peer was dead at the last round of pings (anyDead)
+
 	quit chan struct{}
 	done chan struct{}
 }
 
 type peerLiveness struct {
-	since    time.Time    // first asked about
+	since    time.Time    // first asked about (set once)
 	asked    time.Time    // last asked about
 	answered atomic.Int64 // unix nanos of the last answered ping
 	failed   atomic.Bool  // the last ping ended in an error
@@ -78,10 +80,15 @@ func newLiveness(ping func(addr string) (time.Duration, error), askPeer askPeerF
 // Alive implements replica.Liveness.
 func (l *liveness) Alive(addr raft.ServerAddress) bool {
 	now := time.Now()
-	p, since := l.ask(addr, now)
+	p := l.ask(addr, now)
+	return l.alive(p, now)
+}
+
+// alive decides whether p is alive as of now.
+func (l *liveness) alive(p *peerLiveness, now time.Time) bool {
 	last := time.Unix(0, p.answered.Load())
-	if since.After(last) {
-		last = since
+	if p.since.After(last) {
+		last = p.since
 	}
 	silent := now.Sub(last)
 	if p.failed.Load() {
@@ -89,6 +96,11 @@ func (l *liveness) Alive(addr raft.ServerAddress) bool {
 	}
 	return silent < unansweredFactor*l.timeout
 }
+
+// anyDead reports whether a peer this node pings was dead at the last
+// round of pings (a quarter timeout ago at most): one atomic load, for
+// checks on the data path that only matter when a peer is.
+func (l *liveness) anyDead() bool { return l.dead.Load() }
 
 // Answering reports whether the node at addr has answered a ping since it
 // was first asked about and still does: its latest ping did not fail, and
@@ -103,7 +115,7 @@ func (l *liveness) Alive(addr raft.ServerAddress) bool {
 // about before is pinged from now on and is not answering yet.
 func (l *liveness) Answering(addr raft.ServerAddress) bool {
 	now := time.Now()
-	p, _ := l.ask(addr, now)
+	p := l.ask(addr, now)
 	answered := p.answered.Load()
 	return answered != 0 && !p.failed.Load() && now.Sub(time.Unix(0, answered)) < unansweredFactor*l.timeout
 }
@@ -196,8 +208,8 @@ func isClosed(c chan struct{}) bool {
 }
 
 // ask records that addr was asked about now (it is pinged from then on)
-// and returns its entry and when it was first asked about.
-func (l *liveness) ask(addr raft.ServerAddress, now time.Time) (*peerLiveness, time.Time) {
+// and returns its entry.
+func (l *liveness) ask(addr raft.ServerAddress, now time.Time) *peerLiveness {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.peers[addr]
@@ -206,7 +218,7 @@ func (l *liveness) ask(addr raft.ServerAddress, now time.Time) (*peerLiveness, t
 		l.peers[addr] = p
 	}
 	p.asked = now
-	return p, p.since
+	return p
 }
 
 // unansweredFactor is how many timeouts a peer whose pings neither answer
@@ -231,12 +243,14 @@ func (l *liveness) run() {
 			return
 		}
 		now := time.Now()
+		dead := false
 		l.mu.Lock()
 		for addr, p := range l.peers {
 			if now.Sub(p.asked) > livenessForget {
 				delete(l.peers, addr)
 				continue
 			}
+			dead = dead || !l.alive(p, now)
 			if !p.busy.CompareAndSwap(false, true) {
 				continue // the last ping is still out: it answers late or not at all
 			}
@@ -250,6 +264,7 @@ func (l *liveness) run() {
 			})
 		}
 		l.mu.Unlock()
+		l.dead.Store(dead)
 	}
 }
 

@@ -625,6 +625,7 @@ func (m *Meta) Partitions(tableID int64) ([]*Partition, error) { return m.fsm.Pa
 func (m *Meta) Assignments() []Assignment                      { return m.fsm.Assignments() }
 func (m *Meta) AssignmentsForTable(id int64) []Assignment      { return m.fsm.AssignmentsForTable(id) }
 func (m *Meta) Nodes() []Node                                  { return m.fsm.Nodes() }
+func (m *Meta) Node(id NodeID) (Node, error)                   { return m.fsm.Node(id) }
 func (m *Meta) ClusterID() string                              { return m.fsm.ClusterID() }
 
 // IsLeader reports whether this node leads the metadata group.

@@ -155,7 +155,7 @@ type NodeInfo struct {
 // Data-path sentinel errors returned by a Backend.
 var (
 	ErrNotLeader         = errors.New("not the bucket leader")
-	ErrNoBucketLeader    = errors.New("bucket has no leader")
+	ErrNoBucketLeader    = errors.New("bucket leader unavailable") // none elected, none reachable, or it cannot reach a quorum
 	ErrBucketNotFound    = errors.New("bucket not found")
 	ErrOffsetOutOfRange  = errors.New("offset out of range")
 	ErrWrongTableKind    = errors.New("operation does not fit the table kind")

@@ -62,7 +62,8 @@ import (
 // backstop, after 10-20 HeartbeatTimeouts; a leader cut off from its
 // followers keeps its lease up to HeartbeatCacheAge plus the raised lease
 // (it cannot commit meanwhile, and reads confirm leadership with a quorum
-// first); a follower that restarts learns its leader from the next pumped
+// first; its node refuses writes and lookups once it finds the followers'
+// nodes dead, which is why heartbeat keeps them watched); a follower that restarts learns its leader from the next pumped
 // heartbeat or replication, seconds later, and until then stands only if
 // a quorum knows no leader.
 type HeartbeatPump struct {
@@ -277,6 +278,12 @@ func (p *HeartbeatPump) heartbeat(g *pumpGroup) {
 	send := others[:0]
 	out := make(map[raft.ServerID]*atomic.Bool, len(others)) // read-only from here on
 	for _, s := range others {
+		if p.cfg.Liveness != nil {
+			// Keep the followers' nodes watched: a leader cut off from
+			// them is then found out (the node refuses the writes it
+			// could not commit; node/forward.go leaderCutOff).
+			p.cfg.Liveness.Alive(s.Address)
+		}
 		f := g.out[s.ID]
 		if f == nil {
 			f = new(atomic.Bool)
