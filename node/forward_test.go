@@ -52,7 +52,12 @@ func TestListOffsetLocalNeedsServingReads(t *testing.T) {
 // commit and holding the request until the client's deadline or its lease
 // runs out; it still serves Fetch from its log (all of it committed).
 func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
-	nodes, _ := startThreeNodes(t, nil)
+	// A heartbeat timeout long enough that the leader keeps its lease (ten
+	// of them) well past the second its node takes to find the others dead.
+	nodes, _ := startThreeNodes(t, func(cfg *Config) {
+		cfg.Raft.HeartbeatTimeout = Duration{time.Second}
+		cfg.Raft.ElectionTimeout = Duration{time.Second}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin := retryClient(nodes[0])
@@ -82,6 +87,16 @@ func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
 	if _, err := retryClient(lead).Append(ctx, "db.t", []byte(`[{"id":1}]`)); err != nil {
 		t.Fatal(err)
 	}
+	// The leader's node watches its followers' nodes (the pump's
+	// heartbeats ask about them), so it finds out when they go silent.
+	waitFor(t, 10*time.Second, func() bool {
+		for _, n := range nodes {
+			if _, watched := lead.live.silence(raft.ServerAddress(n.peers.Addr())); n != lead && !watched {
+				return false
+			}
+		}
+		return true
+	})
 	// The followers' nodes go silent at once (their peer listeners and
 	// connections close; the nodes close when the test ends).
 	cut := time.Now()
@@ -90,7 +105,14 @@ func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
 			n.peers.Close()
 		}
 	}
-	waitFor(t, 10*time.Second, func() bool { return lead.live.anyDead() })
+	waitFor(t, 10*time.Second, func() bool {
+		for _, n := range nodes {
+			if n != lead && lead.live.Alive(raft.ServerAddress(n.peers.Addr())) {
+				return false
+			}
+		}
+		return lead.live.anyDead()
+	})
 	t.Logf("followers' nodes found dead after %v", time.Since(cut).Round(time.Millisecond))
 
 	once := client.New("http://"+lead.ClientAddr(), client.WithRetry(client.Retry{Attempts: 1}))

@@ -470,7 +470,11 @@ func TestPKWipedReplicaRejoinsFromSnapshot(t *testing.T) {
 	c.openPK(follower, false)
 	writeN(50)
 	waitFor(t, 20*time.Second, func() error {
-		want := c.reps[c.leader()].fsm.HighWatermark()
+		l := c.leader()
+		if l < 0 {
+			return errors.New("no leader") // for a moment, on a loaded machine
+		}
+		want := c.reps[l].fsm.HighWatermark()
 		for i, r := range c.reps {
 			if got := r.fsm.HighWatermark(); got != want {
 				return fmt.Errorf("replica %d at %d, leader at %d", i, got, want)
@@ -484,8 +488,9 @@ func TestPKWipedReplicaRejoinsFromSnapshot(t *testing.T) {
 			t.Fatalf("replica %d KV state differs from replica 0", i)
 		}
 	}
+	l, _ := c.waitLeader(t, -1)
 	for id := int64(0); id < 40; id++ {
-		if got := lookupRow(t, c.reps[c.leader()], id); got == "<nil>" {
+		if got := lookupRow(t, c.reps[l], id); got == "<nil>" {
 			t.Fatalf("row %d missing", id)
 		}
 	}

@@ -365,7 +365,8 @@ func TestReceivedSnapshotIsSentOn(t *testing.T) {
 	w.write(20)
 	stopFollower(t, c, 4, 20) // furthest behind
 	w.write(100)
-	a, _ := c.reps[c.leader()].stats()
+	l, _ := c.waitLeader(t, -1)
+	a, _ := c.reps[l].stats()
 	stopFollower(t, c, 3, a)
 	w.write(100)
 	_, ld := cutPastStopped(t, c, w)
