@@ -86,11 +86,7 @@ func (l *liveness) Alive(addr raft.ServerAddress) bool {
 
 // alive decides whether p is alive as of now.
 func (l *liveness) alive(p *peerLiveness, now time.Time) bool {
-	last := time.Unix(0, p.answered.Load())
-	if p.since.After(last) {
-		last = p.since
-	}
-	silent := now.Sub(last)
+	silent := now.Sub(p.lastHeard())
 	if p.failed.Load() {
 		return silent < l.timeout
 	}
@@ -132,11 +128,17 @@ func (l *liveness) silence(addr raft.ServerAddress) (time.Duration, bool) {
 	if p == nil {
 		return 0, false
 	}
+	return time.Since(p.lastHeard()), true
+}
+
+// lastHeard is when p last answered a ping, or when it was first asked
+// about if that is later (the benefit of the doubt).
+func (p *peerLiveness) lastHeard() time.Time {
 	last := time.Unix(0, p.answered.Load())
 	if p.since.After(last) {
-		last = p.since
+		return p.since
 	}
-	return time.Since(last), true
+	return last
 }
 
 // lostAnswer is one answer of LostBy, shared by the callers that ask the
@@ -175,7 +177,7 @@ func (l *liveness) LostBy(by, addr raft.ServerAddress) bool {
 		a = &lostAnswer{at: now, done: make(chan struct{})}
 		l.asked[key] = a
 		l.mu.Unlock()
-		a.lost = l.ask1(by, addr)
+		a.lost = l.askLost(by, addr)
 		close(a.done)
 		return a.lost
 	}
@@ -184,8 +186,8 @@ func (l *liveness) LostBy(by, addr raft.ServerAddress) bool {
 	return a.lost
 }
 
-// ask1 makes LostBy's call.
-func (l *liveness) ask1(by, addr raft.ServerAddress) bool {
+// askLost makes LostBy's call.
+func (l *liveness) askLost(by, addr raft.ServerAddress) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout/2)
 	defer cancel()
 	silence, watched, err := l.askPeer(ctx, by, addr)

@@ -47,10 +47,11 @@ import (
 //     next one a tick later if there is still no leader (the first one's log
 //     was behind), and so on; but only when a quorum of the group's voters
 //     lost the leader's node too (quorumLost: a node cut off from the
-//     leader's alone leaves it be). A replica that knows no leader (its group was
-//     just created, or it restarted) stands the same way, but only after a
-//     pre-vote round finds a quorum of voters that know no leader either
-//     (preVote), so a healthy leader it has not heard from yet stays. So
+//     leader's alone leaves it be). A replica that knows no leader (its
+//     group was just created, or it restarted) stands the same way, but
+//     only after a pre-vote round finds a quorum of voters that know no
+//     leader either (preVote), so a healthy leader it has not heard from
+//     yet stays. So
 //     failover takes about one configured HeartbeatTimeout, as before, at a
 //     fraction of the idle work.
 //
@@ -63,9 +64,10 @@ import (
 // followers keeps its lease up to HeartbeatCacheAge plus the raised lease
 // (it cannot commit meanwhile, and reads confirm leadership with a quorum
 // first; its node refuses writes and lookups once it finds the followers'
-// nodes dead, which is why heartbeat keeps them watched); a follower that restarts learns its leader from the next pumped
-// heartbeat or replication, seconds later, and until then stands only if
-// a quorum knows no leader.
+// nodes dead, which is why heartbeat keeps them watched); a follower that
+// restarts learns its leader from the next pumped heartbeat or
+// replication, seconds later, and until then stands only if a quorum
+// knows no leader.
 type HeartbeatPump struct {
 	cfg PumpConfig
 
