@@ -203,7 +203,8 @@ func (n *Node) forgetLeader(b raftmeta.BucketID, id raftmeta.NodeID) {
 // out (up to 18 heartbeat timeouts: docs/ARCHITECTURE.md, Cluster), while
 // the quorum has elected another leader. It is answered `unavailable`
 // at once instead, before anything is proposed (safe to retry), and a
-// routing client goes elsewhere. Fetches and offsets are still served from
+// routing client goes elsewhere; so is a request another node forwarded.
+// Fetches and offsets are still served from
 // the local log: what it holds is committed, if possibly behind. It costs
 // one atomic load while every peer answers.
 func (n *Node) leaderCutOff(b raftmeta.BucketID, call string) error {
@@ -297,6 +298,10 @@ func (n *Node) handleBucket(call string) func(context.Context, []byte) ([]byte, 
 				err = fmt.Errorf("%w: table %d bucket %d is led by node %d", rpc.ErrNotLeader, q.Bucket.TableID, q.Bucket.Bucket, p.Leader)
 			}
 		default:
+			if err = n.leaderCutOff(q.Bucket, call); err != nil {
+				p.Unsent = true
+				break
+			}
 			switch call {
 			case callBucketWrite:
 				// The request buffer is the transport's: the replica keeps

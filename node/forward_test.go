@@ -123,6 +123,20 @@ func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
 		led := lead.replica(raftmeta.BucketID{TableID: tableID, Bucket: 0}).IsLeader()
 		t.Fatalf("append on a leader cut off from its quorum: %v (still leading: %v), want unavailable saying it reaches too few replicas", err, led)
 	}
+	// A write forwarded by another node (one that still reaches this one)
+	// is refused the same way, marked as never proposed.
+	b := raftmeta.BucketID{TableID: tableID, Bucket: 0}
+	fwd, err := lead.handleBucket(callBucketWrite)(wctx, appendBucketReq(nil, &bucketReq{Bucket: b, Batches: [][]byte{[]byte("not a batch")}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := decodeBucketResp(fwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rerr := decodeError(p.Code, p.Msg); !errors.Is(rerr, rpc.ErrNoBucketLeader) || !p.Unsent || !strings.Contains(p.Msg, "reaches the nodes of only 1") {
+		t.Fatalf("forwarded append on a leader cut off from its quorum: %v (unsent %v), want refused before it was proposed", rerr, p.Unsent)
+	}
 	resp, err := once.Fetch(wctx, &flussv1.FetchRequest{Table: "db.t", Bucket: 0, Offset: 0})
 	if err != nil {
 		t.Fatalf("fetch on a leader cut off from its quorum: %v", err)
