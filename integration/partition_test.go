@@ -161,7 +161,7 @@ func TestNetworkPartitions(t *testing.T) {
 	}
 	const (
 		buckets = 4
-		cutFor  = 6 * time.Second // failover under a cut takes 4-5 s
+		cutFor  = 6 * time.Second // failover under a cut takes 3-5 s
 		gap     = 3 * time.Second
 	)
 	seed := time.Now().UnixNano()

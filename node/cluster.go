@@ -317,10 +317,11 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64) bool {
 }
 
 // notSent reports whether a peer call failed before its request left this
-// node (the dial failed), so that sending it elsewhere cannot apply it twice.
+// node (the dial failed, or the target was dead already and the call was
+// not made), so that sending it elsewhere cannot apply it twice.
 func notSent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.Is(err, errPeerDead) || errors.As(err, &op) && op.Op == "dial"
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -251,6 +251,12 @@ func (n *Node) callBucket(ctx context.Context, id raftmeta.NodeID, call string, 
 		return nil, fmt.Errorf("node %d has no known peer address", id)
 	}
 	if n.live != nil {
+		if !n.live.Alive(raft.ServerAddress(addr)) {
+			// Its bucket groups elect new leaders; the caller tries
+			// another replica, or answers `unavailable` at once, rather
+			// than wait for a watch to give this call up.
+			return nil, fmt.Errorf("node %d (%s) %w", id, addr, errPeerDead)
+		}
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)

@@ -50,7 +50,9 @@ func TestListOffsetLocalNeedsServingReads(t *testing.T) {
 // nodes of its followers dead (here they are closed) refuses writes at once
 // with `unavailable`, saying why, instead of proposing what it cannot
 // commit and holding the request until the client's deadline or its lease
-// runs out; it still serves Fetch from its log (all of it committed).
+// runs out, and so it does with a write another node forwarded; the node
+// forwards nothing to a node it counts dead (the call is not made); it
+// still serves Fetch from its log (all of it committed).
 func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
 	// A heartbeat timeout long enough that the leader keeps its lease (ten
 	// of them) well past the second its node takes to find the others dead.
@@ -136,6 +138,17 @@ func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
 	}
 	if rerr := decodeError(p.Code, p.Msg); !errors.Is(rerr, rpc.ErrNoBucketLeader) || !p.Unsent || !strings.Contains(p.Msg, "reaches the nodes of only 1") {
 		t.Fatalf("forwarded append on a leader cut off from its quorum: %v (unsent %v), want refused before it was proposed", rerr, p.Unsent)
+	}
+	// Nor does the node forward anything to a node it counts dead: the
+	// call is not made (so the request may go elsewhere), not left to time out.
+	for _, n := range nodes {
+		if n == lead {
+			continue
+		}
+		_, err := lead.callBucket(wctx, n.ID(), callBucketWrite, &bucketReq{Bucket: b})
+		if !errors.Is(err, errPeerDead) || !notSent(err) {
+			t.Fatalf("forward to dead node %d: %v, want it not sent (errPeerDead)", n.ID(), err)
+		}
 	}
 	resp, err := once.Fetch(wctx, &flussv1.FetchRequest{Table: "db.t", Bucket: 0, Offset: 0})
 	if err != nil {

@@ -273,6 +273,10 @@ func (l *liveness) run() {
 // errPeerGone is the cause with which watchGone cancels.
 var errPeerGone = errors.New("stopped answering pings")
 
+// errPeerDead: a request was not sent, because its target node was dead
+// already as Alive decides.
+var errPeerDead = errors.New("does not answer pings: request not sent")
+
 // watchGone calls cancel(errPeerGone) once the node at addr is found dead
 // as Alive decides (its bucket groups then elect new leaders), looking
 // first a heartbeat timeout after the call (a request that takes less
