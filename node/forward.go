@@ -204,9 +204,9 @@ func (n *Node) forgetLeader(b raftmeta.BucketID, id raftmeta.NodeID) {
 // the quorum has elected another leader. It is answered `unavailable`
 // at once instead, before anything is proposed (safe to retry), and a
 // routing client goes elsewhere; so is a request another node forwarded.
-// Fetches and offsets are still served from
-// the local log: what it holds is committed, if possibly behind. It costs
-// one atomic load while every peer answers.
+// Fetches and offsets are still served from the local log: what it holds
+// is committed, if possibly behind. It costs one atomic load while every
+// peer answers.
 func (n *Node) leaderCutOff(b raftmeta.BucketID, call string) error {
 	if n.live == nil || !n.live.anyDead() {
 		return nil
