@@ -417,7 +417,7 @@ func (n *Node) handleBucketProgress(_ context.Context, req []byte) ([]byte, erro
 	}
 	r := n.replica(b)
 	if r == nil {
-		return nil, fmt.Errorf("bucket %v: no replica on node %d", b, n.nodeID())
+		return nil, fmt.Errorf("%v: no replica on node %d", b, n.nodeID())
 	}
 	return appendUvarint(nil, r.Raft().LastIndex()), nil
 }

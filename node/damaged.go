@@ -97,10 +97,10 @@ func (n *Node) resetAtLeader(ctx context.Context, a raftmeta.Assignment) error {
 	}
 	addr, ok := n.nodePeerAddr(leader)
 	if !ok {
-		return fmt.Errorf("%w: bucket %v: none of nodes %v knows a leader", rpc.ErrNoBucketLeader, a.BucketID, others)
+		return fmt.Errorf("%w: %v: none of nodes %v knows a leader", rpc.ErrNoBucketLeader, a.BucketID, others)
 	}
 	if _, err := n.peers.Call(ctx, addr, callBucketReset, appendResetReq(nil, a.BucketID, n.id)); err != nil {
-		return fmt.Errorf("bucket %v: leader node %d: %w", a.BucketID, leader, err)
+		return fmt.Errorf("%v: leader node %d: %w", a.BucketID, leader, err)
 	}
 	return nil
 }
@@ -127,10 +127,10 @@ func (n *Node) handleBucketReset(_ context.Context, req []byte) ([]byte, error) 
 	}
 	r := n.replica(b)
 	if r == nil || !r.IsLeader() {
-		return nil, fmt.Errorf("%w: bucket %v is not led by node %d", rpc.ErrNotLeader, b, n.id)
+		return nil, fmt.Errorf("%w: %v is not led by node %d", rpc.ErrNotLeader, b, n.id)
 	}
 	if node == n.id {
-		return nil, fmt.Errorf("%w: node %d cannot reset the replica that leads bucket %v", raftmeta.ErrInvalid, node, b)
+		return nil, fmt.Errorf("%w: node %d cannot reset the replica that leads %v", raftmeta.ErrInvalid, node, b)
 	}
 	f := r.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -147,10 +147,10 @@ func (n *Node) handleBucketReset(_ context.Context, req []byte) ([]byte, error) 
 		return nil, nil
 	}
 	if voters < 3 {
-		return nil, fmt.Errorf("%w: bucket %v has %d voters: the group cannot spare node %d's replica", raftmeta.ErrInvalid, b, voters, node)
+		return nil, fmt.Errorf("%w: %v has %d voters: the group cannot spare node %d's replica", raftmeta.ErrInvalid, b, voters, node)
 	}
 	if err := r.Raft().RemoveServer(nodeServer(node), 0, memberChangeTimeout).Error(); err != nil {
-		return nil, fmt.Errorf("bucket %v: remove node %d's damaged replica: %w", b, node, err)
+		return nil, fmt.Errorf("%v: remove node %d's damaged replica: %w", b, node, err)
 	}
 	n.logger.Warn("damaged replica removed from the bucket group; it rejoins as a new replica",
 		"table", b.TableID, "partition", b.PartitionID, "bucket", b.Bucket, "node", int32(node))

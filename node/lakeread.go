@@ -161,13 +161,13 @@ func (n *Node) fetchLeader(ctx context.Context, id raftmeta.BucketID, r *replica
 	files, lakeStart, ok, lerr := n.lakeRun(id, t, start, below)
 	switch {
 	case lerr != nil && below:
-		return nil, hw, start, fmt.Errorf("bucket %v: offset %d is before the log start %d, and the lake could not be listed: %w", id, offset, start, lerr)
+		return nil, hw, start, fmt.Errorf("%v: offset %d is before the log start %d, and the lake could not be listed: %w", id, offset, start, lerr)
 	case lerr != nil || !ok:
 		return batches, hw, start, err // the log's answer
 	case !below:
 		return batches, hw, lakeStart, nil
 	case offset < lakeStart:
-		return nil, hw, lakeStart, fmt.Errorf("%w: bucket %v: offset %d, the lake and the log hold [%d, %d)", replica.ErrOffsetOutOfRange, id, offset, lakeStart, hw)
+		return nil, hw, lakeStart, fmt.Errorf("%w: %v: offset %d, the lake and the log hold [%d, %d)", replica.ErrOffsetOutOfRange, id, offset, lakeStart, hw)
 	}
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20 // as the log's Fetch

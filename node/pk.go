@@ -77,12 +77,12 @@ func (n *Node) closeKV() error {
 func kvPrefix(b raftmeta.BucketID) (uint64, error) {
 	if b.PartitionID == raftmeta.NoPartition {
 		if b.TableID < 0 || b.TableID >= 1<<31 || b.Bucket < 0 || b.Bucket >= 1<<16 {
-			return 0, fmt.Errorf("bucket %v does not fit a KV prefix (table < 2^31, bucket < 2^16)", b)
+			return 0, fmt.Errorf("%v does not fit a KV prefix (table < 2^31, bucket < 2^16)", b)
 		}
 		return uint64(b.TableID)<<32 | uint64(b.Bucket), nil
 	}
 	if b.TableID < 0 || b.TableID >= 1<<23 || b.PartitionID < 0 || b.PartitionID >= 1<<28 || b.Bucket < 0 || b.Bucket >= 1<<12 {
-		return 0, fmt.Errorf("bucket %v of a partition does not fit a KV prefix (table < 2^23, partition < 2^28, bucket < 2^12)", b)
+		return 0, fmt.Errorf("%v of a partition does not fit a KV prefix (table < 2^23, partition < 2^28, bucket < 2^12)", b)
 	}
 	return 1<<63 | uint64(b.TableID)<<40 | uint64(b.PartitionID)<<12 | uint64(b.Bucket), nil
 }

@@ -272,7 +272,7 @@ func (n *Node) closeReplica(id raftmeta.BucketID) error {
 	var errs []error
 	if r != nil {
 		if err := r.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close bucket %v: %w", id, err))
+			errs = append(errs, fmt.Errorf("close %v: %w", id, err))
 		}
 	}
 	if tr != nil {
@@ -373,7 +373,7 @@ func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
 	out := make([]raft.Server, 0, len(a.Replicas))
 	for _, id := range a.Replicas {
 		if peers[id] == "" {
-			return nil, fmt.Errorf("bucket %v: the peer address of replica node %d is not in the catalog yet", a.BucketID, id)
+			return nil, fmt.Errorf("%v: the peer address of replica node %d is not in the catalog yet", a.BucketID, id)
 		}
 		out = append(out, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(id))), Address: raft.ServerAddress(peers[id])})
 	}

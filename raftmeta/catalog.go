@@ -3,6 +3,7 @@ package raftmeta
 import (
 	"errors"
 	"slices"
+	"strconv"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 )
@@ -95,6 +96,15 @@ type BucketID struct {
 	TableID     int64
 	PartitionID int64
 	Bucket      int32
+}
+
+// String names the bucket in messages: "table 7 bucket 2", or "table 7
+// partition 3 bucket 2".
+func (b BucketID) String() string {
+	if b.PartitionID == NoPartition {
+		return "table " + strconv.FormatInt(b.TableID, 10) + " bucket " + strconv.Itoa(int(b.Bucket))
+	}
+	return "table " + strconv.FormatInt(b.TableID, 10) + " partition " + strconv.FormatInt(b.PartitionID, 10) + " bucket " + strconv.Itoa(int(b.Bucket))
 }
 
 // Assignment is the desired placement of one bucket's replicas. The first

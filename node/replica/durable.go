@@ -99,7 +99,7 @@ type writesGater interface {
 func admitWrites(id raftmeta.BucketID, space func() error) func() error {
 	return func() error {
 		if err := space(); err != nil {
-			return fmt.Errorf("replica of bucket %v refuses new data: %w", id, err)
+			return fmt.Errorf("replica of %v refuses new data: %w", id, err)
 		}
 		return nil
 	}

@@ -59,10 +59,10 @@ const smallChangelog = 32
 // rows are never merged twice.
 func (r *Replica) Write(ctx context.Context, w *PKWrite, writerID int64, seq int32) (int64, int32, error) {
 	if r.cfg.PK == nil {
-		return 0, 0, fmt.Errorf("%w: bucket %v belongs to a log table", ErrNotPK, r.cfg.ID)
+		return 0, 0, fmt.Errorf("%w: %v belongs to a log table", ErrNotPK, r.cfg.ID)
 	}
 	if len(w.Rows) == 0 {
-		return 0, 0, fmt.Errorf("%w: bucket %v: no rows", ErrInvalidBatch, r.cfg.ID)
+		return 0, 0, fmt.Errorf("%w: %v: no rows", ErrInvalidBatch, r.cfg.ID)
 	}
 	req := &appendReq{pk: w, writer: writerID, seq: seq, done: make(chan appendResult, 1)}
 	// A rough size for the queue bound; the real one is known after merging.
@@ -99,13 +99,13 @@ func (t *term) preparePK(req *appendReq) error {
 		// Apply must not fail on a committed entry: refuse what badger
 		// would refuse, before proposing.
 		if err := kvstore.CheckKey(key); err != nil {
-			return fmt.Errorf("%w: bucket %v row %d: %w", ErrTooLarge, t.r.cfg.ID, i, err)
+			return fmt.Errorf("%w: %v row %d: %w", ErrTooLarge, t.r.cfg.ID, i, err)
 		}
 		var old kvstore.Row
 		if j, ok := overlay[string(key)]; ok {
 			old = stage[j].row
 		} else if old, err = t.pw.LookupIn(rd, key); err != nil {
-			return fmt.Errorf("bucket %v: read current row: %w", t.r.cfg.ID, err)
+			return fmt.Errorf("%v: read current row: %w", t.r.cfg.ID, err)
 		}
 		var nw kvstore.Row
 		if req.pk.Delete {
@@ -117,7 +117,7 @@ func (t *term) preparePK(req *appendReq) error {
 			return fmt.Errorf("%w: row %d: %w", ErrRejected, i, err)
 		}
 		if scratch, err = pk.KV.CheckRow(nw, scratch); err != nil {
-			return fmt.Errorf("%w: bucket %v row %d: %w", ErrTooLarge, t.r.cfg.ID, i, err)
+			return fmt.Errorf("%w: %v row %d: %w", ErrTooLarge, t.r.cfg.ID, i, err)
 		}
 		if j, ok := overlay[string(key)]; ok {
 			stage[j].row = nw
@@ -132,7 +132,7 @@ func (t *term) preparePK(req *appendReq) error {
 	}
 	rec, err := kvstore.ChangelogRecord(pk.Schema, changes, memory.DefaultAllocator)
 	if err != nil {
-		return fmt.Errorf("bucket %v: build changelog: %w", t.r.cfg.ID, err)
+		return fmt.Errorf("%v: build changelog: %w", t.r.cfg.ID, err)
 	}
 	defer rec.Release()
 	h := record.BatchHeader{
@@ -144,10 +144,10 @@ func (t *term) preparePK(req *appendReq) error {
 	}
 	batch, err := record.AppendRecordBatch(nil, h, rec, comp, pk.ZstdLevel)
 	if err != nil {
-		return fmt.Errorf("bucket %v: encode changelog: %w", t.r.cfg.ID, err)
+		return fmt.Errorf("%v: encode changelog: %w", t.r.cfg.ID, err)
 	}
 	if len(batch) > t.r.tuning.MaxEntryBytes {
-		return fmt.Errorf("%w: bucket %v: a changelog of %d bytes, limit %d; send fewer rows per request", ErrTooLarge, t.r.cfg.ID, len(batch), t.r.tuning.MaxEntryBytes)
+		return fmt.Errorf("%w: %v: a changelog of %d bytes, limit %d; send fewer rows per request", ErrTooLarge, t.r.cfg.ID, len(batch), t.r.tuning.MaxEntryBytes)
 	}
 	req.batches, req.size, req.count = [][]byte{batch}, len(batch), int32(len(changes))
 	// The view changes once the whole request merged. Tag: the offset after
@@ -319,7 +319,7 @@ func (f *FSM) restoreKV(r io.Reader, index uint64) error {
 // and nothing uncommitted (only applied entries reach it).
 func (r *Replica) pkRead(ctx context.Context) (*PKConfig, error) {
 	if r.cfg.PK == nil {
-		return nil, fmt.Errorf("%w: bucket %v belongs to a log table", ErrNotPK, r.cfg.ID)
+		return nil, fmt.Errorf("%w: %v belongs to a log table", ErrNotPK, r.cfg.ID)
 	}
 	if err := r.ServingReads(); err != nil {
 		return nil, err
@@ -332,12 +332,12 @@ func (r *Replica) pkRead(ctx context.Context) (*PKConfig, error) {
 	}
 	if err := r.verify.verify(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("bucket %v lookup: %w", r.cfg.ID, ctx.Err())
+			return nil, fmt.Errorf("%v lookup: %w", r.cfg.ID, ctx.Err())
 		}
 		if nerr := r.notReadyErr(); nerr != nil && !errors.Is(nerr, ErrNoLeader) {
 			return nil, nerr
 		}
-		return nil, fmt.Errorf("%w: bucket %v: leadership not confirmed: %v; retry", ErrNoLeader, r.cfg.ID, err)
+		return nil, fmt.Errorf("%w: %v: leadership not confirmed: %v; retry", ErrNoLeader, r.cfg.ID, err)
 	}
 	return r.cfg.PK, nil
 }
@@ -374,9 +374,9 @@ func (r *Replica) Lookup(ctx context.Context, keys [][]byte, maxBytes int) ([][]
 	out := make([][]byte, len(keys))
 	if _, err := pk.KV.AppendValues(nil, keys, out, maxBytes); err != nil {
 		if errors.Is(err, kvstore.ErrOverBudget) {
-			return nil, fmt.Errorf("%w: bucket %v lookup: %w", ErrTooLarge, r.cfg.ID, err)
+			return nil, fmt.Errorf("%w: %v lookup: %w", ErrTooLarge, r.cfg.ID, err)
 		}
-		return nil, fmt.Errorf("bucket %v lookup: %w", r.cfg.ID, err)
+		return nil, fmt.Errorf("%v lookup: %w", r.cfg.ID, err)
 	}
 	return out, nil
 }
@@ -406,7 +406,7 @@ func (r *Replica) PrefixScan(ctx context.Context, prefix []byte, limit, maxBytes
 		return nil
 	})
 	if err != nil && err != errLimit {
-		return nil, fmt.Errorf("bucket %v prefix scan: %w", r.cfg.ID, err)
+		return nil, fmt.Errorf("%v prefix scan: %w", r.cfg.ID, err)
 	}
 	return out, nil
 }

@@ -139,7 +139,7 @@ func (t *term) enqueue(q *appendReq) error {
 	if len(t.queue) >= tu.MaxQueuedRequests || len(t.queue) > 0 && t.queuedBytes+q.size > tu.MaxQueuedBytes {
 		n, b := len(t.queue), t.queuedBytes
 		t.mu.Unlock()
-		return fmt.Errorf("%w: bucket %v has %d requests (%d bytes) queued; retry later", ErrBusy, t.r.cfg.ID, n, b)
+		return fmt.Errorf("%w: %v has %d requests (%d bytes) queued; retry later", ErrBusy, t.r.cfg.ID, n, b)
 	}
 	if err := t.r.cfg.Writes.take(int64(q.size)); err != nil {
 		t.mu.Unlock()
@@ -339,7 +339,7 @@ func (t *term) dedupe(reqs []*appendReq) []*appendReq {
 				}
 				switch {
 				case hit == nil:
-					req.finish(0, 0, fmt.Errorf("%w: bucket %v writer %d sequence %d: newest kept is %d, oldest kept is %d",
+					req.finish(0, 0, fmt.Errorf("%w: %v writer %d sequence %d: newest kept is %d, oldest kept is %d",
 						ErrOutOfOrderSequence, t.r.cfg.ID, req.writer, req.seq, win[n-1].Seq, win[0].Seq))
 				case hit.req == nil:
 					req.finish(hit.Base, hit.Count, nil)
@@ -454,9 +454,9 @@ func (t *term) entryErr(err error) error {
 	var errno syscall.Errno
 	switch {
 	case errors.Is(err, syscall.ENOSPC):
-		return fmt.Errorf("%w: bucket %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence once space is freed", ErrNoSpace, t.r.cfg.ID, err)
+		return fmt.Errorf("%w: %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence once space is freed", ErrNoSpace, t.r.cfg.ID, err)
 	case errors.As(err, &errno):
-		return fmt.Errorf("%w: bucket %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence", ErrNotLeader, t.r.cfg.ID, err)
+		return fmt.Errorf("%w: %v: the log could not store the entry (%w); outcome unknown, retry with the same writer id and sequence", ErrNotLeader, t.r.cfg.ID, err)
 	}
 	return t.r.lostErr()
 }

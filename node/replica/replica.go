@@ -61,7 +61,7 @@ type NotLeaderError struct {
 }
 
 func (e *NotLeaderError) Error() string {
-	return fmt.Sprintf("%v: bucket %v is led by %s (%s)", ErrNotLeader, e.Bucket, e.Leader, e.Addr)
+	return fmt.Sprintf("%v: %v is led by %s (%s)", ErrNotLeader, e.Bucket, e.Leader, e.Addr)
 }
 
 func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
@@ -303,9 +303,9 @@ func (r *Replica) notReadyErr() error {
 	addr, id := r.raft.LeaderWithID()
 	switch id {
 	case "":
-		return fmt.Errorf("%w: bucket %v: election in progress; retry", ErrNoLeader, r.cfg.ID)
+		return fmt.Errorf("%w: %v: election in progress; retry", ErrNoLeader, r.cfg.ID)
 	case r.cfg.LocalID:
-		return fmt.Errorf("%w: bucket %v: leader elected here, waiting for its barrier; retry", ErrNoLeader, r.cfg.ID)
+		return fmt.Errorf("%w: %v: leader elected here, waiting for its barrier; retry", ErrNoLeader, r.cfg.ID)
 	default:
 		return &NotLeaderError{Bucket: r.cfg.ID, Leader: id, Addr: addr}
 	}
@@ -338,7 +338,7 @@ func (r *Replica) lostErr() error {
 	if err := r.notReadyErr(); !errors.Is(err, ErrNoLeader) {
 		return err
 	}
-	return fmt.Errorf("%w: bucket %v: leadership lost; outcome unknown, retry with the same writer id and sequence", ErrNotLeader, r.cfg.ID)
+	return fmt.Errorf("%w: %v: leadership lost; outcome unknown, retry with the same writer id and sequence", ErrNotLeader, r.cfg.ID)
 }
 
 func (r *Replica) isClosed() bool {
@@ -361,22 +361,22 @@ func (r *Replica) Append(ctx context.Context, batches [][]byte, writerID int64, 
 			err = fmt.Errorf("%d trailing bytes after the batch", len(b)-n)
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("%w: bucket %v batch %d: %w", ErrInvalidBatch, r.cfg.ID, i, err)
+			return 0, 0, fmt.Errorf("%w: %v batch %d: %w", ErrInvalidBatch, r.cfg.ID, i, err)
 		}
 		req.size += n
 		if int64(req.count)+int64(h.Count) > 1<<30 {
-			return 0, 0, fmt.Errorf("%w: bucket %v: more than 2^30 records in one append", ErrTooLarge, r.cfg.ID)
+			return 0, 0, fmt.Errorf("%w: %v: more than 2^30 records in one append", ErrTooLarge, r.cfg.ID)
 		}
 		req.count += h.Count
 	}
 	if len(batches) == 0 {
-		return 0, 0, fmt.Errorf("%w: bucket %v: no batches", ErrInvalidBatch, r.cfg.ID)
+		return 0, 0, fmt.Errorf("%w: %v: no batches", ErrInvalidBatch, r.cfg.ID)
 	}
 	if req.size > r.tuning.MaxEntryBytes {
-		return 0, 0, fmt.Errorf("%w: bucket %v: %d bytes in one append, limit %d", ErrTooLarge, r.cfg.ID, req.size, r.tuning.MaxEntryBytes)
+		return 0, 0, fmt.Errorf("%w: %v: %d bytes in one append, limit %d", ErrTooLarge, r.cfg.ID, req.size, r.tuning.MaxEntryBytes)
 	}
 	if r.cfg.PK != nil {
-		return 0, 0, fmt.Errorf("%w: bucket %v belongs to a primary-key table; its log is the changelog the leader computes", ErrNotPK, r.cfg.ID)
+		return 0, 0, fmt.Errorf("%w: %v belongs to a primary-key table; its log is the changelog the leader computes", ErrNotPK, r.cfg.ID)
 	}
 	return r.submit(ctx, req)
 }
@@ -404,7 +404,7 @@ func (r *Replica) submit(ctx context.Context, req *appendReq) (int64, int32, err
 	case res := <-req.done:
 		return res.base, res.count, res.err
 	case <-ctx.Done():
-		return 0, 0, fmt.Errorf("bucket %v append: %w (outcome unknown)", r.cfg.ID, ctx.Err())
+		return 0, 0, fmt.Errorf("%v append: %w (outcome unknown)", r.cfg.ID, ctx.Err())
 	}
 }
 
@@ -444,12 +444,12 @@ func (r *Replica) FetchLocal(ctx context.Context, offset int64, maxBytes int, ma
 			// The remote log's listing is refreshed once per tiering pass:
 			// other replicas may have uploaded what this one lacks since.
 			if err := rl.Refresh(); err != nil {
-				return nil, hw, logStart, fmt.Errorf("bucket %v: list the remote log: %w", r.cfg.ID, err)
+				return nil, hw, logStart, fmt.Errorf("%v: list the remote log: %w", r.cfg.ID, err)
 			}
 			logStart = r.LogStartOffset()
 		}
 		if offset < logStart || (offset > hw && offset > r.log.NextOffset()) {
-			return nil, hw, logStart, fmt.Errorf("%w: bucket %v: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, r.cfg.ID, offset, logStart, hw)
+			return nil, hw, logStart, fmt.Errorf("%w: %v: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, r.cfg.ID, offset, logStart, hw)
 		}
 		if offset < hw {
 			break
@@ -478,7 +478,7 @@ func (r *Replica) FetchLocal(ctx context.Context, offset int64, maxBytes int, ma
 	}
 	err = read(offset, hw, maxBytes, func(index uint64, base int64, count int32, data []byte) bool {
 		if len(data) < 1 || data[0] != cmdAppend {
-			ferr = fmt.Errorf("bucket %v: entry %d holds no append command", r.cfg.ID, index)
+			ferr = fmt.Errorf("%v: entry %d holds no append command", r.cfg.ID, index)
 			return false
 		}
 		// The batches taken from one entry are contiguous: copy that span once.
@@ -519,7 +519,7 @@ func (r *Replica) FetchLocal(ctx context.Context, offset int64, maxBytes int, ma
 		err = ferr
 	}
 	if err != nil {
-		return nil, hw, logStart, fmt.Errorf("bucket %v fetch at %d: %w", r.cfg.ID, offset, mapLogErr(err))
+		return nil, hw, logStart, fmt.Errorf("%v fetch at %d: %w", r.cfg.ID, offset, mapLogErr(err))
 	}
 	return batches, hw, logStart, nil
 }
@@ -599,7 +599,7 @@ func (r *Replica) WaitLeader(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bucket %v: waiting for a leader: %w", r.cfg.ID, ctx.Err())
+			return fmt.Errorf("%v: waiting for a leader: %w", r.cfg.ID, ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -627,7 +627,7 @@ func (r *Replica) EnforceRetention(ttl time.Duration, keepFrom int64) error {
 		return r.log.DeleteBefore(cutoff, min(maxIndex, limit))
 	})
 	if err != nil {
-		return fmt.Errorf("bucket %v retention: %w", r.cfg.ID, err)
+		return fmt.Errorf("%v retention: %w", r.cfg.ID, err)
 	}
 	if n > 0 {
 		r.logger.Info("retention deleted segments", "segments", n, "log_start", r.LogStartOffset())
@@ -707,7 +707,7 @@ func (r *Replica) Close() error {
 		err = lerr
 	}
 	if err != nil {
-		return fmt.Errorf("bucket %v close: %w", r.cfg.ID, err)
+		return fmt.Errorf("%v close: %w", r.cfg.ID, err)
 	}
 	return nil
 }

@@ -159,7 +159,7 @@ func TestAdmitWrites(t *testing.T) {
 		t.Fatalf("space left: %v", err)
 	}
 	full.Store(true)
-	if err := admit(); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "bucket {3 0 1}") {
+	if err := admit(); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "table 3 bucket 1") {
 		t.Fatalf("while full: %v, want ErrNoSpace naming the bucket", err)
 	}
 }

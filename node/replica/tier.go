@@ -46,7 +46,7 @@ func (r *Replica) Tier(keep int) (TierStats, error) {
 		}
 		up, err := rl.Upload(c)
 		if err != nil {
-			return st, fmt.Errorf("bucket %v tiering: %w", r.cfg.ID, err)
+			return st, fmt.Errorf("%v tiering: %w", r.cfg.ID, err)
 		}
 		if up {
 			st.Uploaded++
@@ -59,7 +59,7 @@ func (r *Replica) Tier(keep int) (TierStats, error) {
 		return r.log.DeleteCovered(upTo, keep, maxIndex)
 	})
 	if err != nil {
-		return st, fmt.Errorf("bucket %v tiering: %w", r.cfg.ID, err)
+		return st, fmt.Errorf("%v tiering: %w", r.cfg.ID, err)
 	}
 	st.Dropped = n
 	return st, nil
