@@ -280,6 +280,13 @@ func (n *Node) Layout(ctx context.Context, tableID int64, inSync bool) ([]rpc.Bu
 		if r := n.replica(a.BucketID); r != nil {
 			l.Leader = leaderNode(r)
 		}
+		if l.Leader == n.id && n.leaderCutOff(a.BucketID, callBucketWrite) != nil {
+			// This node still holds the lease but cannot commit: the
+			// quorum it lost has likely elected another leader. Report
+			// what the other replicas know instead (nothing, when they
+			// cannot be reached either).
+			l.Leader = 0
+		}
 		if l.Leader == 0 {
 			for _, id := range a.Replicas {
 				if id != n.id && !slices.Contains(ask, id) {

@@ -386,8 +386,9 @@ func (n *Node) localStats(replication bool) *nodeStats {
 
 // statsOf asks the given nodes (in parallel, briefly) for their stats,
 // with their replication health when replication is set; a node that does
-// not answer is missing from the result (and one whose binary predates
-// the replication section answers without it).
+// not answer within a second is missing from the result, and so is one the
+// failure detection counts dead, without the wait (one whose binary
+// predates the replication section answers without it).
 func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID, replication bool) map[raftmeta.NodeID]*nodeStats {
 	var req []byte
 	if replication {
@@ -405,7 +406,7 @@ func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID, replication b
 			continue
 		}
 		addr, ok := n.nodePeerAddr(id)
-		if !ok {
+		if !ok || n.live != nil && !n.live.Alive(raft.ServerAddress(addr)) {
 			continue
 		}
 		wg.Go(func() {

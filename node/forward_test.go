@@ -157,4 +157,16 @@ func TestLeaderWithoutQuorumRefusesAtOnce(t *testing.T) {
 	if got := string(resp.GetRows()); !strings.Contains(got, `"id":1`) || strings.Contains(got, `"id":2`) {
 		t.Fatalf("fetched %s, want the acknowledged row 1 and not the refused row 2", got)
 	}
+	// The layout it serves does not name it leader while it cannot
+	// commit, although its replica still holds the lease.
+	if !lead.replica(b).IsLeader() {
+		t.Fatal("the cut-off leader lost its lease already: the layout check below would prove nothing")
+	}
+	layout, err = once.GetTableLayout(wctx, "db.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if layout[0].Leader != 0 {
+		t.Fatalf("layout served by the cut-off leader names node %d leader, want none", layout[0].Leader)
+	}
 }
