@@ -160,6 +160,7 @@ func New(baseURL string, opts ...Option) *Client {
 	c.writers.idle = []*writer{{id: o.writerID}}
 	c.initRouting(&o, baseURL, func(base string) *endpoint {
 		return &endpoint{
+			admin: flussv1connect.NewAdminServiceClient(o.httpClient, base, copts...),
 			write: flussv1connect.NewWriteServiceClient(o.httpClient, base, copts...),
 			read:  flussv1connect.NewReadServiceClient(o.httpClient, base, copts...),
 		}

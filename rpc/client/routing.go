@@ -29,8 +29,14 @@ const routingFailureBackoff = time.Second
 // caches them per table, reloads them every DefaultRoutingRefresh and as
 // soon as a call to a guessed leader fails with `unavailable` (which
 // includes a refused connection), and falls back to the base URL whenever
-// it knows no leader. Routing only saves the server's forwarding hop: every
-// node accepts every call, so results do not depend on it.
+// it knows no leader. When the base URL's node itself answers a call
+// `unavailable` (it is down, or cut off from the bucket's other replicas),
+// the client asks another node it learned of for the layout and sends its
+// calls there for a while (routingFailureBackoff), bucket-addressed or not
+// (Upsert, Delete, Lookup), so a seed that cannot serve does not hold its
+// clients up. Routing only saves the
+// server's forwarding hop: every node accepts every call, so results do
+// not depend on it.
 func WithRouting() Option {
 	return func(o *options) {
 		o.routing = true
@@ -53,6 +59,7 @@ func WithRoutingRefresh(d time.Duration) Option {
 // endpoint is the generated clients of one node's client address.
 type endpoint struct {
 	addr  string // host:port
+	admin flussv1connect.AdminServiceClient
 	write flussv1connect.WriteServiceClient
 	read  flussv1connect.ReadServiceClient
 }
@@ -115,7 +122,10 @@ func (c *Client) initRouting(o *options, baseURL string, dial func(baseURL strin
 // leader's when routing knows it, else the base URL's) and a function the
 // caller reports the call's error to; done is nil without routing.
 func (c *Client) writeFor(ctx context.Context, table, partition string, bucket *int32) (flussv1connect.WriteServiceClient, func(error)) {
-	if c.route == nil || bucket == nil || *bucket < 0 {
+	if bucket == nil || *bucket < 0 {
+		return c.writeAny()
+	}
+	if c.route == nil {
 		return c.write, nil
 	}
 	ep, done := c.route.endpoint(ctx, table, partition, *bucket)
@@ -131,6 +141,32 @@ func (c *Client) readFor(ctx context.Context, table, partition string, bucket in
 		return c.read, nil
 	}
 	ep, done := c.route.endpoint(ctx, table, partition, bucket)
+	if ep == nil {
+		return c.read, done
+	}
+	return ep.read, done
+}
+
+// writeAny returns the WriteService client for a call that names no bucket
+// (the server spreads it over the buckets): the seed's, or with routing,
+// while the seed is down, another node's; done is as for writeFor.
+func (c *Client) writeAny() (flussv1connect.WriteServiceClient, func(error)) {
+	if c.route == nil {
+		return c.write, nil
+	}
+	ep, done := c.route.unaddressed()
+	if ep == nil {
+		return c.write, done
+	}
+	return ep.write, done
+}
+
+// readAny is writeAny for the ReadService.
+func (c *Client) readAny() (flussv1connect.ReadServiceClient, func(error)) {
+	if c.route == nil {
+		return c.read, nil
+	}
+	ep, done := c.route.unaddressed()
 	if ep == nil {
 		return c.read, done
 	}
@@ -183,6 +219,9 @@ func (r *router) endpoint(ctx context.Context, table, partition string, bucket i
 	if id, ok := t.leaders[bucketRef{partition, bucket}]; ok {
 		ep = r.endpointOf(id)
 	}
+	if ep == nil {
+		ep = r.instead()
+	}
 	r.mu.Unlock()
 	done := func(err error) {
 		if err != nil && connect.CodeOf(err) == connect.CodeUnavailable {
@@ -192,19 +231,78 @@ func (r *router) endpoint(ctx context.Context, table, partition string, bucket i
 	return ep, done
 }
 
+// unaddressed returns the endpoint for a call that names no bucket: nil
+// for the seed, or another node while the seed is down. done takes the
+// call's error and, when it is `unavailable`, avoids the node that failed
+// it for routingFailureBackoff.
+func (r *router) unaddressed() (*endpoint, func(error)) {
+	r.mu.Lock()
+	ep := r.instead()
+	r.mu.Unlock()
+	done := func(err error) {
+		if err != nil && connect.CodeOf(err) == connect.CodeUnavailable {
+			r.mu.Lock()
+			r.markDown(ep)
+			r.mu.Unlock()
+		}
+	}
+	return ep, done
+}
+
 // endpointOf returns the endpoint of node id, nil for the seed, an
 // unknown node or one that failed a moment ago. r.mu is held.
 func (r *router) endpointOf(id int32) *endpoint {
 	addr, ok := r.nodes[id]
-	if !ok || addr == r.seedAddr {
+	if !ok || addr == r.seedAddr || r.isDown(addr) {
 		return nil
 	}
-	if until, ok := r.down[addr]; ok {
-		if r.now().Before(until) {
-			return nil
-		}
-		delete(r.down, addr)
+	return r.endpointAt(addr)
+}
+
+// markDown makes calls avoid the node of ep (nil: the seed) for
+// routingFailureBackoff. r.mu is held.
+func (r *router) markDown(ep *endpoint) {
+	addr := r.seedAddr
+	if ep != nil {
+		addr = ep.addr
 	}
+	r.down[addr] = r.now().Add(routingFailureBackoff)
+}
+
+// isDown reports whether the node at addr failed a call a moment ago.
+// r.mu is held.
+func (r *router) isDown(addr string) bool {
+	until, ok := r.down[addr]
+	if ok && !r.now().Before(until) {
+		delete(r.down, addr)
+		ok = false
+	}
+	return ok
+}
+
+// instead returns the node to send a call to in place of the seed while
+// the seed is down: the known node of lowest id that is not down, nil when
+// the seed is up or no other node is known (the call goes to the seed).
+// r.mu is held.
+func (r *router) instead() *endpoint {
+	if !r.isDown(r.seedAddr) {
+		return nil
+	}
+	var best int32
+	for id, addr := range r.nodes {
+		if addr != r.seedAddr && !r.isDown(addr) && (best == 0 || id < best) {
+			best = id
+		}
+	}
+	if best == 0 {
+		return nil
+	}
+	return r.endpointAt(r.nodes[best])
+}
+
+// endpointAt returns the endpoint of the node at addr, made on first use.
+// r.mu is held.
+func (r *router) endpointAt(addr string) *endpoint {
 	ep := r.ends[addr]
 	if ep == nil {
 		ep = r.dial(r.scheme + "://" + addr)
@@ -217,24 +315,30 @@ func (r *router) endpointOf(id int32) *endpoint {
 // invalidate forgets the leader of one bucket (its calls go to the seed)
 // and makes the next call reload the table's layout. A node that failed
 // the call (ep; nil for the seed) is avoided for routingFailureBackoff, so
-// a retry goes to the seed even if the reloaded layout still names it.
+// a retry goes to the seed even if the reloaded layout still names it, or,
+// when the seed failed it, to another node.
 func (r *router) invalidate(table, partition string, bucket int32, ep *endpoint) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ep != nil {
-		r.down[ep.addr] = r.now().Add(routingFailureBackoff)
-	}
+	r.markDown(ep)
 	if t := r.tables[table]; t != nil {
 		delete(t.leaders, bucketRef{partition, bucket})
 		t.expires = time.Time{}
 	}
 }
 
-// reload reads the table's layout and the nodes' addresses from the seed,
-// one attempt each, and stores them in t. On failure the table keeps what
-// it had and is asked for again after routingFailureBackoff.
+// reload reads the table's layout and the nodes' addresses from the seed
+// (from another node while the seed is down), one attempt each, and stores
+// them in t. On failure the table keeps what it had and is asked for again
+// after routingFailureBackoff.
 func (r *router) reload(ctx context.Context, table string, t *tableRoute) {
-	leaders, nodes, err := r.fetch(ctx, table)
+	admin := r.admin
+	r.mu.Lock()
+	if ep := r.instead(); ep != nil {
+		admin = ep.admin
+	}
+	r.mu.Unlock()
+	leaders, nodes, err := r.fetch(ctx, admin, table)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t.refreshing = false
@@ -249,14 +353,14 @@ func (r *router) reload(ctx context.Context, table string, t *tableRoute) {
 	}
 }
 
-// fetch asks the seed for a table's bucket leaders and for the nodes'
+// fetch asks a node for a table's bucket leaders and for the nodes'
 // client addresses.
-func (r *router) fetch(ctx context.Context, table string) (map[bucketRef]int32, map[int32]string, error) {
-	lres, err := r.admin.GetTableLayout(ctx, connect.NewRequest(&flussv1.GetTableLayoutRequest{Table: table}))
+func (r *router) fetch(ctx context.Context, admin flussv1connect.AdminServiceClient, table string) (map[bucketRef]int32, map[int32]string, error) {
+	lres, err := admin.GetTableLayout(ctx, connect.NewRequest(&flussv1.GetTableLayoutRequest{Table: table}))
 	if err != nil {
 		return nil, nil, err
 	}
-	cres, err := r.admin.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
+	cres, err := admin.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
 	if err != nil {
 		return nil, nil, err
 	}

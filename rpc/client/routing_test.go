@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,8 @@ type fakeNode struct {
 	reqs  []any    // the request messages, in order
 	fail  map[string][]connect.Code
 	hook  func(procedure string) // called on every call, if set
+
+	cutOff atomic.Bool // its layouts name no leader, as a node cut off from the others serves them
 }
 
 func newFakeCluster(t *testing.T, n int) *fakeCluster {
@@ -126,7 +129,11 @@ func (f *fakeNode) GetTableLayout(_ context.Context, req *connect.Request[flussv
 	defer f.cluster.mu.Unlock()
 	res := &flussv1.GetTableLayoutResponse{}
 	for b := int32(0); b < 4; b++ {
-		res.Buckets = append(res.Buckets, &flussv1.BucketLayout{Bucket: b, Leader: f.cluster.leaders[b]})
+		l := &flussv1.BucketLayout{Bucket: b, Leader: f.cluster.leaders[b]}
+		if f.cutOff.Load() {
+			l.Leader = 0
+		}
+		res.Buckets = append(res.Buckets, l)
 	}
 	return connect.NewResponse(res), nil
 }
@@ -461,6 +468,90 @@ func TestRoutingRetriesAfterLeaderFailure(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A seed that cannot serve a bucket's calls (cut off from the other
+// nodes, or gone) does not hold the client up: once it failed a call, the
+// client reads the layout from another node it knows and goes there.
+func TestRoutingAroundAnUnavailableSeed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(fc *fakeCluster) // breaks node 1, the seed
+		want    map[int32]int         // appends per node
+	}{
+		{
+			name: "seed cut off: answers unavailable, names no leader",
+			prepare: func(fc *fakeCluster) {
+				fc.node(1).cutOff.Store(true)
+				fc.node(1).failNext("Append", connect.CodeUnavailable, connect.CodeUnavailable, connect.CodeUnavailable)
+			},
+			want: map[int32]int{1: 1, 3: 1},
+		},
+		{
+			name:    "seed gone",
+			prepare: func(fc *fakeCluster) { fc.node(1).srv.Close() },
+			want:    map[int32]int{3: 1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			fc := newFakeCluster(t, 3)
+			fc.setLeader(0, 1)
+			c := New(fc.node(1).srv.URL, WithRouting(), fastRetry)
+			if got := c.RoutedAddr(ctx, "db.t", "", 0); got != "" {
+				t.Fatalf("routed to %q, want the seed (it leads)", got)
+			}
+			tc.prepare(fc)
+			fc.setLeader(0, 3) // the others elected node 3
+			appendTo(t, ctx, c, 0)
+			if got := counts(fc, "Append"); !sameCounts(got, tc.want) {
+				t.Errorf("appends per node %v, want %v", got, tc.want)
+			}
+			if len(fc.node(2).got("GetTableLayout")) == 0 {
+				t.Error("the layout was not asked of node 2, the first node other than the seed")
+			}
+		})
+	}
+}
+
+// Calls that name no bucket (the server spreads them over the buckets) go
+// to the seed, and to another node for a while after the seed answered one
+// `unavailable`.
+func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
+	ctx := testCtx(t)
+	fc := newFakeCluster(t, 3)
+	c := New(fc.node(1).srv.URL, WithRouting(), fastRetry)
+	now := time.Now()
+	c.route.now = func() time.Time { return now }
+	c.RoutedAddr(ctx, "db.t", "", 0) // learns the nodes
+
+	fc.node(1).failNext("Upsert", connect.CodeUnavailable)
+	if _, err := c.Upsert(ctx, "db.t", []byte(`[{"id":1}]`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(fc, "Upsert"), map[int32]int{1: 1, 2: 1}; !sameCounts(got, want) {
+		t.Errorf("upserts per node %v, want %v (the seed failed, node 2 took the retry)", got, want)
+	}
+	if _, err := c.Lookup(ctx, "db.t", []byte(`[{"id":1}]`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Append(ctx, "db.t", []byte(`[{"v":1}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(fc, "Lookup"), map[int32]int{2: 1}; !sameCounts(got, want) {
+		t.Errorf("lookups per node %v, want %v (the seed is avoided for a while)", got, want)
+	}
+	if got, want := counts(fc, "Append"), map[int32]int{2: 1}; !sameCounts(got, want) {
+		t.Errorf("appends per node %v, want %v (the seed is avoided for a while)", got, want)
+	}
+
+	now = now.Add(routingFailureBackoff)
+	if _, err := c.Delete(ctx, "db.t", []byte(`[{"id":1}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(fc, "Delete"), map[int32]int{1: 1}; !sameCounts(got, want) {
+		t.Errorf("deletes per node %v, want %v (back to the seed after the backoff)", got, want)
 	}
 }
 
