@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,7 +152,7 @@ func TestReadmeCurlExamples(t *testing.T) {
 		t.Fatalf("README: S=%q, want the default address http://127.0.0.1:9123", vars["S"])
 	}
 	var replies [][]byte
-	var fetchBody []byte
+	var fetchBody, scanBody []byte
 	for _, words := range cmds {
 		if words[0] != "curl" {
 			t.Fatalf("unexpected command in the curl block: %q", words)
@@ -193,12 +194,34 @@ func TestReadmeCurlExamples(t *testing.T) {
 		}
 		t.Logf("%s -> %s", url[strings.LastIndex(url, "/")+1:], reply)
 		replies = append(replies, reply)
-		if strings.HasSuffix(url, "/Fetch") {
+		switch {
+		case strings.HasSuffix(url, "/Fetch"):
 			fetchBody = reply
+		case strings.HasSuffix(url, "/Scan"):
+			scanBody = reply
 		}
 	}
-	if len(replies) != 4 || fetchBody == nil {
-		t.Fatalf("README curl block: ran %d commands, want 4 ending with a Fetch", len(replies))
+	if len(replies) != 5 || fetchBody == nil || scanBody == nil {
+		t.Fatalf("README curl block: ran %d commands, want 5 ending with a Fetch and a Scan", len(replies))
+	}
+	// The Scan's answer is a JSON message per line, holding both rows.
+	var scanned []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(scanBody)), "\n") {
+		var msg struct {
+			Rows []struct {
+				ID   int
+				City string
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &msg); err != nil {
+			t.Fatalf("README Scan: line %q: %v", line, err)
+		}
+		for _, r := range msg.Rows {
+			scanned = append(scanned, fmt.Sprint(r.ID, r.City))
+		}
+	}
+	if slices.Sort(scanned); !slices.Equal(scanned, []string{"1berlin", "2paris"}) {
+		t.Errorf("README Scan returned rows %q, want 1 berlin and 2 paris", scanned)
 	}
 	var fetched struct {
 		Rows []map[string]any `json:"rows"`

@@ -158,6 +158,19 @@ func TestAuthTokens(t *testing.T) {
 	}
 }
 
+// Scan over plain JSON (how curl calls a server stream) is refused as a
+// unary call is.
+func TestAuthPlainJSONScan(t *testing.T) {
+	e := newAuthEnv(t)
+	const proc = "/fluss.v1.ReadService/Scan"
+	if st, code, out := e.post(t, "", proc, `{"table":"shop.orders"}`); st != http.StatusUnauthorized || code != "unauthenticated" {
+		t.Errorf("no token: status %d, %v; want 401 unauthenticated", st, out)
+	}
+	if st, code, out := e.post(t, "Bearer analyst-token", proc, `{"table":"shop.other"}`); st != http.StatusForbidden || code != "permission_denied" {
+		t.Errorf("no grant: status %d, %v; want 403 permission_denied", st, out)
+	}
+}
+
 func TestAuthGrants(t *testing.T) {
 	e := newAuthEnv(t)
 	ok := func(user, proc, body string) map[string]any {

@@ -135,7 +135,7 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 		if ho.auth != nil {
 			h = ho.auth.authenticateHTTP(h, ew, m)
 		}
-		mux.Handle(path, h)
+		mux.Handle(path, plainJSONStreams(h, lim.MaxRequestBytes, ew))
 	}
 	mount(flussv1connect.NewAdminServiceHandler(s, opts...))
 	mount(flussv1connect.NewWriteServiceHandler(s, opts...))
