@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
@@ -203,6 +205,7 @@ func TestNetworkPartitions(t *testing.T) {
 
 	var cutOff []int // 0-based: the nodes cut off last
 	var elections []int64
+	routedAcks := map[[2]int]bool{} // rows of lin.batched acknowledged to a client seeded at a cut-off leader
 	for k, fault := range []string{"bucket leader", "metadata leader", "leader from one follower", "any node"} {
 		time.Sleep(gap)
 		// Look through a node that was not cut off last time: it knows
@@ -301,6 +304,22 @@ func TestNetworkPartitions(t *testing.T) {
 			pcancel()
 			wantCode(t, fmt.Sprintf("cut %d: append to bucket %d on its cut-off leader", k, probeBucket), err, "unavailable", "reaches the nodes of only 1 of its 3 replicas")
 			t.Logf("cut %d: the cut-off leader answered an append to bucket %d in %v: %v", k, probeBucket, time.Since(sent).Round(time.Millisecond), err)
+
+			// A routing client whose seed is that node still gets the
+			// write acknowledged: the seed's layout names no leader and it
+			// answers unavailable, so the client asks another node.
+			seeded := client.New("http://"+nodes[cutOff[0]].client, client.WithRouting(), linRetry)
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			bucket := int32(probeBucket)
+			sent = time.Now()
+			_, err = seeded.AppendRequest(rctx, &flussv1.AppendRequest{Table: "lin.batched", Bucket: &bucket, Rows: fmt.Appendf(nil, `[{"g":-2,"i":%d}]`, k)})
+			rcancel()
+			if err != nil {
+				t.Errorf("cut %d: append to bucket %d by a routing client seeded at its cut-off leader: %v", k, probeBucket, err)
+			} else {
+				routedAcks[[2]int{-2, k}] = true
+				t.Logf("cut %d: a routing client seeded at the cut-off leader appended to bucket %d in %v", k, probeBucket, time.Since(sent).Round(time.Millisecond))
+			}
 		}
 		time.Sleep(time.Until(cutAt.Add(cutFor)))
 		if pair != nil {
@@ -324,6 +343,7 @@ func TestNetworkPartitions(t *testing.T) {
 	acks := stopAndCheckAcks(t, &stop, wait, 4, "lin.events", buckets, func(b int) string { return nodes[b%3].client })
 	t.Logf("%d acknowledged appends", len(acks))
 	acked, failed := waitBatched()
+	maps.Copy(acked, routedAcks)
 	stored := checkStoredOnce(t, fetchAllRaw(t, nodes[2].client, "lin.batched", buckets), acked)
 	t.Logf("Appender: %d rows acknowledged, %d failed, %d stored", len(acked), failed, stored)
 
