@@ -406,7 +406,7 @@ func (n *Node) statsOf(ctx context.Context, ids []raftmeta.NodeID, replication b
 			continue
 		}
 		addr, ok := n.nodePeerAddr(id)
-		if !ok || n.live != nil && !n.live.Alive(raft.ServerAddress(addr)) {
+		if !ok || n.live != nil && n.live.knownDead(raft.ServerAddress(addr)) {
 			continue
 		}
 		wg.Go(func() {

@@ -131,6 +131,16 @@ func (l *liveness) silence(addr raft.ServerAddress) (time.Duration, bool) {
 	return time.Since(p.lastHeard()), true
 }
 
+// knownDead reports whether this node pings addr and finds it dead, as
+// Alive would, without starting to ping it: for a look that must not add
+// peers to the watch (DescribeCluster asks about every node).
+func (l *liveness) knownDead(addr raft.ServerAddress) bool {
+	l.mu.Lock()
+	p := l.peers[addr]
+	l.mu.Unlock()
+	return p != nil && !l.alive(p, time.Now())
+}
+
 // lastHeard is when p last answered a ping, or when it was first asked
 // about if that is later (the benefit of the doubt).
 func (p *peerLiveness) lastHeard() time.Time {

@@ -39,12 +39,22 @@ func TestLivenessFollowsPings(t *testing.T) {
 
 	a, b := raft.ServerAddress("a:1"), raft.ServerAddress("b:1")
 	setDown("b:1", true)
+	if l.knownDead(b) {
+		t.Fatal("knownDead of a peer not watched")
+	}
 	if !l.Alive(a) || !l.Alive(b) {
 		t.Fatal("a peer asked about for the first time is not given the benefit of the doubt")
 	}
 	waitFor(t, 5*time.Second, func() bool { return !l.Alive(b) }) // b's pings fail
-	if !l.Alive(a) {
-		t.Fatal("a, whose pings are answered, is dead")
+	if !l.Alive(a) || l.knownDead(a) || !l.knownDead(b) {
+		t.Fatalf("a, whose pings are answered: alive %v, known dead %v; b, whose pings fail: known dead %v", l.Alive(a), l.knownDead(a), l.knownDead(b))
+	}
+	time.Sleep(timeout)
+	mu.Lock()
+	peers := len(pinged)
+	mu.Unlock()
+	if l.knownDead("c:1") || peers != 2 {
+		t.Fatalf("knownDead of an unwatched peer, or %d peers pinged, want a and b only", peers)
 	}
 	mu.Lock()
 	na := pinged["a:1"]
