@@ -637,8 +637,12 @@ func (c *Client) Scan(ctx context.Context, req *flussv1.ScanRequest, fn func(*fl
 func (c *Client) scanOnce(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error, seen *bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.read.Scan(ctx, connect.NewRequest(req))
+	rc, done := c.readAny()
+	stream, err := rc.Scan(ctx, connect.NewRequest(req))
 	if err != nil {
+		if done != nil {
+			done(err)
+		}
 		return err
 	}
 	defer stream.Close()
@@ -651,5 +655,11 @@ func (c *Client) scanOnce(ctx context.Context, req *flussv1.ScanRequest, fn func
 			return err
 		}
 	}
-	return stream.Err()
+	if err := stream.Err(); err != nil {
+		if done != nil && !*seen {
+			done(err) // retried: with routing, elsewhere if the seed failed it
+		}
+		return err
+	}
+	return nil
 }

@@ -182,6 +182,13 @@ func (f *fakeNode) Append(_ context.Context, req *connect.Request[flussv1.Append
 	return connect.NewResponse(&flussv1.AppendResponse{Results: []*flussv1.AppendResult{{Bucket: req.Msg.GetBucket(), Count: 1}}}), nil
 }
 
+func (f *fakeNode) Scan(_ context.Context, req *connect.Request[flussv1.ScanRequest], stream *connect.ServerStream[flussv1.ScanResponse]) error {
+	if err := f.record("Scan", req.Msg); err != nil {
+		return err
+	}
+	return stream.Send(&flussv1.ScanResponse{Rows: []byte(fmt.Sprintf(`[{"node":%d}]`, f.id))})
+}
+
 func (f *fakeNode) Fetch(_ context.Context, req *connect.Request[flussv1.FetchRequest]) (*connect.Response[flussv1.FetchResponse], error) {
 	if err := f.record("Fetch", req.Msg); err != nil {
 		return nil, err
@@ -552,6 +559,19 @@ func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 	}
 	if got, want := counts(fc, "Delete"), map[int32]int{1: 1}; !sameCounts(got, want) {
 		t.Errorf("deletes per node %v, want %v (back to the seed after the backoff)", got, want)
+	}
+
+	// A Scan that fails before its first message is retried elsewhere too.
+	fc.node(1).failNext("Scan", connect.CodeUnavailable)
+	var rows []string
+	if err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
+		rows = append(rows, string(m.GetRows()))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(fc, "Scan"), map[int32]int{1: 1, 2: 1}; !sameCounts(got, want) || len(rows) != 1 || rows[0] != `[{"node":2}]` {
+		t.Errorf("scans per node %v, rows %q; want %v and node 2's row", got, rows, want)
 	}
 }
 
