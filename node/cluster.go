@@ -587,7 +587,13 @@ func (n *Node) joinCluster(ctx context.Context, seeds []string) error {
 					continue
 				}
 				if gossip || errors.Is(perr, membership.ErrUnreachable) {
-					continue // a gossip address that does not answer now, or nothing listens yet
+					// A gossip address that does not answer now, or
+					// nothing listens yet: say so once, not every round.
+					if lastErr == nil || lastErr.Error() != perr.Error() {
+						n.logger.Info("join: seed does not answer yet", "seed", seed, "err", perr)
+					}
+					lastErr = perr
+					continue
 				}
 				n.logger.Debug("join: seed is no gossip address (or does not answer); asking it as a peer", "seed", seed, "err", perr)
 			}

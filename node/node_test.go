@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -217,4 +218,29 @@ func metricValue(t *testing.T, body []byte, name string) float64 {
 	}
 	t.Fatalf("metrics lack %s", name)
 	return 0
+}
+
+// A node told to join where nothing listens gives up when its context
+// ends, and says why.
+func TestJoinUnreachableSeedSaysWhy(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := l.Addr().String()
+	l.Close()
+	cfg := testConfig(t.TempDir())
+	cfg.Join = []string{seed}
+	n, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.gossipProfile = "local"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err = n.Start(ctx)
+	n.Close()
+	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), seed) {
+		t.Fatalf("start: %v, want the join to fail naming the refused seed", err)
+	}
 }
