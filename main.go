@@ -22,8 +22,12 @@ import (
 )
 
 func main() {
-	if err := rootCmd().Execute(); err != nil {
+	cmd, err := rootCmd().ExecuteC()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "fluss-node:", err)
+		if client := cmd.Name() != "serve" && cmd.Name() != "join"; client && errors.Is(err, syscall.ECONNREFUSED) {
+			fmt.Fprintf(os.Stderr, "fluss-node: no server listens at %s: start one (fluss-node serve) or name a running node with --server or $FLUSS_SERVER\n", serverAddr)
+		}
 		os.Exit(1)
 	}
 }

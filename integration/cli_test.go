@@ -326,3 +326,16 @@ func TestCLITableAlter(t *testing.T) {
 	addr = startNode(t, dir).addr
 	check()
 }
+
+// A client command aimed where no server listens fails (after its retries)
+// with the refusal and a hint at --server.
+func TestCLINoServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	addr := freePort(t) // nothing listens there
+	r := runCLI(t, addr, "", "db", "list")
+	if r.code == 0 || !strings.Contains(r.stderr, "connection refused") || !strings.Contains(r.stderr, "no server listens at "+addr) || !strings.Contains(r.stderr, "--server") {
+		t.Fatalf("exit %d, stderr %q: want a failure naming the address and --server", r.code, r.stderr)
+	}
+}
