@@ -131,11 +131,12 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 	mux := http.NewServeMux()
 	ew := connect.NewErrorWriter(opts...)
 	mount := func(path string, h http.Handler) {
-		h = withLength(limitBody(h, lim.MaxRequestBytes, ew, m))
+		h = plainJSONStreams(withLength(limitBody(h, lim.MaxRequestBytes, ew, m)), lim.MaxRequestBytes, ew)
 		if ho.auth != nil {
+			// Outermost: nothing is read of a request refused here.
 			h = ho.auth.authenticateHTTP(h, ew, m)
 		}
-		mux.Handle(path, plainJSONStreams(h, lim.MaxRequestBytes, ew))
+		mux.Handle(path, h)
 	}
 	mount(flussv1connect.NewAdminServiceHandler(s, opts...))
 	mount(flussv1connect.NewWriteServiceHandler(s, opts...))
