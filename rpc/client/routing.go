@@ -174,8 +174,9 @@ func (c *Client) readAny() (flussv1connect.ReadServiceClient, func(error)) {
 }
 
 // RoutedAddr reports where a call for the bucket would go now: the
-// leader's client address, or "" for the base URL (no routing, or no
-// leader known). It may reload the table's layout first.
+// leader's client address, another node's while the base URL's node is
+// avoided (it answered `unavailable` a moment ago), or "" for the base URL
+// (no routing, or no leader known). It may reload the table's layout first.
 func (c *Client) RoutedAddr(ctx context.Context, table, partition string, bucket int32) string {
 	if c.route == nil {
 		return ""
