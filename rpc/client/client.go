@@ -330,6 +330,25 @@ func (c *Client) do(ctx context.Context, call func() error) error {
 	}
 }
 
+// doAdmin is do for a call of the AdminService that may be retried: each
+// attempt goes to the seed or, with routing, while the seed is avoided, to
+// another node (writeAny).
+func (c *Client) doAdmin(ctx context.Context, call func(flussv1connect.AdminServiceClient) error) error {
+	return c.do(ctx, func() error {
+		if c.route == nil {
+			return call(c.admin)
+		}
+		ep, done := c.route.unaddressed()
+		ac := c.admin
+		if ep != nil {
+			ac = ep.admin
+		}
+		err := call(ac)
+		done(err)
+		return err
+	})
+}
+
 // retryable tells whether err may pass with another attempt: the server
 // was unavailable (no leader yet, a node restarting), and not because its
 // certificate failed the check, which no retry changes.
@@ -355,8 +374,8 @@ func (c *Client) DropDatabase(ctx context.Context, name string, ignoreIfNotExist
 // ListDatabases lists the databases.
 func (c *Client) ListDatabases(ctx context.Context) ([]string, error) {
 	var out []string
-	err := c.do(ctx, func() error {
-		res, err := c.admin.ListDatabases(ctx, connect.NewRequest(&flussv1.ListDatabasesRequest{}))
+	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
+		res, err := ac.ListDatabases(ctx, connect.NewRequest(&flussv1.ListDatabasesRequest{}))
 		if err == nil {
 			out = res.Msg.GetDatabases()
 		}
@@ -398,8 +417,8 @@ func (c *Client) DropPartition(ctx context.Context, table string, values map[str
 // values, only those whose values include them.
 func (c *Client) ListPartitions(ctx context.Context, table string, values map[string]string) ([]*flussv1.Partition, error) {
 	var out []*flussv1.Partition
-	err := c.do(ctx, func() error {
-		res, err := c.admin.ListPartitions(ctx, connect.NewRequest(&flussv1.ListPartitionsRequest{Table: table, Values: values}))
+	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
+		res, err := ac.ListPartitions(ctx, connect.NewRequest(&flussv1.ListPartitionsRequest{Table: table, Values: values}))
 		if err == nil {
 			out = res.Msg.GetPartitions()
 		}
@@ -411,8 +430,8 @@ func (c *Client) ListPartitions(ctx context.Context, table string, values map[st
 // GetTable describes a table ("db.table").
 func (c *Client) GetTable(ctx context.Context, table string) (*flussv1.GetTableResponse, error) {
 	var out *flussv1.GetTableResponse
-	err := c.do(ctx, func() error {
-		res, err := c.admin.GetTable(ctx, connect.NewRequest(&flussv1.GetTableRequest{Table: table}))
+	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
+		res, err := ac.GetTable(ctx, connect.NewRequest(&flussv1.GetTableRequest{Table: table}))
 		if err == nil {
 			out = res.Msg
 		}
@@ -424,8 +443,8 @@ func (c *Client) GetTable(ctx context.Context, table string) (*flussv1.GetTableR
 // ListTables lists the tables of a database.
 func (c *Client) ListTables(ctx context.Context, database string) ([]string, error) {
 	var out []string
-	err := c.do(ctx, func() error {
-		res, err := c.admin.ListTables(ctx, connect.NewRequest(&flussv1.ListTablesRequest{Database: database}))
+	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
+		res, err := ac.ListTables(ctx, connect.NewRequest(&flussv1.ListTablesRequest{Database: database}))
 		if err == nil {
 			out = res.Msg.GetTables()
 		}
@@ -454,8 +473,8 @@ func (c *Client) AddColumns(ctx context.Context, table string, cols ...*flussv1.
 // ListOffsets resolves spec for the given buckets (none: every bucket).
 func (c *Client) ListOffsets(ctx context.Context, table string, spec flussv1.ListOffsetsRequest_Spec, timestampMs int64, buckets ...int32) ([]*flussv1.BucketOffset, error) {
 	var out []*flussv1.BucketOffset
-	err := c.do(ctx, func() error {
-		res, err := c.admin.ListOffsets(ctx, connect.NewRequest(&flussv1.ListOffsetsRequest{Table: table, Spec: spec, TimestampMs: timestampMs, Buckets: buckets}))
+	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
+		res, err := ac.ListOffsets(ctx, connect.NewRequest(&flussv1.ListOffsetsRequest{Table: table, Spec: spec, TimestampMs: timestampMs, Buckets: buckets}))
 		if err == nil {
 			out = res.Msg.GetOffsets()
 		}
@@ -477,8 +496,8 @@ func (c *Client) GetTableLayoutInSync(ctx context.Context, table string) ([]*flu
 
 func (c *Client) getTableLayout(ctx context.Context, req *flussv1.GetTableLayoutRequest) ([]*flussv1.BucketLayout, error) {
 	var out []*flussv1.BucketLayout
-	err := c.do(ctx, func() error {
-		res, err := c.admin.GetTableLayout(ctx, connect.NewRequest(req))
+	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
+		res, err := ac.GetTableLayout(ctx, connect.NewRequest(req))
 		if err == nil {
 			out = res.Msg.GetBuckets()
 		}
@@ -490,8 +509,8 @@ func (c *Client) getTableLayout(ctx context.Context, req *flussv1.GetTableLayout
 // DescribeCluster describes the cluster.
 func (c *Client) DescribeCluster(ctx context.Context) (*flussv1.DescribeClusterResponse, error) {
 	var out *flussv1.DescribeClusterResponse
-	err := c.do(ctx, func() error {
-		res, err := c.admin.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
+	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
+		res, err := ac.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
 		if err == nil {
 			out = res.Msg
 		}

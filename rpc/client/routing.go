@@ -33,7 +33,7 @@ const routingFailureBackoff = time.Second
 // `unavailable` (it is down, or cut off from the bucket's other replicas),
 // the client asks another node it learned of for the layout and sends its
 // calls there for a while (routingFailureBackoff), bucket-addressed or not
-// (Upsert, Delete, Lookup, Scan), so a seed that cannot serve does not hold its
+// (Upsert, Delete, Lookup, Scan, admin reads such as GetTable), so a seed that cannot serve does not hold its
 // clients up. Routing only saves the
 // server's forwarding hop: every node accepts every call, so results do
 // not depend on it.

@@ -552,6 +552,12 @@ func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 	if got, want := counts(fc, "Append"), map[int32]int{2: 1}; !sameCounts(got, want) {
 		t.Errorf("appends per node %v, want %v (the seed is avoided for a while)", got, want)
 	}
+	if _, err := c.GetTable(ctx, "db.t"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(fc, "GetTable"), map[int32]int{2: 1}; !sameCounts(got, want) {
+		t.Errorf("GetTable calls per node %v, want %v (admin reads avoid the seed too)", got, want)
+	}
 
 	now = now.Add(routingFailureBackoff)
 	if _, err := c.Delete(ctx, "db.t", []byte(`[{"id":1}]`)); err != nil {
@@ -561,7 +567,17 @@ func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 		t.Errorf("deletes per node %v, want %v (back to the seed after the backoff)", got, want)
 	}
 
+	// An admin read the seed fails is retried elsewhere.
+	fc.node(1).failNext("GetTable", connect.CodeUnavailable)
+	if _, err := c.GetTable(ctx, "db.t"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(fc, "GetTable"), map[int32]int{1: 1, 2: 2}; !sameCounts(got, want) {
+		t.Errorf("GetTable calls per node %v, want %v (the seed's failure retried on node 2)", got, want)
+	}
+
 	// A Scan that fails before its first message is retried elsewhere too.
+	now = now.Add(routingFailureBackoff)
 	fc.node(1).failNext("Scan", connect.CodeUnavailable)
 	var rows []string
 	if err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
