@@ -338,7 +338,7 @@ func (c *Client) doAdmin(ctx context.Context, call func(flussv1connect.AdminServ
 		if c.route == nil {
 			return call(c.admin)
 		}
-		ep, done := c.route.unaddressed()
+		ep, done := c.route.unaddressed(ctx)
 		ac := c.admin
 		if ep != nil {
 			ac = ep.admin
@@ -656,7 +656,7 @@ func (c *Client) Scan(ctx context.Context, req *flussv1.ScanRequest, fn func(*fl
 func (c *Client) scanOnce(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error, seen *bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rc, done := c.readAny()
+	rc, done := c.readAny(ctx)
 	stream, err := rc.Scan(ctx, connect.NewRequest(req))
 	if err != nil {
 		if done != nil {

@@ -20,7 +20,7 @@ func (c *Client) Upsert(ctx context.Context, table string, rowsJSON []byte, targ
 	err = c.withWriter(func(id int64, seq int32) error {
 		req := &flussv1.UpsertRequest{Table: table, Rows: rowsJSON, TargetColumns: targetColumns, WriterId: id, BatchSequence: seq}
 		return c.do(ctx, func() error {
-			wc, done := c.writeAny()
+			wc, done := c.writeAny(ctx)
 			res, err := wc.Upsert(ctx, connect.NewRequest(req))
 			if done != nil {
 				done(err)
@@ -42,7 +42,7 @@ func (c *Client) Delete(ctx context.Context, table string, keysJSON []byte) (out
 	err = c.withWriter(func(id int64, seq int32) error {
 		req := &flussv1.DeleteRequest{Table: table, Keys: keysJSON, WriterId: id, BatchSequence: seq}
 		return c.do(ctx, func() error {
-			wc, done := c.writeAny()
+			wc, done := c.writeAny(ctx)
 			res, err := wc.Delete(ctx, connect.NewRequest(req))
 			if done != nil {
 				done(err)
@@ -64,7 +64,7 @@ func (c *Client) Lookup(ctx context.Context, table string, keysJSON []byte, colu
 	req := &flussv1.LookupRequest{Table: table, Keys: keysJSON, Columns: columns}
 	var out []byte
 	err := c.do(ctx, func() error {
-		rc, done := c.readAny()
+		rc, done := c.readAny(ctx)
 		res, err := rc.Lookup(ctx, connect.NewRequest(req))
 		if done != nil {
 			done(err)
@@ -85,7 +85,7 @@ func (c *Client) PrefixLookup(ctx context.Context, table string, prefixesJSON []
 	req := &flussv1.PrefixLookupRequest{Table: table, Prefixes: prefixesJSON, Columns: columns}
 	var out []*flussv1.PrefixLookupResult
 	err := c.do(ctx, func() error {
-		rc, done := c.readAny()
+		rc, done := c.readAny(ctx)
 		res, err := rc.PrefixLookup(ctx, connect.NewRequest(req))
 		if done != nil {
 			done(err)
@@ -110,7 +110,7 @@ func (c *Client) LimitScan(ctx context.Context, table string, bucket *int32, lim
 func (c *Client) LimitScanRequest(ctx context.Context, req *flussv1.LimitScanRequest) ([]byte, error) {
 	var out []byte
 	err := c.do(ctx, func() error {
-		rc, done := c.readAny()
+		rc, done := c.readAny(ctx)
 		if req.Bucket != nil {
 			rc, done = c.readFor(ctx, req.GetTable(), req.GetPartition(), req.GetBucket())
 		}

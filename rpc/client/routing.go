@@ -92,6 +92,11 @@ type router struct {
 	nodes  map[int32]string // node id → client address (host:port)
 	ends   map[string]*endpoint
 	down   map[string]time.Time // address → until when calls avoid it
+	// nodesExpire is when calls that name no bucket read nodes again (a
+	// table's layout reload refreshes it too); learning is set while one
+	// caller reads it.
+	nodesExpire time.Time
+	learning    bool
 }
 
 // initRouting sets up leader routing when an option asked for it. dial
@@ -123,7 +128,7 @@ func (c *Client) initRouting(o *options, baseURL string, dial func(baseURL strin
 // caller reports the call's error to; done is nil without routing.
 func (c *Client) writeFor(ctx context.Context, table, partition string, bucket *int32) (flussv1connect.WriteServiceClient, func(error)) {
 	if bucket == nil || *bucket < 0 {
-		return c.writeAny()
+		return c.writeAny(ctx)
 	}
 	if c.route == nil {
 		return c.write, nil
@@ -150,11 +155,11 @@ func (c *Client) readFor(ctx context.Context, table, partition string, bucket in
 // writeAny returns the WriteService client for a call that names no bucket
 // (the server spreads it over the buckets): the seed's, or with routing,
 // while the seed is down, another node's; done is as for writeFor.
-func (c *Client) writeAny() (flussv1connect.WriteServiceClient, func(error)) {
+func (c *Client) writeAny(ctx context.Context) (flussv1connect.WriteServiceClient, func(error)) {
 	if c.route == nil {
 		return c.write, nil
 	}
-	ep, done := c.route.unaddressed()
+	ep, done := c.route.unaddressed(ctx)
 	if ep == nil {
 		return c.write, done
 	}
@@ -162,11 +167,11 @@ func (c *Client) writeAny() (flussv1connect.WriteServiceClient, func(error)) {
 }
 
 // readAny is writeAny for the ReadService.
-func (c *Client) readAny() (flussv1connect.ReadServiceClient, func(error)) {
+func (c *Client) readAny(ctx context.Context) (flussv1connect.ReadServiceClient, func(error)) {
 	if c.route == nil {
 		return c.read, nil
 	}
-	ep, done := c.route.unaddressed()
+	ep, done := c.route.unaddressed(ctx)
 	if ep == nil {
 		return c.read, done
 	}
@@ -235,9 +240,18 @@ func (r *router) endpoint(ctx context.Context, table, partition string, bucket i
 // unaddressed returns the endpoint for a call that names no bucket: nil
 // for the seed, or another node while the seed is down. done takes the
 // call's error and, when it is `unavailable`, avoids the node that failed
-// it for routingFailureBackoff.
-func (r *router) unaddressed() (*endpoint, func(error)) {
+// it for routingFailureBackoff. So that there is another node to go to, it
+// first reads the nodes from the seed when it never did or did so over a
+// routing refresh ago (a caller that only writes by key loads no layout).
+func (r *router) unaddressed(ctx context.Context) (*endpoint, func(error)) {
 	r.mu.Lock()
+	learn := !r.learning && !r.now().Before(r.nodesExpire) && !r.isDown(r.seedAddr)
+	if learn {
+		r.learning = true
+		r.mu.Unlock()
+		r.learnNodes(ctx)
+		r.mu.Lock()
+	}
 	ep := r.instead()
 	r.mu.Unlock()
 	done := func(err error) {
@@ -339,7 +353,7 @@ func (r *router) reload(ctx context.Context, table string, t *tableRoute) {
 		admin = ep.admin
 	}
 	r.mu.Unlock()
-	leaders, nodes, err := r.fetch(ctx, admin, table)
+	leaders, cluster, err := r.fetch(ctx, admin, table)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t.refreshing = false
@@ -349,14 +363,37 @@ func (r *router) reload(ctx context.Context, table string, t *tableRoute) {
 	}
 	t.leaders = leaders
 	t.expires = r.now().Add(r.refresh)
-	for id, addr := range nodes {
-		r.nodes[id] = addr
-	}
+	r.addNodes(cluster)
 }
 
-// fetch asks a node for a table's bucket leaders and for the nodes'
-// client addresses.
-func (r *router) fetch(ctx context.Context, admin flussv1connect.AdminServiceClient, table string) (map[bucketRef]int32, map[int32]string, error) {
+// learnNodes reads the nodes' client addresses from the seed, one
+// attempt; on failure it is tried again after routingFailureBackoff.
+func (r *router) learnNodes(ctx context.Context) {
+	res, err := r.admin.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.learning = false
+	if err != nil {
+		r.nodesExpire = r.now().Add(min(routingFailureBackoff, r.refresh))
+		return
+	}
+	r.addNodes(res.Msg)
+}
+
+// addNodes records the client addresses of a DescribeCluster answer.
+// r.mu is held.
+func (r *router) addNodes(res *flussv1.DescribeClusterResponse) {
+	for _, n := range res.GetNodes() {
+		if addr := r.reachable(n.GetClientAddr()); addr != "" {
+			r.nodes[n.GetId()] = addr
+		}
+	}
+	r.nodesExpire = r.now().Add(r.refresh)
+}
+
+// fetch asks a node for a table's bucket leaders and for the cluster's
+// nodes.
+func (r *router) fetch(ctx context.Context, admin flussv1connect.AdminServiceClient, table string) (map[bucketRef]int32, *flussv1.DescribeClusterResponse, error) {
 	lres, err := admin.GetTableLayout(ctx, connect.NewRequest(&flussv1.GetTableLayoutRequest{Table: table}))
 	if err != nil {
 		return nil, nil, err
@@ -371,13 +408,7 @@ func (r *router) fetch(ctx context.Context, admin flussv1connect.AdminServiceCli
 			leaders[bucketRef{b.GetPartition(), b.GetBucket()}] = b.GetLeader()
 		}
 	}
-	nodes := make(map[int32]string, len(cres.Msg.GetNodes()))
-	for _, n := range cres.Msg.GetNodes() {
-		if addr := r.reachable(n.GetClientAddr()); addr != "" {
-			nodes[n.GetId()] = addr
-		}
-	}
-	return leaders, nodes, nil
+	return leaders, cres.Msg, nil
 }
 
 // reachable turns a node's advertised client address into one this client

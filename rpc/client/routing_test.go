@@ -591,6 +591,37 @@ func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 	}
 }
 
+// A client that only writes by key (it loads no table layout) learns the
+// nodes too, once per routing refresh, so it has somewhere to go when the
+// seed fails.
+func TestRoutingKeyedWriterLearnsTheNodes(t *testing.T) {
+	ctx := testCtx(t)
+	fc := newFakeCluster(t, 3)
+	c := New(fc.node(1).srv.URL, WithRouting(), fastRetry)
+	now := time.Now()
+	c.route.now = func() time.Time { return now }
+	upsert := func() {
+		t.Helper()
+		if _, err := c.Upsert(ctx, "db.t", []byte(`[{"id":1}]`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upsert()
+	fc.node(1).failNext("Upsert", connect.CodeUnavailable)
+	upsert()
+	if got, want := counts(fc, "Upsert"), map[int32]int{1: 2, 2: 1}; !sameCounts(got, want) {
+		t.Errorf("upserts per node %v, want %v (the seed's failure retried on node 2)", got, want)
+	}
+	if got, want := counts(fc, "DescribeCluster"), map[int32]int{1: 1}; !sameCounts(got, want) {
+		t.Errorf("DescribeCluster calls per node %v, want %v (once per refresh)", got, want)
+	}
+	now = now.Add(DefaultRoutingRefresh)
+	upsert()
+	if got, want := counts(fc, "DescribeCluster"), map[int32]int{1: 2}; !sameCounts(got, want) {
+		t.Errorf("DescribeCluster calls per node %v after a refresh, want %v", got, want)
+	}
+}
+
 func TestRoutingLayoutErrorFallsBackToSeed(t *testing.T) {
 	ctx := testCtx(t)
 	fc := newFakeCluster(t, 2)
