@@ -118,14 +118,28 @@ func snapshotCluster(t *testing.T, tweak func(*Config)) (*testCluster, int) {
 	return c, l
 }
 
-// cutPastStopped writes 50 more batches and then cuts the leader's log
-// head through the last entry before them, past every stopped replica.
+// cutPastStopped writes 50 more batches and then cuts the log head of the
+// leader, and of every other running replica, through the last entry
+// before them, past every stopped replica. The others too: on a loaded
+// host leadership may move before a stopped replica restarts, and it must
+// find no log to catch up from wherever it does.
 func cutPastStopped(t *testing.T, c *testCluster, w *rowWriter) (int, *Replica) {
 	l := c.leader()
 	ld := c.reps[l]
 	behind, _ := ld.log.LastIndex()
 	w.write(50)
-	cutHead(t, ld, behind)
+	for i, r := range c.reps {
+		if r == nil {
+			continue
+		}
+		waitFor(t, 10*time.Second, func() error {
+			if a := r.Raft().AppliedIndex(); a < behind {
+				return fmt.Errorf("replica %d applied raft index %d, want %d", i, a, behind)
+			}
+			return nil
+		})
+		cutHead(t, r, behind)
+	}
 	return l, ld
 }
 
