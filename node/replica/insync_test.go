@@ -44,7 +44,14 @@ func (s *setProgress) set(target raft.ServerAddress, p peer.Progress) {
 // within maxLag, counting those it has not heard from as in sync only
 // while it has led for less than maxLag; a follower answers nothing.
 func TestInSync(t *testing.T) {
-	c := &testCluster{t: t}
+	// Timeouts of a second, not the tests' 100 ms: the checks below need
+	// one leader throughout, and on a loaded host (CI runs the packages
+	// side by side) 100 ms lost it once.
+	c := &testCluster{t: t, tweak: func(cfg *Config) {
+		cfg.Raft.HeartbeatTimeout = time.Second
+		cfg.Raft.ElectionTimeout = time.Second
+		cfg.Raft.LeaderLeaseTimeout = time.Second
+	}}
 	var trackers []*setProgress
 	c.wrap = func(tr raft.Transport) raft.Transport {
 		s := &setProgress{Transport: tr, peers: map[raft.ServerAddress]peer.Progress{}}
