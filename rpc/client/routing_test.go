@@ -522,16 +522,22 @@ func TestRoutingAroundAnUnavailableSeed(t *testing.T) {
 	}
 }
 
+// clockedClient is a routing client of fc's node 1 whose router reads the
+// time from *now, which the test moves.
+func clockedClient(fc *fakeCluster) (*Client, *time.Time) {
+	c := New(fc.node(1).srv.URL, WithRouting(), fastRetry)
+	now := time.Now()
+	c.route.now = func() time.Time { return now }
+	return c, &now
+}
+
 // Calls that name no bucket (the server spreads them over the buckets) go
 // to the seed, and to another node for a while after the seed answered one
 // `unavailable`.
 func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 	ctx := testCtx(t)
 	fc := newFakeCluster(t, 3)
-	c := New(fc.node(1).srv.URL, WithRouting(), fastRetry)
-	now := time.Now()
-	c.route.now = func() time.Time { return now }
-	c.RoutedAddr(ctx, "db.t", "", 0) // learns the nodes
+	c, now := clockedClient(fc)
 
 	fc.node(1).failNext("Upsert", connect.CodeUnavailable)
 	if _, err := c.Upsert(ctx, "db.t", []byte(`[{"id":1}]`), nil); err != nil {
@@ -559,7 +565,7 @@ func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 		t.Errorf("GetTable calls per node %v, want %v (admin reads avoid the seed too)", got, want)
 	}
 
-	now = now.Add(routingFailureBackoff)
+	*now = now.Add(routingFailureBackoff)
 	if _, err := c.Delete(ctx, "db.t", []byte(`[{"id":1}]`)); err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +583,7 @@ func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 	}
 
 	// A Scan that fails before its first message is retried elsewhere too.
-	now = now.Add(routingFailureBackoff)
+	*now = now.Add(routingFailureBackoff)
 	fc.node(1).failNext("Scan", connect.CodeUnavailable)
 	var rows []string
 	if err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
@@ -597,9 +603,7 @@ func TestRoutingUnaddressedCallsAvoidAnUnavailableSeed(t *testing.T) {
 func TestRoutingKeyedWriterLearnsTheNodes(t *testing.T) {
 	ctx := testCtx(t)
 	fc := newFakeCluster(t, 3)
-	c := New(fc.node(1).srv.URL, WithRouting(), fastRetry)
-	now := time.Now()
-	c.route.now = func() time.Time { return now }
+	c, now := clockedClient(fc)
 	upsert := func() {
 		t.Helper()
 		if _, err := c.Upsert(ctx, "db.t", []byte(`[{"id":1}]`), nil); err != nil {
@@ -615,7 +619,7 @@ func TestRoutingKeyedWriterLearnsTheNodes(t *testing.T) {
 	if got, want := counts(fc, "DescribeCluster"), map[int32]int{1: 1}; !sameCounts(got, want) {
 		t.Errorf("DescribeCluster calls per node %v, want %v (once per refresh)", got, want)
 	}
-	now = now.Add(DefaultRoutingRefresh)
+	*now = now.Add(DefaultRoutingRefresh)
 	upsert()
 	if got, want := counts(fc, "DescribeCluster"), map[int32]int{1: 2}; !sameCounts(got, want) {
 		t.Errorf("DescribeCluster calls per node %v after a refresh, want %v", got, want)
