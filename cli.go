@@ -33,13 +33,13 @@ func addClientCommands(root *cobra.Command) {
 	if def == "" {
 		def = "127.0.0.1:9123"
 	}
-	root.PersistentFlags().StringVar(&serverAddr, "server", def, "address of any node's client API (or $FLUSS_SERVER)")
+	root.PersistentFlags().StringVar(&serverAddr, "server", def, "address of any node's client API, or several separated by commas, tried in turn (or $FLUSS_SERVER)")
 	// Not defaulted from $FLUSS_TOKEN: the help would print the secret.
 	root.PersistentFlags().StringVar(&token, "token", "", "bearer token for a server with [auth] users (default $FLUSS_TOKEN)")
 	root.AddCommand(dbCmd(), tableCmd(), appendCmd(), scanCmd(), clusterCmd(), benchCmd(), upsertCmd(), deleteCmd(), lookupCmd(), prefixLookupCmd(), limitScanCmd(), partitionCmd())
 }
 
-// newClient connects to --server.
+// newClient connects to --server (to one of its addresses, see client.New).
 func newClient() *client.Client {
 	return client.New(baseURL(), client.WithToken(clientToken()))
 }

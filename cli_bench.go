@@ -106,7 +106,8 @@ func startCPUProfile(path string) (stop func() error, err error) {
 	}, nil
 }
 
-// baseURL is --server as a URL.
+// baseURL is --server as a URL (or a comma-separated list; client.New
+// takes either).
 func baseURL() string {
 	if strings.Contains(serverAddr, "://") {
 		return serverAddr

@@ -339,3 +339,26 @@ func TestCLINoServer(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q: want a failure naming the address and --server", r.code, r.stderr)
 	}
 }
+
+// --server takes a list: an address where nothing listens is passed over,
+// by DDL, writes and the scan alike; a list that does not parse is refused
+// with the bad entry named.
+func TestCLIServerList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	live := startNode(t, t.TempDir()).addr
+	servers := freePort(t) + "," + live // the first: nothing listens
+	mustCLI(t, servers, "", "db", "create", "app")
+	mustCLI(t, servers, "", "table", "create", "app.ev", "--schema", "id BIGINT NOT NULL, kind STRING")
+	mustCLI(t, servers, `{"id":1,"kind":"a"}`+"\n"+`{"id":2,"kind":"b"}`+"\n", "append", "app.ev")
+	out := mustCLI(t, servers, "", "scan", "app.ev").stdout
+	if got := scanIDs(t, out); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("scan through the list = ids %v, want [1 2]\n%s", got, out)
+	}
+
+	r := runCLI(t, live+",ftp://elsewhere", "", "db", "list")
+	if r.code == 0 || !strings.Contains(r.stderr, "invalid_argument") || !strings.Contains(r.stderr, `"ftp://elsewhere"`) {
+		t.Errorf("a bad list: exit %d, stderr %q; want invalid_argument naming the bad entry", r.code, r.stderr)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -122,16 +121,30 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 // whose certificate is checked against the system's roots, or the file
 // $SSL_CERT_FILE names). Every call goes to baseURL, which forwards to the
 // bucket leader as needed, unless WithRouting.
+//
+// baseURL may list several servers of one cluster, separated by commas
+// ("10.0.0.1:9123,10.0.0.2:9123", as Kafka's bootstrap.servers): calls go
+// to one of them until it fails. A server that refuses the connection is
+// passed over within the call, one that answers `unavailable` by the
+// retry (see seedList). A list that does not parse makes every call fail
+// with an error naming the bad entry.
 func New(baseURL string, opts ...Option) *Client {
 	o := options{protocol: "proto", retry: Retry{Attempts: 8, Base: 50 * time.Millisecond, Max: 2 * time.Second}}
 	for _, f := range opts {
 		f(&o)
 	}
-	if !strings.Contains(baseURL, "://") {
-		baseURL = "http://" + baseURL
-	}
 	if o.httpClient == nil {
 		o.httpClient = defaultHTTPClient(o.protocol == "grpc")
+	}
+	switch seeds, err := parseSeeds(baseURL); {
+	case err != nil: // every call fails with it, before anything is sent
+		o.httpClient = &seedList{err: connect.NewError(connect.CodeInvalidArgument, err)}
+		baseURL = "http://bad-server-list.invalid" // a URL the generated clients accept
+	case len(seeds) > 1:
+		o.httpClient = newSeedList(o.httpClient, seeds)
+		baseURL = seeds[0].String()
+	default:
+		baseURL = seeds[0].String()
 	}
 	if o.writerID == 0 {
 		o.writerID = randomWriterID()

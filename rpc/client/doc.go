@@ -19,6 +19,11 @@
 //     answer on the calling goroutine, over keep-alive connections (headers
 //     and a small body leave in one write); streams and anything but plain
 //     HTTP go through net/http's Transport.
+//   - The base URL may list several servers, comma separated: calls go to
+//     the one that answered last until it fails. One whose connection
+//     cannot be made is passed over within the call; one that answers
+//     `unavailable` by the calls after it, so a retry goes elsewhere and a
+//     call that is not retried is still sent only once (see seedList).
 //   - Without WithRouting every call goes to the one base URL, which
 //     forwards to the bucket leader. With it, bucket-addressed calls
 //     (append with a bucket, fetch, limit scan of a bucket) go to the leader

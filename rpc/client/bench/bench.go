@@ -34,7 +34,7 @@ import (
 
 // ProduceConfig describes one produce run.
 type ProduceConfig struct {
-	Server      string        // base URL, e.g. http://127.0.0.1:9123
+	Server      string        // base URL, e.g. http://127.0.0.1:9123, or a list (client.New); bytes on disk are the first server's
 	Table       string        // "db.table"; (re)created with the sample schema
 	Buckets     int           // buckets of the table
 	Clients     int           // concurrent clients, each with its own writer id
@@ -322,7 +322,11 @@ func protocolOptions(protocol, token string) ([]client.Option, error) {
 // logBytes reads fluss_log_size_bytes from the server's /metrics (-1 if
 // it cannot).
 func logBytes(ctx context.Context, server string) int64 {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/metrics", nil)
+	server, _, _ = strings.Cut(server, ",") // a list of servers: the first
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(server, "/ ")+"/metrics", nil)
 	if err != nil {
 		return -1
 	}

@@ -1,0 +1,226 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1"
+)
+
+// CreateDatabase records the call: DDL is not safe to repeat, so the
+// seed tests count where it went.
+func (f *fakeNode) CreateDatabase(_ context.Context, req *connect.Request[flussv1.CreateDatabaseRequest]) (*connect.Response[flussv1.CreateDatabaseResponse], error) {
+	if err := f.record("CreateDatabase", req.Msg); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&flussv1.CreateDatabaseResponse{}), nil
+}
+
+// hostLog is an HTTP client that records the host of every request it
+// sends on, in order.
+type hostLog struct {
+	next connect.HTTPClient
+
+	mu    sync.Mutex
+	hosts []string
+}
+
+func (h *hostLog) Do(r *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	h.hosts = append(h.hosts, r.URL.Host)
+	h.mu.Unlock()
+	return h.next.Do(r)
+}
+
+// count returns how many requests went to host.
+func (h *hostLog) count(host string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, got := range h.hosts {
+		if got == host {
+			n++
+		}
+	}
+	return n
+}
+
+// A seed that refuses the connection is passed over within the call, even
+// for a call that is not retried, and calls stay with the seed that
+// answered.
+func TestSeedsPassOverARefusingSeed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		h2c  bool
+	}{
+		{name: "proto"},
+		{name: "json", opts: []Option{WithJSON()}},
+		{name: "grpc", opts: []Option{WithGRPC()}, h2c: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			fc := newFakeCluster(t, 3)
+			dead := fc.node(1)
+			dead.srv.Close()
+			log := &hostLog{next: DefaultHTTPClient(tc.h2c)}
+			opts := append([]Option{WithHTTPClient(log), WithRetry(Retry{Attempts: 1})}, tc.opts...)
+			c := New(dead.addr+", "+fc.node(2).addr+","+fc.node(3).addr, opts...)
+
+			if err := c.CreateDatabase(ctx, "shop", false); err != nil {
+				t.Fatalf("create database with the first seed down: %v", err)
+			}
+			if _, err := c.GetTable(ctx, "db.t"); err != nil {
+				t.Fatalf("get table: %v", err)
+			}
+			var rows []string
+			err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
+				rows = append(rows, string(m.GetRows()))
+				return nil
+			})
+			if err != nil || len(rows) != 1 || rows[0] != `[{"node":2}]` {
+				t.Fatalf("scan: rows %q, err %v; want node 2's one message", rows, err)
+			}
+			if got := counts(fc, "CreateDatabase"); !sameCounts(got, map[int32]int{2: 1}) {
+				t.Errorf("create database calls per node %v, want one on node 2", got)
+			}
+			if got := counts(fc, "GetTable"); !sameCounts(got, map[int32]int{2: 1}) {
+				t.Errorf("get table calls per node %v, want one on node 2", got)
+			}
+			if n := log.count(dead.addr); n != 1 {
+				t.Errorf("the refusing seed was tried %d times, want once (calls stay with the seed that answered)", n)
+			}
+		})
+	}
+}
+
+// A seed that answers `unavailable` is passed over by the calls after it:
+// a retried call succeeds elsewhere, a call that is not retried is sent
+// once and fails.
+func TestSeedsPassOverAnUnavailableSeed(t *testing.T) {
+	ctx := testCtx(t)
+	fc := newFakeCluster(t, 2)
+	c := New(fc.node(1).addr+","+fc.node(2).addr, fastRetry)
+
+	fc.node(1).failNext("GetTable", connect.CodeUnavailable)
+	if _, err := c.GetTable(ctx, "db.t"); err != nil {
+		t.Fatalf("get table, the first seed unavailable once: %v", err)
+	}
+	if got := counts(fc, "GetTable"); !sameCounts(got, map[int32]int{1: 1, 2: 1}) {
+		t.Fatalf("get table calls per node %v, want the refused one on node 1 and the retry on node 2", got)
+	}
+
+	fc.node(2).failNext("CreateDatabase", connect.CodeUnavailable)
+	err := c.CreateDatabase(ctx, "shop", false)
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("create database on an unavailable seed: %v, want the unavailable answer (DDL is not retried)", err)
+	}
+	if got := counts(fc, "CreateDatabase"); !sameCounts(got, map[int32]int{2: 1}) {
+		t.Fatalf("create database calls per node %v, want one, on node 2 (the seed that answered last)", got)
+	}
+	if err := c.CreateDatabase(ctx, "shop", false); err != nil {
+		t.Fatalf("create database again: %v", err)
+	}
+	if got := counts(fc, "CreateDatabase"); !sameCounts(got, map[int32]int{1: 1, 2: 1}) {
+		t.Errorf("create database calls per node %v, want the second on node 1 (node 2 is passed over)", got)
+	}
+}
+
+func TestSeedsAllRefusing(t *testing.T) {
+	ctx := testCtx(t)
+	fc := newFakeCluster(t, 2)
+	fc.node(1).srv.Close()
+	fc.node(2).srv.Close()
+	c := New(fc.node(1).addr+","+fc.node(2).addr, WithRetry(Retry{Attempts: 1}))
+	_, err := c.ListDatabases(ctx)
+	if connect.CodeOf(err) != connect.CodeUnavailable || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("list databases with every seed down: %v, want unavailable: connection refused", err)
+	}
+}
+
+// With routing, the seed list serves the calls to the base URL and the
+// layout reads; calls routed to a leader go to its address.
+func TestSeedsWithRouting(t *testing.T) {
+	ctx := testCtx(t)
+	fc := newFakeCluster(t, 3)
+	fc.setLeader(0, 3)
+	fc.node(1).srv.Close()
+	c := New(fc.node(1).addr+","+fc.node(2).addr, WithRouting(), fastRetry)
+	appendTo(t, ctx, c, 0)
+	if got := counts(fc, "Append"); !sameCounts(got, map[int32]int{3: 1}) {
+		t.Errorf("appends per node %v, want one on node 3, the leader", got)
+	}
+	if len(fc.node(2).got("GetTableLayout")) == 0 {
+		t.Error("the layout was not read from node 2, the seed that answers")
+	}
+}
+
+func TestParseSeeds(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string // URLs; nil: an error naming the bad part
+		bad  string
+	}{
+		{in: "127.0.0.1:9123", want: []string{"http://127.0.0.1:9123"}},
+		{in: "http://a:1/", want: []string{"http://a:1"}},
+		{in: " a:1, https://b:2/prefix/ ,,", want: []string{"http://a:1", "https://b:2/prefix"}},
+		{in: "", bad: "no server address"},
+		{in: " , ", bad: "no server address"},
+		{in: "a:1,ftp://b:2", bad: `"ftp://b:2"`},
+		{in: "a:1,http://b:x", bad: `"http://b:x"`},
+		{in: "http://", bad: `"http://"`},
+	} {
+		seeds, err := parseSeeds(tc.in)
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("parseSeeds(%q) = %v, %v; want an error naming %s", tc.in, seeds, err, tc.bad)
+			}
+			continue
+		}
+		var got []string
+		for _, u := range seeds {
+			got = append(got, u.String())
+		}
+		if err != nil || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("parseSeeds(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// A client given a bad list fails every call with the reason, and sends
+// nothing.
+func TestSeedsBadListFailsCalls(t *testing.T) {
+	c := New("127.0.0.1:9123,ftp://elsewhere")
+	_, err := c.ListDatabases(testCtx(t))
+	if err == nil || !strings.Contains(err.Error(), "ftp://elsewhere") {
+		t.Fatalf("list databases: %v, want an error naming the bad server", err)
+	}
+}
+
+// A seed with a path prefix (behind a proxy) gets the call's procedure
+// under its own prefix.
+func TestSeedsKeepPathPrefixes(t *testing.T) {
+	seeds, err := parseSeeds("http://a:1/x,https://b:2/y/z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSeedList(nil, seeds)
+	r, err := http.NewRequest(http.MethodPost, "http://a:1/x/fluss.v1.AdminService/GetTable", http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.at(r, 1)
+	if got.URL.String() != "https://b:2/y/z/fluss.v1.AdminService/GetTable" || got.Host != "b:2" {
+		t.Errorf("addressed to seed 1: %s (Host %s)", got.URL, got.Host)
+	}
+	if r.URL.String() != "http://a:1/x/fluss.v1.AdminService/GetTable" {
+		t.Errorf("the original request changed: %s", r.URL)
+	}
+}
