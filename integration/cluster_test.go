@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -161,7 +163,10 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	var stop atomic.Bool
 	wait := startAppenders(seed, "ct.events", buckets, writers, anyAddr, &stop)
 	addrs := []string{nodes[0].client, nodes[1].client, nodes[2].client}
-	waitBatched := startBatchedAppenders("ct.batched", addrs, &stop, func(g, i int) []byte { return fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i) })
+	// One Appender of ct.batched is given all three nodes: its calls move
+	// to another node while the one they use is down.
+	listed := append(slices.Clone(addrs), strings.Join(addrs, ","))
+	waitBatched := startBatchedAppenders("ct.batched", listed, &stop, func(g, i int) []byte { return fmt.Appendf(nil, `{"g":%d,"i":%d}`, g, i) })
 	waitParted := startBatchedAppenders("ct.parted", addrs, &stop, func(g, i int) []byte { return fmt.Appendf(nil, `{"g":%d,"i":%d,"p":"p%d"}`, g, i, i/100) })
 	var lastStart time.Time
 	for k := 0; k < kills; k++ {
@@ -179,6 +184,16 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	acked, failed := waitBatched()
 	stored := checkStoredOnce(t, fetchAllRaw(t, nodes[0].client, "ct.batched", buckets), acked)
 	t.Logf("Appender: %d rows acknowledged, %d failed, %d stored", len(acked), failed, stored)
+	listedAcks := 0
+	for k := range acked {
+		if k[0] >= 3*6 { // the goroutines of the fourth address, the list
+			listedAcks++
+		}
+	}
+	if listedAcks == 0 {
+		t.Error("the Appender given all three nodes had no row acknowledged")
+	}
+	t.Logf("Appender given all three nodes: %d rows acknowledged", listedAcks)
 
 	acked, failed = waitParted()
 	var parts struct {
