@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -53,9 +54,9 @@ const seedBackoff = time.Second
 // servers, the current one, until it fails. A seed whose connection cannot
 // be made (refused, unreachable, unknown host) is passed over in the same
 // call: nothing was sent, so even a call that is not safe to repeat (DDL)
-// goes to the next seed. A seed that answers a Connect call with HTTP 503
-// (`unavailable`: down to a cut-off or starting node) is passed over by
-// the calls after it, so the client's retry of a call that is safe to
+// goes to the next seed. A seed that answers `unavailable` (a cut-off or
+// starting node; see unavailableAnswer) is passed over by the calls after
+// it, so the client's retry of a call that is safe to
 // repeat goes elsewhere. Every node serves every call, so which seed
 // answers does not change results. Calls to other addresses (a bucket
 // leader the routing chose) are passed on untouched.
@@ -102,7 +103,10 @@ func (s *seedList) Do(r *http.Request) (*http.Response, error) {
 		var resp *http.Response
 		resp, err = s.next.Do(req)
 		if err == nil {
-			s.answered(i, resp.StatusCode)
+			s.answered(i, unavailableAnswer(resp))
+			if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/grpc") {
+				resp.Body = &grpcStatusWatch{ReadCloser: resp.Body, resp: resp, unavailable: func() { s.passOver(i) }}
+			}
 			return resp, nil
 		}
 		if !notSent(err) || r.Context().Err() != nil {
@@ -134,10 +138,37 @@ func (s *seedList) order() []int {
 	return append(out, later...)
 }
 
-// answered records seed i's answer: a 503 passes it over, anything else
-// makes it the current seed.
-func (s *seedList) answered(i, status int) {
-	if status == http.StatusServiceUnavailable {
+// unavailableAnswer reports whether resp answers `unavailable` in a way
+// seen before its body is read: HTTP 503 (a Connect unary call), or gRPC
+// status 14 in the headers of a trailers-only answer. A gRPC answer that
+// carries its status in trailers is watched by grpcStatusWatch. (A Connect
+// stream reports its error at the end of the body; such a seed is passed
+// over only when its connection fails.)
+func unavailableAnswer(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusServiceUnavailable || resp.Header.Get("Grpc-Status") == "14"
+}
+
+// grpcStatusWatch is the body of a gRPC answer: once it is read to the
+// end, the trailers are in, and a status of 14 (`unavailable`) passes the
+// seed over before the caller sees the error and retries.
+type grpcStatusWatch struct {
+	io.ReadCloser
+	resp        *http.Response
+	unavailable func()
+}
+
+func (w *grpcStatusWatch) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	if err == io.EOF && w.resp.Trailer.Get("Grpc-Status") == "14" {
+		w.unavailable()
+	}
+	return n, err
+}
+
+// answered records seed i's answer: `unavailable` passes it over,
+// anything else makes it the current seed.
+func (s *seedList) answered(i int, unavailable bool) {
+	if unavailable {
 		s.passOver(i)
 		return
 	}

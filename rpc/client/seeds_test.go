@@ -105,9 +105,24 @@ func TestSeedsPassOverARefusingSeed(t *testing.T) {
 // a retried call succeeds elsewhere, a call that is not retried is sent
 // once and fails.
 func TestSeedsPassOverAnUnavailableSeed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{name: "proto"},
+		{name: "json", opts: []Option{WithJSON()}},
+		{name: "grpc", opts: []Option{WithGRPC()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testSeedsPassOverAnUnavailableSeed(t, tc.opts...)
+		})
+	}
+}
+
+func testSeedsPassOverAnUnavailableSeed(t *testing.T, opts ...Option) {
 	ctx := testCtx(t)
 	fc := newFakeCluster(t, 2)
-	c := New(fc.node(1).addr+","+fc.node(2).addr, fastRetry)
+	c := New(fc.node(1).addr+","+fc.node(2).addr, append([]Option{fastRetry}, opts...)...)
 
 	fc.node(1).failNext("GetTable", connect.CodeUnavailable)
 	if _, err := c.GetTable(ctx, "db.t"); err != nil {
