@@ -205,7 +205,7 @@ func TestNetworkPartitions(t *testing.T) {
 
 	var cutOff []int // 0-based: the nodes cut off last
 	var elections []int64
-	routedAcks := map[[2]int]bool{} // rows of lin.batched acknowledged to a client seeded at a cut-off leader
+	routedAcks := map[[2]int]bool{} // rows of lin.batched acknowledged to clients that started at a cut-off leader
 	for k, fault := range []string{"bucket leader", "metadata leader", "leader from one follower", "any node"} {
 		time.Sleep(gap)
 		// Look through a node that was not cut off last time: it knows
@@ -319,6 +319,21 @@ func TestNetworkPartitions(t *testing.T) {
 			} else {
 				routedAcks[[2]int{-2, k}] = true
 				t.Logf("cut %d: a routing client seeded at the cut-off leader appended to bucket %d in %v", k, probeBucket, time.Since(sent).Round(time.Millisecond))
+			}
+
+			// So does a client without routing given a list of servers
+			// that starts with that node: its retry goes to the next.
+			other := nodes[serving[0]].client
+			listed := client.New(nodes[cutOff[0]].client+","+other, linRetry)
+			lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+			sent = time.Now()
+			_, err = listed.AppendRequest(lctx, &flussv1.AppendRequest{Table: "lin.batched", Bucket: &bucket, Rows: fmt.Appendf(nil, `[{"g":-3,"i":%d}]`, k)})
+			lcancel()
+			if err != nil {
+				t.Errorf("cut %d: append to bucket %d by a client given the servers %s,%s: %v", k, probeBucket, nodes[cutOff[0]].client, other, err)
+			} else {
+				routedAcks[[2]int{-3, k}] = true
+				t.Logf("cut %d: a client given the cut-off leader first in its list appended to bucket %d in %v", k, probeBucket, time.Since(sent).Round(time.Millisecond))
 			}
 		}
 		time.Sleep(time.Until(cutAt.Add(cutFor)))
