@@ -277,6 +277,32 @@ func ValidateRecord(s *Schema, rec arrow.Record) error {
 				return fmt.Errorf("%w: column %q is NOT NULL but has %d null values", ErrRecordMismatch, c.Name, n)
 			}
 		}
+		if c.Type.Length > 0 {
+			if err := checkLengths(c, rec.Column(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkLengths checks every value of a VARCHAR(n) or VARBINARY(n) column
+// against its length.
+func checkLengths(c Column, a arrow.Array) error {
+	check := func(row int) string { return "" }
+	switch a := a.(type) {
+	case *array.String:
+		check = func(row int) string { return c.Type.checkLengthString(a.Value(row)) }
+	case *array.Binary:
+		check = func(row int) string { return c.Type.checkLength(a.Value(row)) }
+	}
+	for row := range a.Len() {
+		if a.IsNull(row) {
+			continue
+		}
+		if msg := check(row); msg != "" {
+			return fmt.Errorf("%w: row %d, column %q: %s", ErrRecordMismatch, row, c.Name, msg)
+		}
 	}
 	return nil
 }

@@ -237,6 +237,9 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		if !utf8.Valid(sb) {
 			return "string is not valid UTF-8"
 		}
+		if msg := c.Type.checkLength(sb); msg != "" {
+			return msg
+		}
 		if !b.appendBytes(row, sb) {
 			return "too much string data in one request (over 2 GiB in a column)"
 		}
@@ -252,6 +255,9 @@ func (d *jsonDecoder) appendValue(ci int, v *fastjson.Value) string {
 		n, err := base64.StdEncoding.Decode(d.scratch[:n], sb)
 		if err != nil {
 			return "not valid base64 (standard alphabet, padded): " + err.Error()
+		}
+		if msg := c.Type.checkLength(d.scratch[:n]); msg != "" {
+			return msg
 		}
 		if !b.appendBytes(row, d.scratch[:n]) {
 			return "too much bytes data in one request (over 2 GiB in a column)"

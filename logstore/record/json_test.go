@@ -201,11 +201,16 @@ func TestJSONBadRows(t *testing.T) {
 		{Name: "s", Type: mustType(t, "STRING"), Nullable: true},
 		{Name: "f", Type: mustType(t, "FLOAT"), Nullable: true},
 		{Name: "ok", Type: mustType(t, "BOOLEAN"), Nullable: true},
+		{Name: "code", Type: mustType(t, "CHAR(3)"), Nullable: true},
+		{Name: "tag", Type: mustType(t, "VARBINARY(2)"), Nullable: true},
 	}}
 	tests := []struct {
 		name, rows string
 		want       []string // substrings of the message
 	}{
+		{"string too long", `[{"id":1,"code":"abc"},{"id":2,"code":"abcd"}]`, []string{"row 1", `"code"`, "4 characters", "longer than VARCHAR(3)"}},
+		{"characters, not bytes", `[{"id":1,"code":"äöüß"}]`, []string{`"code"`, "4 characters", "VARCHAR(3)"}},
+		{"bytes too long", `[{"id":1,"tag":"AQID"}]`, []string{`"tag"`, "3 bytes", "longer than VARBINARY(2)"}},
 		{"not json", `[{"id":1`, []string{"not valid JSON"}},
 		{"not an array", `{"id":1}`, []string{"JSON array", "object"}},
 		{"not an object", `[{"id":1}, 5]`, []string{"row 1", "not an object"}},
@@ -258,6 +263,56 @@ func TestJSONBadRows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Values up to a VARCHAR's length in characters (not bytes) and a
+// VARBINARY's in bytes are taken, nulls too.
+func TestJSONLengthsFit(t *testing.T) {
+	s := &Schema{ID: 1, Columns: []Column{
+		{Name: "code", Type: mustType(t, "VARCHAR(3)"), Nullable: true},
+		{Name: "tag", Type: mustType(t, "BINARY(2)"), Nullable: true},
+	}}
+	rows := `[{"code":"äöü","tag":"AQI="},{"code":"","tag":""},{"code":null,"tag":null},{"code":"ab"}]`
+	rec, err := DecodeJSONRows(s, []byte(rows), nil)
+	if err != nil {
+		t.Fatalf("rows that fit: %v", err)
+	}
+	defer rec.Release()
+	if rec.NumRows() != 4 {
+		t.Fatalf("%d rows, want 4", rec.NumRows())
+	}
+	if err := ValidateRecord(s, rec); err != nil {
+		t.Errorf("ValidateRecord of rows that fit: %v", err)
+	}
+}
+
+// ValidateRecord, which checks a client's Arrow batches, refuses a value
+// longer than its column allows and names the row.
+func TestValidateRecordLengths(t *testing.T) {
+	wide := &Schema{ID: 1, Columns: []Column{
+		{Name: "code", Type: mustType(t, "STRING"), Nullable: true},
+		{Name: "tag", Type: mustType(t, "BYTES"), Nullable: true},
+	}}
+	for _, tc := range []struct {
+		rows, code, tag, want string
+	}{
+		{rows: `[{"code":"ab"},{"code":"abcd"}]`, code: "VARCHAR(3)", tag: "BYTES", want: `row 1, column "code": a string of 4 characters is longer than VARCHAR(3) allows`},
+		{rows: `[{"tag":"AQIDBA=="},{"tag":null}]`, code: "STRING", tag: "VARBINARY(3)", want: `row 0, column "tag": a value of 4 bytes is longer than VARBINARY(3) allows`},
+	} {
+		rec, err := DecodeJSONRows(wide, []byte(tc.rows), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		narrow := &Schema{ID: 1, Columns: []Column{
+			{Name: "code", Type: mustType(t, tc.code), Nullable: true},
+			{Name: "tag", Type: mustType(t, tc.tag), Nullable: true},
+		}}
+		err = ValidateRecord(narrow, rec)
+		rec.Release()
+		if !errors.Is(err, ErrRecordMismatch) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ValidateRecord of %s against %s, %s: %v; want %q", tc.rows, tc.code, tc.tag, err, tc.want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -57,11 +58,16 @@ func (k Kind) String() string {
 
 // Type is a column type. Precision and Scale matter only for DECIMAL
 // (precision 1..38, scale 0..precision) and for TIME, TIMESTAMP and
-// TIMESTAMP_LTZ (fractional-second precision 0..9).
+// TIMESTAMP_LTZ (fractional-second precision 0..9). Length bounds STRING
+// values in characters (VARCHAR(n); CHAR(n) is taken as VARCHAR(n): not
+// padded) and BYTES values in bytes (VARBINARY(n), BINARY(n)); 0 is
+// unbounded. It changes only what a write accepts, not how values are
+// stored.
 type Type struct {
 	Kind      Kind
 	Precision int
 	Scale     int
+	Length    int
 }
 
 // Defaults follow Fluss: DECIMAL is DECIMAL(10,0), TIMESTAMP is TIMESTAMP(6),
@@ -121,11 +127,26 @@ func ParseType(s string) (t Type, notNull bool, err error) {
 		t.Kind = KindFloat
 	case "DOUBLE":
 		t.Kind = KindDouble
-	case "STRING", "VARCHAR", "CHAR":
-		// VARCHAR(n)/CHAR(n) are accepted as STRING; the length is not enforced.
-		return Type{Kind: KindString}, notNull, nil
-	case "BYTES", "VARBINARY", "BINARY":
-		return Type{Kind: KindBytes}, notNull, nil
+	case "VARCHAR", "CHAR", "VARBINARY", "BINARY":
+		t.Kind = KindString
+		if name == "VARBINARY" || name == "BINARY" {
+			t.Kind = KindBytes
+		}
+		switch len(params) {
+		case 0: // unbounded: STRING, BYTES
+		case 1:
+			if params[0] < 1 {
+				return Type{}, false, fmt.Errorf("%w %q: the length must be at least 1", ErrBadType, src)
+			}
+			t.Length = params[0]
+		default:
+			return Type{}, false, fmt.Errorf("%w %q: %s takes one length", ErrBadType, src, name)
+		}
+		return t, notNull, nil
+	case "STRING":
+		t.Kind = KindString
+	case "BYTES":
+		t.Kind = KindBytes
 	case "DATE":
 		t.Kind = KindDate
 	case "DECIMAL", "NUMERIC":
@@ -172,6 +193,35 @@ func ParseType(s string) (t Type, notNull bool, err error) {
 	return t, notNull, nil
 }
 
+// checkLength returns a message when v, a STRING value's UTF-8 or a BYTES
+// value, is longer than t.Length allows, and "" when it fits.
+func (t Type) checkLength(v []byte) string {
+	if t.Length == 0 || len(v) <= t.Length { // never fewer bytes than characters
+		return ""
+	}
+	return t.tooLong(len(v), func() int { return utf8.RuneCount(v) })
+}
+
+// checkLengthString is checkLength of a value held as a string.
+func (t Type) checkLengthString(v string) string {
+	if t.Length == 0 || len(v) <= t.Length {
+		return ""
+	}
+	return t.tooLong(len(v), func() int { return utf8.RuneCountInString(v) })
+}
+
+// tooLong words the check of a value of size bytes (and runes characters)
+// that may not fit t.Length.
+func (t Type) tooLong(size int, runes func() int) string {
+	if t.Kind == KindBytes {
+		return fmt.Sprintf("a value of %d bytes is longer than %s allows", size, t)
+	}
+	if n := runes(); n > t.Length {
+		return fmt.Sprintf("a string of %d characters is longer than %s allows", n, t)
+	}
+	return ""
+}
+
 // String renders the canonical form that ParseType accepts.
 func (t Type) String() string {
 	switch t.Kind {
@@ -179,6 +229,14 @@ func (t Type) String() string {
 		return fmt.Sprintf("DECIMAL(%d,%d)", t.Precision, t.Scale)
 	case KindTime, KindTimestamp, KindTimestampLTZ:
 		return fmt.Sprintf("%s(%d)", t.Kind, t.Precision)
+	case KindString:
+		if t.Length > 0 {
+			return fmt.Sprintf("VARCHAR(%d)", t.Length)
+		}
+	case KindBytes:
+		if t.Length > 0 {
+			return fmt.Sprintf("VARBINARY(%d)", t.Length)
+		}
 	}
 	return t.Kind.String()
 }
