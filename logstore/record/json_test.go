@@ -496,7 +496,12 @@ func FuzzDecodeJSONRows(f *testing.F) {
 	f.Add([]byte(`[{"bi":"-0","f":"nan","d":1e308,"dec2":-0.5}]`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"bi":1},{"bi":2,"s":"\ud800"}]`))
+	f.Add([]byte(`[{"bi":1,"vc":"äöüß","vb":"AQID"},{"bi":2,"vc":"abcde"}]`))
+	// Every type, and bounded strings and bytes: what JSON accepts, the
+	// Arrow check (ValidateRecord) must accept too.
 	s := allTypesSchema(f)
+	s.Columns = append(s.Columns, Column{Name: "vc", Type: mustType(f, "VARCHAR(4)"), Nullable: true},
+		Column{Name: "vb", Type: mustType(f, "VARBINARY(3)"), Nullable: true})
 	types := schemaTypes(s)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := DecodeJSONRows(s, data, nil)
