@@ -343,23 +343,25 @@ func (c *Client) do(ctx context.Context, call func() error) error {
 	}
 }
 
-// doAdmin is do for a call of the AdminService that may be retried: each
-// attempt goes to the seed or, with routing, while the seed is avoided, to
-// another node (writeAny).
-func (c *Client) doAdmin(ctx context.Context, call func(flussv1connect.AdminServiceClient) error) error {
-	return c.do(ctx, func() error {
-		if c.route == nil {
-			return call(c.admin)
+// retried sends req with method, again while the answer is `unavailable`
+// (do). Each attempt sends it through the service client pick returns (the
+// seed's; with routing a bucket leader's, or another node's while the seed
+// is avoided) and reports the attempt's error to the routing.
+func retried[S, Req, Res any](ctx context.Context, c *Client, pick func(context.Context) (S, func(error)),
+	method func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), req *Req) (*Res, error) {
+	var out *Res
+	err := c.do(ctx, func() error {
+		sc, done := pick(ctx)
+		res, err := method(sc, ctx, connect.NewRequest(req))
+		if done != nil {
+			done(err)
 		}
-		ep, done := c.route.unaddressed(ctx)
-		ac := c.admin
-		if ep != nil {
-			ac = ep.admin
+		if err == nil {
+			out = res.Msg
 		}
-		err := call(ac)
-		done(err)
 		return err
 	})
+	return out, err
 }
 
 // retryable tells whether err may pass with another attempt: the server
@@ -386,15 +388,8 @@ func (c *Client) DropDatabase(ctx context.Context, name string, ignoreIfNotExist
 
 // ListDatabases lists the databases.
 func (c *Client) ListDatabases(ctx context.Context) ([]string, error) {
-	var out []string
-	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
-		res, err := ac.ListDatabases(ctx, connect.NewRequest(&flussv1.ListDatabasesRequest{}))
-		if err == nil {
-			out = res.Msg.GetDatabases()
-		}
-		return err
-	})
-	return out, err
+	res, err := retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.ListDatabases, &flussv1.ListDatabasesRequest{})
+	return res.GetDatabases(), err
 }
 
 // CreateTable creates the table spec describes and returns its id.
@@ -429,41 +424,19 @@ func (c *Client) DropPartition(ctx context.Context, table string, values map[str
 // ListPartitions lists a partitioned table's partitions by name; with
 // values, only those whose values include them.
 func (c *Client) ListPartitions(ctx context.Context, table string, values map[string]string) ([]*flussv1.Partition, error) {
-	var out []*flussv1.Partition
-	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
-		res, err := ac.ListPartitions(ctx, connect.NewRequest(&flussv1.ListPartitionsRequest{Table: table, Values: values}))
-		if err == nil {
-			out = res.Msg.GetPartitions()
-		}
-		return err
-	})
-	return out, err
+	res, err := retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.ListPartitions, &flussv1.ListPartitionsRequest{Table: table, Values: values})
+	return res.GetPartitions(), err
 }
 
 // GetTable describes a table ("db.table").
 func (c *Client) GetTable(ctx context.Context, table string) (*flussv1.GetTableResponse, error) {
-	var out *flussv1.GetTableResponse
-	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
-		res, err := ac.GetTable(ctx, connect.NewRequest(&flussv1.GetTableRequest{Table: table}))
-		if err == nil {
-			out = res.Msg
-		}
-		return err
-	})
-	return out, err
+	return retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.GetTable, &flussv1.GetTableRequest{Table: table})
 }
 
 // ListTables lists the tables of a database.
 func (c *Client) ListTables(ctx context.Context, database string) ([]string, error) {
-	var out []string
-	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
-		res, err := ac.ListTables(ctx, connect.NewRequest(&flussv1.ListTablesRequest{Database: database}))
-		if err == nil {
-			out = res.Msg.GetTables()
-		}
-		return err
-	})
-	return out, err
+	res, err := retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.ListTables, &flussv1.ListTablesRequest{Database: database})
+	return res.GetTables(), err
 }
 
 // DropTable drops a table.
@@ -485,15 +458,9 @@ func (c *Client) AddColumns(ctx context.Context, table string, cols ...*flussv1.
 
 // ListOffsets resolves spec for the given buckets (none: every bucket).
 func (c *Client) ListOffsets(ctx context.Context, table string, spec flussv1.ListOffsetsRequest_Spec, timestampMs int64, buckets ...int32) ([]*flussv1.BucketOffset, error) {
-	var out []*flussv1.BucketOffset
-	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
-		res, err := ac.ListOffsets(ctx, connect.NewRequest(&flussv1.ListOffsetsRequest{Table: table, Spec: spec, TimestampMs: timestampMs, Buckets: buckets}))
-		if err == nil {
-			out = res.Msg.GetOffsets()
-		}
-		return err
-	})
-	return out, err
+	res, err := retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.ListOffsets,
+		&flussv1.ListOffsetsRequest{Table: table, Spec: spec, TimestampMs: timestampMs, Buckets: buckets})
+	return res.GetOffsets(), err
 }
 
 // GetTableLayout lists the buckets of a table with their leaders.
@@ -508,28 +475,13 @@ func (c *Client) GetTableLayoutInSync(ctx context.Context, table string) ([]*flu
 }
 
 func (c *Client) getTableLayout(ctx context.Context, req *flussv1.GetTableLayoutRequest) ([]*flussv1.BucketLayout, error) {
-	var out []*flussv1.BucketLayout
-	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
-		res, err := ac.GetTableLayout(ctx, connect.NewRequest(req))
-		if err == nil {
-			out = res.Msg.GetBuckets()
-		}
-		return err
-	})
-	return out, err
+	res, err := retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.GetTableLayout, req)
+	return res.GetBuckets(), err
 }
 
 // DescribeCluster describes the cluster.
 func (c *Client) DescribeCluster(ctx context.Context) (*flussv1.DescribeClusterResponse, error) {
-	var out *flussv1.DescribeClusterResponse
-	err := c.doAdmin(ctx, func(ac flussv1connect.AdminServiceClient) error {
-		res, err := ac.DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
-		if err == nil {
-			out = res.Msg
-		}
-		return err
-	})
-	return out, err
+	return retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.DescribeCluster, &flussv1.DescribeClusterRequest{})
 }
 
 // ---------------------------------------------------------------- write
@@ -607,38 +559,21 @@ func (c *Client) appendAs(ctx context.Context, req *flussv1.AppendRequest) (out 
 
 // appendOnce sends req with the writer id and sequence it carries.
 func (c *Client) appendOnce(ctx context.Context, req *flussv1.AppendRequest) ([]*flussv1.AppendResult, error) {
-	var out []*flussv1.AppendResult
-	err := c.do(ctx, func() error {
-		wc, done := c.writeFor(ctx, req.Table, req.Partition, req.Bucket)
-		res, err := wc.Append(ctx, connect.NewRequest(req))
-		if done != nil {
-			done(err)
-		}
-		if err == nil {
-			out = res.Msg.GetResults()
-		}
-		return err
-	})
-	return out, err
+	pick := func(ctx context.Context) (flussv1connect.WriteServiceClient, func(error)) {
+		return c.writeFor(ctx, req.Table, req.Partition, req.Bucket)
+	}
+	res, err := retried(ctx, c, pick, flussv1connect.WriteServiceClient.Append, req)
+	return res.GetResults(), err
 }
 
 // ---------------------------------------------------------------- read
 
 // Fetch reads one bucket from req.Offset.
 func (c *Client) Fetch(ctx context.Context, req *flussv1.FetchRequest) (*flussv1.FetchResponse, error) {
-	var out *flussv1.FetchResponse
-	err := c.do(ctx, func() error {
-		rc, done := c.readFor(ctx, req.Table, req.Partition, req.Bucket)
-		res, err := rc.Fetch(ctx, connect.NewRequest(req))
-		if done != nil {
-			done(err)
-		}
-		if err == nil {
-			out = res.Msg
-		}
-		return err
-	})
-	return out, err
+	pick := func(ctx context.Context) (flussv1connect.ReadServiceClient, func(error)) {
+		return c.readFor(ctx, req.Table, req.Partition, req.Bucket)
+	}
+	return retried(ctx, c, pick, flussv1connect.ReadServiceClient.Fetch, req)
 }
 
 // ErrStop may be returned by a Scan callback to end the scan without error.

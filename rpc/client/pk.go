@@ -3,9 +3,8 @@ package client
 import (
 	"context"
 
-	"connectrpc.com/connect"
-
 	"github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
 )
 
 // ---------------------------------------------------------------- primary-key tables
@@ -19,17 +18,9 @@ import (
 func (c *Client) Upsert(ctx context.Context, table string, rowsJSON []byte, targetColumns []string) (out []*flussv1.WriteResult, err error) {
 	err = c.withWriter(func(id int64, seq int32) error {
 		req := &flussv1.UpsertRequest{Table: table, Rows: rowsJSON, TargetColumns: targetColumns, WriterId: id, BatchSequence: seq}
-		return c.do(ctx, func() error {
-			wc, done := c.writeAny(ctx)
-			res, err := wc.Upsert(ctx, connect.NewRequest(req))
-			if done != nil {
-				done(err)
-			}
-			if err == nil {
-				out = res.Msg.GetResults()
-			}
-			return err
-		})
+		res, err := retried(ctx, c, c.writeAny, flussv1connect.WriteServiceClient.Upsert, req)
+		out = res.GetResults()
+		return err
 	})
 	return out, err
 }
@@ -41,17 +32,9 @@ func (c *Client) Upsert(ctx context.Context, table string, rowsJSON []byte, targ
 func (c *Client) Delete(ctx context.Context, table string, keysJSON []byte) (out []*flussv1.WriteResult, err error) {
 	err = c.withWriter(func(id int64, seq int32) error {
 		req := &flussv1.DeleteRequest{Table: table, Keys: keysJSON, WriterId: id, BatchSequence: seq}
-		return c.do(ctx, func() error {
-			wc, done := c.writeAny(ctx)
-			res, err := wc.Delete(ctx, connect.NewRequest(req))
-			if done != nil {
-				done(err)
-			}
-			if err == nil {
-				out = res.Msg.GetResults()
-			}
-			return err
-		})
+		res, err := retried(ctx, c, c.writeAny, flussv1connect.WriteServiceClient.Delete, req)
+		out = res.GetResults()
+		return err
 	})
 	return out, err
 }
@@ -61,20 +44,8 @@ func (c *Client) Delete(ctx context.Context, table string, keysJSON []byte) (out
 // the row (only columns, if given) or null where the key has no row. The
 // returned slice is the caller's.
 func (c *Client) Lookup(ctx context.Context, table string, keysJSON []byte, columns []string) ([]byte, error) {
-	req := &flussv1.LookupRequest{Table: table, Keys: keysJSON, Columns: columns}
-	var out []byte
-	err := c.do(ctx, func() error {
-		rc, done := c.readAny(ctx)
-		res, err := rc.Lookup(ctx, connect.NewRequest(req))
-		if done != nil {
-			done(err)
-		}
-		if err == nil {
-			out = res.Msg.GetRows()
-		}
-		return err
-	})
-	return out, err
+	res, err := retried(ctx, c, c.readAny, flussv1connect.ReadServiceClient.Lookup, &flussv1.LookupRequest{Table: table, Keys: keysJSON, Columns: columns})
+	return res.GetRows(), err
 }
 
 // PrefixLookup reads every row whose bucket-key columns equal one of
@@ -82,20 +53,9 @@ func (c *Client) Lookup(ctx context.Context, table string, keysJSON []byte, colu
 // prefix of its primary key. The results are in prefix order, each a JSON
 // array of rows.
 func (c *Client) PrefixLookup(ctx context.Context, table string, prefixesJSON []byte, columns []string) ([]*flussv1.PrefixLookupResult, error) {
-	req := &flussv1.PrefixLookupRequest{Table: table, Prefixes: prefixesJSON, Columns: columns}
-	var out []*flussv1.PrefixLookupResult
-	err := c.do(ctx, func() error {
-		rc, done := c.readAny(ctx)
-		res, err := rc.PrefixLookup(ctx, connect.NewRequest(req))
-		if done != nil {
-			done(err)
-		}
-		if err == nil {
-			out = res.Msg.GetResults()
-		}
-		return err
-	})
-	return out, err
+	res, err := retried(ctx, c, c.readAny, flussv1connect.ReadServiceClient.PrefixLookup,
+		&flussv1.PrefixLookupRequest{Table: table, Prefixes: prefixesJSON, Columns: columns})
+	return res.GetResults(), err
 }
 
 // LimitScan returns up to limit rows as a JSON array: the current values of
@@ -108,20 +68,12 @@ func (c *Client) LimitScan(ctx context.Context, table string, bucket *int32, lim
 // LimitScanRequest is LimitScan with every field of the request (a
 // partitioned table's partition).
 func (c *Client) LimitScanRequest(ctx context.Context, req *flussv1.LimitScanRequest) ([]byte, error) {
-	var out []byte
-	err := c.do(ctx, func() error {
-		rc, done := c.readAny(ctx)
+	pick := func(ctx context.Context) (flussv1connect.ReadServiceClient, func(error)) {
 		if req.Bucket != nil {
-			rc, done = c.readFor(ctx, req.GetTable(), req.GetPartition(), req.GetBucket())
+			return c.readFor(ctx, req.GetTable(), req.GetPartition(), req.GetBucket())
 		}
-		res, err := rc.LimitScan(ctx, connect.NewRequest(req))
-		if done != nil {
-			done(err)
-		}
-		if err == nil {
-			out = res.Msg.GetRows()
-		}
-		return err
-	})
-	return out, err
+		return c.readAny(ctx)
+	}
+	res, err := retried(ctx, c, pick, flussv1connect.ReadServiceClient.LimitScan, req)
+	return res.GetRows(), err
 }

@@ -123,59 +123,73 @@ func (c *Client) initRouting(o *options, baseURL string, dial func(baseURL strin
 	c.route = r
 }
 
-// writeFor returns the WriteService client for a bucket of table (its
-// leader's when routing knows it, else the base URL's) and a function the
-// caller reports the call's error to; done is nil without routing.
+// pickFor returns the service client for a bucket of table: its leader's
+// when routing knows it (of picks the service from the leader's endpoint),
+// else the base URL's (seed), and a function the caller reports the
+// call's error to; done is nil without routing.
+func pickFor[S any](ctx context.Context, c *Client, seed S, of func(*endpoint) S, table, partition string, bucket int32) (S, func(error)) {
+	if c.route == nil {
+		return seed, nil
+	}
+	ep, done := c.route.endpoint(ctx, table, partition, bucket)
+	if ep == nil {
+		return seed, done
+	}
+	return of(ep), done
+}
+
+// pickAny returns the service client for a call that names no bucket (the
+// server spreads it over the buckets, or it is an admin call): the seed's,
+// or with routing, while the seed is down, another node's; done is as for
+// pickFor.
+func pickAny[S any](ctx context.Context, c *Client, seed S, of func(*endpoint) S) (S, func(error)) {
+	if c.route == nil {
+		return seed, nil
+	}
+	ep, done := c.route.unaddressed(ctx)
+	if ep == nil {
+		return seed, done
+	}
+	return of(ep), done
+}
+
+func (ep *endpoint) writeService() flussv1connect.WriteServiceClient { return ep.write }
+func (ep *endpoint) readService() flussv1connect.ReadServiceClient   { return ep.read }
+func (ep *endpoint) adminService() flussv1connect.AdminServiceClient { return ep.admin }
+
+// writeFor picks the WriteService client for a bucket of table (pickFor);
+// no bucket, or a negative one, lets the server choose (writeAny).
 func (c *Client) writeFor(ctx context.Context, table, partition string, bucket *int32) (flussv1connect.WriteServiceClient, func(error)) {
 	if bucket == nil || *bucket < 0 {
 		return c.writeAny(ctx)
 	}
-	if c.route == nil {
-		return c.write, nil
-	}
-	ep, done := c.route.endpoint(ctx, table, partition, *bucket)
-	if ep == nil {
-		return c.write, done
-	}
-	return ep.write, done
+	return pickFor(ctx, c, c.write, (*endpoint).writeService, table, partition, *bucket)
 }
 
-// readFor is writeFor for the ReadService.
+// readFor picks the ReadService client for a bucket of table (pickFor).
 func (c *Client) readFor(ctx context.Context, table, partition string, bucket int32) (flussv1connect.ReadServiceClient, func(error)) {
-	if c.route == nil || bucket < 0 {
+	if bucket < 0 {
 		return c.read, nil
 	}
-	ep, done := c.route.endpoint(ctx, table, partition, bucket)
-	if ep == nil {
-		return c.read, done
-	}
-	return ep.read, done
+	return pickFor(ctx, c, c.read, (*endpoint).readService, table, partition, bucket)
 }
 
-// writeAny returns the WriteService client for a call that names no bucket
-// (the server spreads it over the buckets): the seed's, or with routing,
-// while the seed is down, another node's; done is as for writeFor.
+// writeAny picks the WriteService client for a call that names no bucket
+// (pickAny).
 func (c *Client) writeAny(ctx context.Context) (flussv1connect.WriteServiceClient, func(error)) {
-	if c.route == nil {
-		return c.write, nil
-	}
-	ep, done := c.route.unaddressed(ctx)
-	if ep == nil {
-		return c.write, done
-	}
-	return ep.write, done
+	return pickAny(ctx, c, c.write, (*endpoint).writeService)
 }
 
-// readAny is writeAny for the ReadService.
+// readAny picks the ReadService client for a call that names no bucket
+// (pickAny).
 func (c *Client) readAny(ctx context.Context) (flussv1connect.ReadServiceClient, func(error)) {
-	if c.route == nil {
-		return c.read, nil
-	}
-	ep, done := c.route.unaddressed(ctx)
-	if ep == nil {
-		return c.read, done
-	}
-	return ep.read, done
+	return pickAny(ctx, c, c.read, (*endpoint).readService)
+}
+
+// adminAny picks the AdminService client for an admin call that may be
+// retried (pickAny).
+func (c *Client) adminAny(ctx context.Context) (flussv1connect.AdminServiceClient, func(error)) {
+	return pickAny(ctx, c, c.admin, (*endpoint).adminService)
 }
 
 // RoutedAddr reports where a call for the bucket would go now: the
