@@ -50,11 +50,31 @@ func (s *service) CreatePartition(ctx context.Context, req *connect.Request[flus
 	if err != nil {
 		return nil, err
 	}
+	if err := checkValueLengths(t, m.GetValues()); err != nil {
+		return nil, err
+	}
 	p, err := s.b.CreatePartition(ctx, t.FullName(), m.GetValues(), m.GetIgnoreIfExists())
 	if err != nil {
 		return nil, fmt.Errorf("create partition of %s: %w", t.FullName(), err)
 	}
 	return connect.NewResponse(&flussv1.CreatePartitionResponse{Partitions: []*flussv1.Partition{partitionToProto(p)}}), nil
+}
+
+// checkValueLengths refuses a partition value longer than its key column
+// (VARCHAR(n)) allows: no row could go to that partition. The check is
+// made here, before the command is proposed, and not in
+// raftmeta.PartitionName: the metadata FSM applies that, and a check
+// added there would make nodes of two versions apply one command apart.
+func checkValueLengths(t *raftmeta.Table, values map[string]string) error {
+	sch := t.Schema()
+	for k, v := range values {
+		if c := sch.Index(k); c >= 0 {
+			if err := sch.Columns[c].Type.CheckLength(v); err != nil {
+				return fmt.Errorf("%w: table %s: partition value of key %q: %v", ErrInvalidRequest, t.FullName(), k, err)
+			}
+		}
+	}
+	return nil
 }
 
 func (s *service) DropPartition(ctx context.Context, req *connect.Request[flussv1.DropPartitionRequest]) (*connect.Response[flussv1.DropPartitionResponse], error) {

@@ -87,9 +87,13 @@ func TestPartitionedBadInput(t *testing.T) {
 	e.setupEvents(t)
 	e.mustPost(t, "/fluss.v1.WriteService/Append", `{"table":"s.ev","rows":[{"id":1,"dt":"a"}]}`)
 	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.plain","schema":{"columns":[{"name":"id","type":"BIGINT"}]}}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.cc","partitionKeys":["cc"],
+		"schema":{"columns":[{"name":"id","type":"BIGINT"},{"name":"cc","type":"CHAR(2) NOT NULL"}]}}`)
 	for _, tc := range []struct {
 		name, proc, body, code string
 	}{
+		{"create partition longer than its key", "/fluss.v1.AdminService/CreatePartition", `{"table":"s.cc","values":{"cc":"USA"}}`, "invalid_argument"},
+		{"append to a partition longer than its key", "/fluss.v1.WriteService/Append", `{"table":"s.cc","rows":[{"id":1,"cc":"USA"}]}`, "invalid_argument"},
 		{"fetch without partition", "/fluss.v1.ReadService/Fetch", `{"table":"s.ev","bucket":0,"offset":0}`, "invalid_argument"},
 		{"fetch unknown partition", "/fluss.v1.ReadService/Fetch", `{"table":"s.ev","partition":"zz","bucket":0,"offset":0}`, "not_found"},
 		{"partition of unpartitioned table", "/fluss.v1.ReadService/Fetch", `{"table":"s.plain","partition":"a","bucket":0,"offset":0}`, "invalid_argument"},
@@ -117,6 +121,10 @@ func TestPartitionedBadInput(t *testing.T) {
 	if got := partitionNames(t, e); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("partitions after bad input %v, want [a]", got)
 	}
+	if got := e.mustPost(t, "/fluss.v1.AdminService/ListPartitions", `{"table":"s.cc"}`)["partitions"]; got != nil && len(got.([]any)) > 0 {
+		t.Fatalf("partitions of s.cc after bad input %v, want none", got)
+	}
+	e.mustPost(t, "/fluss.v1.AdminService/CreatePartition", `{"table":"s.cc","values":{"cc":"US"}}`)
 	rows := e.mustPost(t, "/fluss.v1.ReadService/LimitScan", `{"table":"s.ev","partition":"a","limit":10}`)["rows"].([]any)
 	if len(rows) != 1 {
 		t.Fatalf("partition a holds %v, want the one row", rows)

@@ -202,6 +202,15 @@ func (t Type) checkLength(v []byte) string {
 	return t.tooLong(len(v), func() int { return utf8.RuneCount(v) })
 }
 
+// CheckLength reports a STRING or BYTES value, held as a string, that is
+// longer than t.Length allows (nil when it fits or t has no length).
+func (t Type) CheckLength(v string) error {
+	if msg := t.checkLengthString(v); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
 // checkLengthString is checkLength of a value held as a string.
 func (t Type) checkLengthString(v string) string {
 	if t.Length == 0 || len(v) <= t.Length {
