@@ -64,7 +64,6 @@ type seedList struct {
 	next  connect.HTTPClient
 	seeds []*url.URL // seeds[0] is the URL the generated clients call
 	err   error      // the list did not parse: every call fails with it (a *connect.Error, so it is not retried)
-	now   func() time.Time
 
 	mu    sync.Mutex
 	cur   int         // the seed calls go to first
@@ -72,7 +71,7 @@ type seedList struct {
 }
 
 func newSeedList(next connect.HTTPClient, seeds []*url.URL) *seedList {
-	return &seedList{next: next, seeds: seeds, now: time.Now, until: make([]time.Time, len(seeds))}
+	return &seedList{next: next, seeds: seeds, until: make([]time.Time, len(seeds))}
 }
 
 // Do implements connect.HTTPClient.
@@ -123,7 +122,7 @@ func (s *seedList) Do(r *http.Request) (*http.Response, error) {
 func (s *seedList) order() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := time.Now()
 	out := make([]int, 0, len(s.seeds))
 	var later []int
 	for k := range s.seeds {
@@ -181,7 +180,7 @@ func (s *seedList) answered(i int, unavailable bool) {
 // passOver makes calls try seed i after the others for seedBackoff.
 func (s *seedList) passOver(i int) {
 	s.mu.Lock()
-	s.until[i] = s.now().Add(seedBackoff)
+	s.until[i] = time.Now().Add(seedBackoff)
 	s.mu.Unlock()
 }
 
