@@ -374,8 +374,9 @@ func TestClientRetriesWithoutDuplicates(t *testing.T) {
 }
 
 // TestClientScanRetriesBeforeFirstMessage: a Scan that fails as
-// unavailable before anything reached the caller is retried; once rows were
-// handed over, the error is returned and nothing is read twice.
+// unavailable before anything reached the caller is retried; a following
+// scan that fails after rows were handed over resumes from its position,
+// so nothing is read twice and nothing is skipped.
 func TestClientScanRetriesBeforeFirstMessage(t *testing.T) {
 	// Short long-polls: a following scan's next read may start before the
 	// rows reach the caller and would otherwise wait 30 s for data.
@@ -393,6 +394,7 @@ func TestClientScanRetriesBeforeFirstMessage(t *testing.T) {
 		defer mu.Unlock()
 		if failing {
 			readsWhileFailing++
+			failing = readsWhileFailing < 2
 			return rpc.ErrNoBucketLeader
 		}
 		if fails > 0 {
@@ -401,31 +403,54 @@ func TestClientScanRetriesBeforeFirstMessage(t *testing.T) {
 		}
 		return nil
 	}
-	scan := func(follow bool, onRows func()) (int, error) {
+	scan := func(follow bool, onRows func(rows int) error) (int, error) {
 		rows := 0
 		err := c.Scan(ctx, &flussv1.ScanRequest{Table: "shop.orders", From: flussv1.ScanRequest_EARLIEST, Follow: follow}, func(res *flussv1.ScanResponse) error {
 			rows += len(decodeJSON(t, res.GetRows()))
-			onRows()
-			return nil
+			return onRows(rows)
 		})
 		return rows, err
 	}
-	if rows, err := scan(false, func() {}); err != nil || rows != 3 {
+	if rows, err := scan(false, func(int) error { return nil }); err != nil || rows != 3 {
 		t.Fatalf("scan after two unavailable starts: %d rows, %v", rows, err)
 	}
 
-	// Following: the rows arrive, then every read fails.
-	rows, err := scan(true, func() {
-		mu.Lock()
-		failing = true
-		mu.Unlock()
+	// Following: the rows arrive, then two reads fail (the stream breaks,
+	// the first new stream fails before its first message) while a new row
+	// comes: the scan resumes after the three rows it handed over.
+	rows, err := scan(true, func(rows int) error {
+		switch rows {
+		case 3:
+			mu.Lock()
+			failing = true
+			mu.Unlock()
+			// The row comes once a read failed: the read under way when the
+			// rows were handed over passed the hook before it, and would
+			// return the row in the first stream.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				mu.Lock()
+				failed := readsWhileFailing
+				mu.Unlock()
+				if failed > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("no read failed within 5 s")
+				}
+			}
+			_, err := c.Append(ctx, "shop.orders", []byte(`[{"id":4}]`))
+			return err
+		case 4:
+			return client.ErrStop
+		}
+		return fmt.Errorf("%d rows handed over, want 3 then 4 (a row twice?)", rows)
 	})
-	if connect.CodeOf(err) != connect.CodeUnavailable || rows != 3 {
-		t.Fatalf("follow scan failing after its rows: %d rows, %v (want 3, unavailable)", rows, err)
+	if err != nil || rows != 4 {
+		t.Fatalf("follow scan failing after its rows: %d rows, %v (want 4, no error)", rows, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if readsWhileFailing != 1 {
-		t.Fatalf("%d reads after the rows were handed over, want 1 (no retry)", readsWhileFailing)
+	if readsWhileFailing != 2 {
+		t.Fatalf("%d reads failed, want 2 (the broken stream's and the first resumed one's)", readsWhileFailing)
 	}
 }

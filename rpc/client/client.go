@@ -13,11 +13,13 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
@@ -37,7 +39,8 @@ type Client struct {
 }
 
 // Retry bounds how calls that are safe to repeat are retried when the
-// server answers `unavailable` (no leader yet): at most Attempts tries in
+// server answers `unavailable` (no leader yet) or the connection breaks
+// under the call (see retryable): at most Attempts tries in
 // all, sleeping Base, 2×Base, ... up to Max between them, and never past the
 // context's deadline.
 type Retry struct {
@@ -365,11 +368,19 @@ func retried[S, Req, Res any](ctx context.Context, c *Client, pick func(context.
 }
 
 // retryable tells whether err may pass with another attempt: the server
-// was unavailable (no leader yet, a node restarting), and not because its
-// certificate failed the check, which no retry changes.
+// was unavailable (no leader yet, a node restarting) or the connection
+// broke under the call (reset by the peer, or the answer cut off; connect
+// reports a reset as `canceled`), and not because the server's certificate
+// failed the check, which no retry changes. Writes carry their writer id
+// and sequence, so a retry of one the server did apply is not stored
+// twice.
 func retryable(err error) bool {
 	var cert *tls.CertificateVerificationError
-	return connect.CodeOf(err) == connect.CodeUnavailable && !errors.As(err, &cert)
+	if errors.As(err, &cert) {
+		return false
+	}
+	return connect.CodeOf(err) == connect.CodeUnavailable ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // ---------------------------------------------------------------- admin
@@ -583,11 +594,28 @@ var ErrStop = errors.New("stop scan")
 // with follow), fn returns an error (ErrStop ends it cleanly) or ctx ends.
 // A stream that fails as `unavailable` before its first message (a bucket
 // without a leader yet, as just after a restart) is retried like other
-// calls; once fn has seen a message, errors are returned as they are.
+// calls; once fn has seen a message, errors are returned as they are,
+// except for a following scan, which resumes (see follow).
 func (c *Client) Scan(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error) error {
-	seen := false
-	var after error // the outcome once fn has seen a message: never retried
-	err := c.do(ctx, func() error {
+	if req.GetFollow() {
+		pos, err := c.scanStart(ctx, req)
+		if err != nil {
+			return err
+		}
+		if pos != nil {
+			return c.follow(ctx, req, pos, fn)
+		}
+	}
+	_, err := c.scanRetried(ctx, req, fn)
+	return err
+}
+
+// scanRetried runs one scan, retried (do) while it fails before fn has seen
+// a message. seen reports whether fn saw one; err is then how the stream
+// ended, which is not retried.
+func (c *Client) scanRetried(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error) (seen bool, err error) {
+	var after error
+	err = c.do(ctx, func() error {
 		err := c.scanOnce(ctx, req, fn, &seen)
 		if seen {
 			after = err
@@ -596,9 +624,82 @@ func (c *Client) Scan(ctx context.Context, req *flussv1.ScanRequest, fn func(*fl
 		return err
 	})
 	if seen {
-		return after
+		return true, after
 	}
-	return err
+	return false, err
+}
+
+// scanStart resolves where a following scan starts in each of its
+// buckets: the request's offsets, or ListOffsets of its start (what the
+// server would resolve). It returns nil for a scan of every partition of a
+// partitioned table: new partitions are found by the server's scan alone,
+// so such a scan is not resumed.
+func (c *Client) scanStart(ctx context.Context, req *flussv1.ScanRequest) ([]*flussv1.BucketOffset, error) {
+	if req.GetFrom() == flussv1.ScanRequest_OFFSETS {
+		pos := make([]*flussv1.BucketOffset, len(req.GetOffsets()))
+		for i, o := range req.GetOffsets() {
+			pos[i] = &flussv1.BucketOffset{Partition: o.GetPartition(), Bucket: o.GetBucket(), Offset: o.GetOffset()}
+		}
+		return pos, nil
+	}
+	if req.GetPartition() == "" {
+		t, err := c.GetTable(ctx, layoutName(req.GetTable()))
+		if err != nil {
+			return nil, err
+		}
+		if len(t.GetPartitionKeys()) > 0 {
+			return nil, nil
+		}
+	}
+	var spec flussv1.ListOffsetsRequest_Spec
+	switch req.GetFrom() {
+	case flussv1.ScanRequest_EARLIEST:
+		spec = flussv1.ListOffsetsRequest_EARLIEST
+	case flussv1.ScanRequest_LATEST:
+		spec = flussv1.ListOffsetsRequest_LATEST
+	case flussv1.ScanRequest_TIMESTAMP:
+		spec = flussv1.ListOffsetsRequest_TIMESTAMP
+	default:
+		return nil, nil // the server names what is wrong with it
+	}
+	res, err := retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.ListOffsets, &flussv1.ListOffsetsRequest{
+		Table: req.GetTable(), Partition: req.GetPartition(), Buckets: req.GetBuckets(), Spec: spec, TimestampMs: req.GetTimestampMs()})
+	if err != nil {
+		return nil, err
+	}
+	pos := res.GetOffsets()
+	for _, o := range pos {
+		o.Partition = req.GetPartition()
+	}
+	return pos, nil
+}
+
+// follow runs a following scan from pos, the offset of each of its buckets,
+// and keeps pos at the next offset of every bucket fn has seen. When the
+// stream breaks after fn has seen a message (its node died or restarted),
+// it asks again from pos, with a fresh retry budget: the rows fn has seen
+// are not sent twice and none are skipped, as a Kafka consumer resumes
+// from its position. A failure before any message is retried as Scan's
+// are; other errors end it.
+func (c *Client) follow(ctx context.Context, req *flussv1.ScanRequest, pos []*flussv1.BucketOffset, fn func(*flussv1.ScanResponse) error) error {
+	at := make(map[bucketRef]*flussv1.BucketOffset, len(pos))
+	for _, o := range pos {
+		at[bucketRef{o.GetPartition(), o.GetBucket()}] = o
+	}
+	r := proto.CloneOf(req)
+	r.From, r.TimestampMs, r.Offsets = flussv1.ScanRequest_OFFSETS, 0, pos
+	track := func(m *flussv1.ScanResponse) error {
+		if o := at[bucketRef{m.GetPartition(), m.GetBucket()}]; o != nil && m.GetNextOffset() > o.Offset {
+			o.Offset = m.GetNextOffset()
+		}
+		return fn(m)
+	}
+	for {
+		seen, err := c.scanRetried(ctx, r, track)
+		if !seen || err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 func (c *Client) scanOnce(ctx context.Context, req *flussv1.ScanRequest, fn func(*flussv1.ScanResponse) error, seen *bool) error {

@@ -4,7 +4,8 @@
 //
 // Invariants:
 //   - Every write carries a writer id of this client and that writer's next
-//     batch sequence. A write is retried only on `unavailable`, with the
+//     batch sequence. A write is retried only on `unavailable` or a
+//     connection that broke under it (see retryable), with the
 //     same writer id and sequence, so the server stores it once however
 //     many times it is sent. No writer id has two writes out at once (a
 //     bucket refuses a writer's sequence older than the newest it holds,
@@ -35,7 +36,10 @@
 //   - Primary-key writes (Upsert, Delete) follow the same writer id / batch
 //     sequence and retry rules as Append; all reads retry `unavailable`,
 //     a Scan stream only until its first message reached the caller (a
-//     retry after that would hand over rows twice).
+//     retry after that would hand over rows twice) unless it follows: a
+//     following scan resolves every bucket's start, keeps each bucket's
+//     next offset, and when its stream breaks resumes from there (not for
+//     a scan of every partition of a partitioned table).
 //   - A Lookuper (NewLookuper) batches single-key lookups of many
 //     goroutines: those that arrive while its request slots are taken go
 //     out together in the next request, as Fluss's client batches lookups.
