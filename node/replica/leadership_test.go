@@ -135,7 +135,14 @@ func (g *gatedTransport) GateTimeoutNow(admit func() error) {
 // then completes.
 func TestTransferAdmittedOnlyByFollowers(t *testing.T) {
 	var gates []*gatedTransport
-	c := &testCluster{t: t}
+	// Timeouts of a second, not the tests' 100 ms: a leadership transfer
+	// gives up after an election timeout, and under -race on a loaded host
+	// (CI runs the packages side by side) 100 ms ran out once.
+	c := &testCluster{t: t, tweak: func(cfg *Config) {
+		cfg.Raft.HeartbeatTimeout = time.Second
+		cfg.Raft.ElectionTimeout = time.Second
+		cfg.Raft.LeaderLeaseTimeout = time.Second
+	}}
 	c.wrap = func(tr raft.Transport) raft.Transport {
 		g := &gatedTransport{InmemTransport: tr.(*raft.InmemTransport)}
 		gates = append(gates, g)
