@@ -18,9 +18,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -531,21 +531,18 @@ func (c *Client) AppendRecord(ctx context.Context, table string, bucket int32, r
 }
 
 // EncodeArrowStream appends rec as a complete Arrow IPC stream to dst,
-// compressing buffers with ZSTD when zstd is set.
+// compressing buffers with ZSTD (level 3, literals entropy-coded as by the
+// reference zstd) when zstd is set.
 func EncodeArrowStream(dst []byte, rec arrow.Record, zstd bool) ([]byte, error) {
-	buf := bytes.NewBuffer(dst)
-	opts := []ipc.Option{ipc.WithSchema(rec.Schema())}
+	codec := arrowipc.CodecNone
 	if zstd {
-		opts = append(opts, ipc.WithZstd())
+		codec = arrowipc.CodecZSTD
 	}
-	w := ipc.NewWriter(buf, opts...)
-	if err := w.Write(rec); err != nil {
+	out, err := arrowipc.EncodeStream(dst, rec, codec, 0)
+	if err != nil {
 		return dst, fmt.Errorf("encode Arrow stream: %w", err)
 	}
-	if err := w.Close(); err != nil {
-		return dst, fmt.Errorf("encode Arrow stream: %w", err)
-	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // AppendRequest sends req with a writer id of this client and its next

@@ -51,7 +51,10 @@
 //     encoder per speed used through EncodeAll, one zstd decoder used
 //     through DecodeAll, pooled LZ4 frame writers and readers): no codec is
 //     built or reset per buffer. Field nodes, record count, version and
-//     custom metadata are kept; buffers are re-laid out 8-aligned.
+//     custom metadata are kept; buffers are re-laid out 8-aligned. The zstd
+//     encoders entropy-code the literals of blocks without matches at every
+//     level, as the reference zstd does. CompressStream and EncodeStream do
+//     the same for a whole stream, for producers (the Go client).
 //
 //   - Decompress never allocates or decodes more than its limit: declared
 //     uncompressed sizes are summed against it, and checked against the

@@ -212,6 +212,28 @@ func SchemaMessage(s *arrow.Schema) ([]byte, error) {
 	return schemaMsg, nil
 }
 
+// EncodeStream appends to dst rec as a complete Arrow IPC stream (schema
+// message, one record batch, end-of-stream marker) with its buffers
+// compressed by codec (level: zstd 1..22, 0 = 3; see Compress). arrow-go
+// writes the batch uncompressed and CompressStream compresses it with the
+// shared codecs: what a producer should send instead of using arrow-go's
+// codec options, whose zstd encoder rebuilds its tables for every buffer
+// and stores literal-only blocks raw.
+func EncodeStream(dst []byte, rec arrow.RecordBatch, codec Codec, level int) ([]byte, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	if err := w.Write(rec); err != nil {
+		return dst, fmt.Errorf("arrowipc: encode stream: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return dst, fmt.Errorf("arrowipc: encode stream: %w", err)
+	}
+	if codec == CodecNone {
+		return append(dst, buf.Bytes()...), nil
+	}
+	return CompressStream(dst, buf.Bytes(), codec, level)
+}
+
 // BatchLength returns the record count from a record-batch message header.
 func BatchLength(batchMsg []byte) (int64, error) {
 	m, err := parseOne(batchMsg, hdrRecordBatch)

@@ -10,7 +10,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,9 +24,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
@@ -475,23 +474,16 @@ func PrintFetch(w io.Writer, cfg FetchConfig, r *FetchResult) {
 // encodeStream encodes rec as an Arrow IPC stream with client-side buffer
 // compression, as a producer would send it.
 func encodeStream(rec arrow.Record, compression string) ([]byte, error) {
-	var buf bytes.Buffer
-	opts := []ipc.Option{ipc.WithSchema(rec.Schema())}
+	var codec arrowipc.Codec
 	switch compression {
 	case "zstd":
-		opts = append(opts, ipc.WithZstd())
+		codec = arrowipc.CodecZSTD
 	case "lz4":
-		opts = append(opts, ipc.WithLZ4())
+		codec = arrowipc.CodecLZ4Frame
 	case "none", "":
+		codec = arrowipc.CodecNone
 	default:
 		return nil, fmt.Errorf("compression %q: want zstd, lz4 or none", compression)
 	}
-	w := ipc.NewWriter(&buf, opts...)
-	if err := w.Write(rec); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return arrowipc.EncodeStream(nil, rec, codec, 0)
 }
