@@ -1,6 +1,8 @@
 package client
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,8 +105,12 @@ func (s *seedList) Do(r *http.Request) (*http.Response, error) {
 		resp, err = s.next.Do(req)
 		if err == nil {
 			s.answered(i, unavailableAnswer(resp))
-			if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/grpc") {
-				resp.Body = &grpcStatusWatch{ReadCloser: resp.Body, resp: resp, unavailable: func() { s.passOver(i) }}
+			unavailable := func() { s.passOver(i) }
+			switch ct := resp.Header.Get("Content-Type"); {
+			case strings.HasPrefix(ct, "application/grpc"):
+				resp.Body = &grpcStatusWatch{ReadCloser: resp.Body, resp: resp, unavailable: unavailable}
+			case strings.HasPrefix(ct, "application/connect+"):
+				resp.Body = &connectStreamWatch{ReadCloser: resp.Body, unavailable: unavailable}
 			}
 			return resp, nil
 		}
@@ -140,9 +146,8 @@ func (s *seedList) order() []int {
 // unavailableAnswer reports whether resp answers `unavailable` in a way
 // seen before its body is read: HTTP 503 (a Connect unary call), or gRPC
 // status 14 in the headers of a trailers-only answer. A gRPC answer that
-// carries its status in trailers is watched by grpcStatusWatch. (A Connect
-// stream reports its error at the end of the body; such a seed is passed
-// over only when its connection fails.)
+// carries its status in trailers is watched by grpcStatusWatch, a Connect
+// stream, whose error is its last message, by connectStreamWatch.
 func unavailableAnswer(resp *http.Response) bool {
 	return resp.StatusCode == http.StatusServiceUnavailable || resp.Header.Get("Grpc-Status") == "14"
 }
@@ -162,6 +167,76 @@ func (w *grpcStatusWatch) Read(p []byte) (int, error) {
 		w.unavailable()
 	}
 	return n, err
+}
+
+// connectStreamWatch is the body of a Connect streaming answer: envelopes
+// of a flags byte, a big-endian uint32 length and that many bytes. The
+// last one (flag 0x02) is the end of the stream, JSON whatever the codec,
+// with the call's error if it failed; an error coded "unavailable" passes
+// the seed over once the envelope is read, before the caller sees the
+// error and retries. A compressed end-of-stream (flag 0x01; the client asks
+// for none) or one larger than maxEndStream is not looked into.
+type connectStreamWatch struct {
+	io.ReadCloser
+	unavailable func()
+
+	hdr  [5]byte
+	nhdr int    // bytes of the current envelope's prefix read so far
+	left uint32 // bytes of its payload still to come
+	end  bool   // it is an (uncompressed) end-of-stream envelope
+	msg  []byte // its payload so far, when end
+}
+
+const maxEndStream = 64 << 10
+
+func (w *connectStreamWatch) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	w.scan(p[:n])
+	return n, err
+}
+
+// scan follows the envelopes through b, the next bytes of the body.
+func (w *connectStreamWatch) scan(b []byte) {
+	for len(b) > 0 {
+		if w.nhdr < len(w.hdr) {
+			k := copy(w.hdr[w.nhdr:], b)
+			w.nhdr += k
+			b = b[k:]
+			if w.nhdr == len(w.hdr) {
+				w.left = binary.BigEndian.Uint32(w.hdr[1:])
+				w.end = w.hdr[0]&0x02 != 0 && w.hdr[0]&0x01 == 0 && w.left <= maxEndStream
+				w.msg = w.msg[:0]
+				if w.left == 0 {
+					w.envelopeRead()
+				}
+			}
+			continue
+		}
+		k := min(uint32(len(b)), w.left)
+		if w.end {
+			w.msg = append(w.msg, b[:k]...)
+		}
+		w.left -= k
+		b = b[k:]
+		if w.left == 0 {
+			w.envelopeRead()
+		}
+	}
+}
+
+// envelopeRead ends the current envelope, looking into an end-of-stream.
+func (w *connectStreamWatch) envelopeRead() {
+	if w.end {
+		var end struct {
+			Error *struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(w.msg, &end) == nil && end.Error != nil && end.Error.Code == connect.CodeUnavailable.String() {
+			w.unavailable()
+		}
+	}
+	w.nhdr, w.end = 0, false
 }
 
 // answered records seed i's answer: `unavailable` passes it over,

@@ -1,9 +1,13 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,19 +136,34 @@ func testSeedsPassOverAnUnavailableSeed(t *testing.T, opts ...Option) {
 		t.Fatalf("get table calls per node %v, want the refused one on node 1 and the retry on node 2", got)
 	}
 
-	fc.node(2).failNext("CreateDatabase", connect.CodeUnavailable)
-	err := c.CreateDatabase(ctx, "shop", false)
+	// A stream's `unavailable` (Connect: its last message; gRPC: the
+	// trailers) passes the seed over too: the retried Scan goes to node 1.
+	fc.node(2).failNext("Scan", connect.CodeUnavailable)
+	var rows []string
+	err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
+		rows = append(rows, string(m.GetRows()))
+		return nil
+	})
+	if err != nil || len(rows) != 1 || rows[0] != `[{"node":1}]` {
+		t.Fatalf("scan, the current seed unavailable once: rows %q, err %v; want node 1's one message", rows, err)
+	}
+	if got := counts(fc, "Scan"); !sameCounts(got, map[int32]int{1: 1, 2: 1}) {
+		t.Fatalf("scan calls per node %v, want the refused one on node 2 and the retry on node 1", got)
+	}
+
+	fc.node(1).failNext("CreateDatabase", connect.CodeUnavailable)
+	err = c.CreateDatabase(ctx, "shop", false)
 	if connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("create database on an unavailable seed: %v, want the unavailable answer (DDL is not retried)", err)
 	}
-	if got := counts(fc, "CreateDatabase"); !sameCounts(got, map[int32]int{2: 1}) {
-		t.Fatalf("create database calls per node %v, want one, on node 2 (the seed that answered last)", got)
+	if got := counts(fc, "CreateDatabase"); !sameCounts(got, map[int32]int{1: 1}) {
+		t.Fatalf("create database calls per node %v, want one, on node 1 (the seed that answered last)", got)
 	}
 	if err := c.CreateDatabase(ctx, "shop", false); err != nil {
 		t.Fatalf("create database again: %v", err)
 	}
 	if got := counts(fc, "CreateDatabase"); !sameCounts(got, map[int32]int{1: 1, 2: 1}) {
-		t.Errorf("create database calls per node %v, want the second on node 1 (node 2 is passed over)", got)
+		t.Errorf("create database calls per node %v, want the second on node 2 (node 1 is passed over)", got)
 	}
 }
 
@@ -238,4 +257,71 @@ func TestSeedsKeepPathPrefixes(t *testing.T) {
 	if r.URL.String() != "http://a:1/x/fluss.v1.AdminService/GetTable" {
 		t.Errorf("the original request changed: %s", r.URL)
 	}
+}
+
+// envelope is one Connect streaming envelope.
+func envelope(flags byte, payload string) []byte {
+	b := []byte{flags, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
+	return append(b, payload...)
+}
+
+// watchSees feeds body to a connectStreamWatch in pieces of the given
+// sizes (cycled) and returns how often it reported `unavailable`.
+func watchSees(body []byte, sizes []int) int {
+	n := 0
+	w := &connectStreamWatch{ReadCloser: io.NopCloser(bytes.NewReader(body)), unavailable: func() { n++ }}
+	for i := 0; len(body) > 0; i++ {
+		k := min(max(sizes[i%len(sizes)], 1), len(body))
+		w.scan(body[:k])
+		body = body[k:]
+	}
+	return n
+}
+
+func TestConnectStreamWatch(t *testing.T) {
+	msg := envelope(0, "\x0a\x03abc")
+	for name, tc := range map[string]struct {
+		body []byte
+		want int
+	}{
+		"unavailable":          {slices.Concat(msg, msg, envelope(2, `{"error":{"code":"unavailable","message":"node is cut off"}}`)), 1},
+		"other error":          {slices.Concat(msg, envelope(2, `{"error":{"code":"not_found"}}`)), 0},
+		"success":              {slices.Concat(msg, envelope(2, `{}`)), 0},
+		"empty end":            {envelope(2, ``), 0},
+		"compressed end":       {envelope(3, `{"error":{"code":"unavailable"}}`), 0},
+		"code in a message":    {envelope(0, `{"error":{"code":"unavailable"}}`), 0},
+		"cut off before end":   {slices.Concat(msg, envelope(2, `{"error":{"code":"unavailable"}}`)[:20]), 0},
+		"metadata and error":   {envelope(2, `{"metadata":{"x":["y"]},"error":{"code":"unavailable"}}`), 1},
+		"empty message before": {slices.Concat(envelope(0, ""), envelope(2, `{"error":{"code":"unavailable"}}`)), 1},
+	} {
+		for _, sizes := range [][]int{{1 << 20}, {1}, {2, 3}, {5}, {7, 1}} {
+			if got := watchSees(tc.body, sizes); got != tc.want {
+				t.Errorf("%s, read in pieces of %v: unavailable reported %d times, want %d", name, sizes, got, tc.want)
+			}
+		}
+	}
+
+	// Read passes the bytes through unchanged.
+	body := slices.Concat(msg, envelope(2, `{"error":{"code":"unavailable"}}`))
+	n := 0
+	w := &connectStreamWatch{ReadCloser: io.NopCloser(bytes.NewReader(body)), unavailable: func() { n++ }}
+	got, err := io.ReadAll(w)
+	if err != nil || !bytes.Equal(got, body) || n != 1 {
+		t.Fatalf("ReadAll: %d bytes (want %d, same), err %v, unavailable %d times", len(got), len(body), err, n)
+	}
+}
+
+// FuzzConnectStreamWatch: any body, cut anywhere, neither panics nor
+// depends on how the reads cut it.
+func FuzzConnectStreamWatch(f *testing.F) {
+	f.Add(slices.Concat(envelope(0, "ab"), envelope(2, `{"error":{"code":"unavailable"}}`)), uint8(3))
+	f.Add(envelope(2, `{"error":{"code":"internal"}}`), uint8(1))
+	f.Add([]byte{2, 0xff, 0xff, 0xff, 0xff, '{'}, uint8(2))
+	f.Fuzz(func(t *testing.T, body []byte, piece uint8) {
+		whole := watchSees(body, []int{len(body) + 1})
+		if cut := watchSees(body, []int{int(piece), 1}); cut != whole {
+			t.Fatalf("read whole: unavailable %d times; in pieces of %d and 1: %d", whole, piece, cut)
+		}
+	})
 }
