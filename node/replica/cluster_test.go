@@ -77,7 +77,7 @@ func (c *testCluster) config(i int, bootstrap bool) Config {
 		LocalID:   c.layout[i].ID,
 		LocalAddr: c.addrs[i],
 		Transport: c.transport(i),
-		Raft:      testTuning(),
+		Raft:      clusterTuning(),
 		Logger:    testLogger(c.t),
 	}
 	if bootstrap {

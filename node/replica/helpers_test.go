@@ -27,12 +27,22 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// testTuning makes elections fast for tests.
-func testTuning() RaftTuning {
+// testTuning makes elections fast for tests of a single voter, which
+// elects itself after one heartbeat timeout and has no lease to lose.
+func testTuning() RaftTuning { return tuning(100 * time.Millisecond) }
+
+// clusterTuning is the raft timing of testCluster's replicas: short enough
+// for a failover in about a second, long enough that a leader under the race
+// detector on two busy cores does not lose its lease or time out a
+// leadership transfer by accident (100 ms did, in CI).
+func clusterTuning() RaftTuning { return tuning(500 * time.Millisecond) }
+
+// tuning sets raft's heartbeat, election and lease timeouts to timeout.
+func tuning(timeout time.Duration) RaftTuning {
 	return RaftTuning{
-		HeartbeatTimeout:   100 * time.Millisecond,
-		ElectionTimeout:    100 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond,
+		HeartbeatTimeout:   timeout,
+		ElectionTimeout:    timeout,
+		LeaderLeaseTimeout: timeout,
 		CommitTimeout:      5 * time.Millisecond,
 	}
 }
