@@ -520,8 +520,14 @@ func (c *Client) AppendArrow(ctx context.Context, table string, bucket int32, st
 	return c.AppendRequest(ctx, req)
 }
 
+// SmallBatchRows: AppendRecord sends batches with fewer rows uncompressed,
+// as the server stores its own. Compressing a handful of values saves a
+// few bytes and costs a codec set-up per buffer on both sides.
+const SmallBatchRows = 32
+
 // AppendRecord encodes rec as an Arrow IPC stream with ZSTD buffer
-// compression and appends it like AppendArrow.
+// compression (none under SmallBatchRows rows) and appends it like
+// AppendArrow.
 func (c *Client) AppendRecord(ctx context.Context, table string, bucket int32, rec arrow.Record) ([]*flussv1.AppendResult, error) {
 	stream, err := EncodeArrowStream(nil, rec, true)
 	if err != nil {
@@ -532,10 +538,11 @@ func (c *Client) AppendRecord(ctx context.Context, table string, bucket int32, r
 
 // EncodeArrowStream appends rec as a complete Arrow IPC stream to dst,
 // compressing buffers with ZSTD (level 3, literals entropy-coded as by the
-// reference zstd) when zstd is set.
+// reference zstd) when zstd is set and rec has at least SmallBatchRows
+// rows.
 func EncodeArrowStream(dst []byte, rec arrow.Record, zstd bool) ([]byte, error) {
 	codec := arrowipc.CodecNone
-	if zstd {
+	if zstd && rec.NumRows() >= SmallBatchRows {
 		codec = arrowipc.CodecZSTD
 	}
 	out, err := arrowipc.EncodeStream(dst, rec, codec, 0)
