@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"path"
@@ -20,6 +21,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
 )
 
 // Lake tiering writes a log table's committed rows as Parquet files that
@@ -414,9 +417,12 @@ func (a *boundedAllocator) Free(b []byte) {
 }
 
 // checkLakeFooter checks what ReadLakeFile's reader trusts of a footer:
-// every row group's row count, and that every column chunk lies inside
-// the file.
+// every row group's row count, that every column chunk lies inside the
+// file, and the Arrow schema stored in its key-value metadata.
 func checkLakeFooter(md *metadata.FileMetaData, size int64) error {
+	if err := checkStoredArrowSchema(md.KeyValueMetadata()); err != nil {
+		return err
+	}
 	var rows int64
 	for i := range md.NumRowGroups() {
 		rg := md.RowGroup(i)
@@ -441,6 +447,39 @@ func checkLakeFooter(md *metadata.FileMetaData, size int64) error {
 	}
 	if rows != md.NumRows {
 		return fmt.Errorf("row groups of %d rows in a file of %d", rows, md.NumRows)
+	}
+	return nil
+}
+
+// checkStoredArrowSchema checks the "ARROW:schema" value of a footer's
+// key-value metadata (an Arrow IPC schema message in base64, which the
+// writer stores for the exact Arrow types) as arrowipc checks a client's
+// schema message: pqarrow hands it to arrow-go's IPC reader, which
+// allocates whatever length its frame declares (a damaged file asked for
+// 32 GiB in FuzzReadLakeFile) and builds vectors of the lengths its
+// flatbuffer declares. It is decoded the way pqarrow decodes it.
+func checkStoredArrowSchema(kv metadata.KeyValueMetadata) error {
+	v := kv.FindValue("ARROW:schema")
+	if v == nil {
+		return nil
+	}
+	var decoded []byte
+	var err error
+	if len(*v)%4 == 0 {
+		decoded, err = base64.StdEncoding.DecodeString(*v)
+	}
+	if len(decoded) == 0 || err != nil {
+		decoded, err = base64.RawStdEncoding.DecodeString(*v)
+	}
+	if err != nil {
+		return fmt.Errorf("stored Arrow schema: %w", err)
+	}
+	schemaMsg, _, err := arrowipc.SplitStream(decoded)
+	if err == nil {
+		_, err = arrowipc.LayoutOf(schemaMsg)
+	}
+	if err != nil {
+		return fmt.Errorf("stored Arrow schema: %w", err)
 	}
 	return nil
 }

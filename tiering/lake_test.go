@@ -3,6 +3,8 @@ package tiering
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"slices"
 	"strings"
 	"testing"
@@ -220,6 +222,59 @@ func TestReadLakeFile(t *testing.T) {
 	}
 }
 
+// timedLakeFile is a lake file of lf's offsets with a TIME(3) column,
+// stored widened, so the file stores its Arrow schema.
+func timedLakeFile(t testing.TB, lf LakeFile) []byte {
+	t.Helper()
+	cols := arrow.NewSchema([]arrow.Field{{Name: "at", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true}}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, cols, strings.NewReader(`[{"at":"00:00:01"},{},{"at":"00:00:02"},{},{},{},{},{},{"at":"23:00:00"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	data, err := EncodeLakeFile(cols, []LakeBatch{{Rec: rec, BaseOffset: lf.FirstOffset, CommitTs: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestReadLakeFileChecksStoredSchema: a footer whose stored Arrow schema
+// declares a message longer than itself is refused before arrow-go's IPC
+// reader allocates that length (FuzzReadLakeFile found a 32 GiB one, which
+// ran the process out of memory).
+func TestReadLakeFileChecksStoredSchema(t *testing.T) {
+	_, f, _ := lakeTestFile(t)
+	data := timedLakeFile(t, f)
+	_, bs, err := ReadLakeFile(data, f)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("the undamaged file: %d batches, %v", len(bs), err)
+	}
+	bs[0].Rec.Release()
+	md, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := md.MetaData().KeyValueMetadata().FindValue("ARROW:schema")
+	md.Close()
+	if stored == nil {
+		t.Fatal("the lake file stores no Arrow schema")
+	}
+	msg, err := base64.StdEncoding.DecodeString(*stored)
+	if err != nil || len(msg) < 8 {
+		t.Fatalf("stored schema %q: %v", *stored, err)
+	}
+	binary.LittleEndian.PutUint32(msg[4:], 0x7ffffff0) // metadata length: 2 GiB
+	bad := base64.StdEncoding.EncodeToString(msg)
+	if len(bad) != len(*stored) || bytes.Count(data, []byte(*stored)) != 1 {
+		t.Fatal("cannot swap the stored schema in place")
+	}
+	damaged := bytes.Replace(data, []byte(*stored), []byte(bad), 1)
+	if _, bs, err := ReadLakeFile(damaged, f); err == nil || !strings.Contains(err.Error(), "stored Arrow schema") {
+		t.Fatalf("read %d batches, err %v; want the stored Arrow schema refused", len(bs), err)
+	}
+}
+
 func TestLakeEndFrom(t *testing.T) {
 	files := []LakeFile{{FirstOffset: 0, NextOffset: 10}, {FirstOffset: 30, NextOffset: 40}, {FirstOffset: 35, NextOffset: 50}, {FirstOffset: 60, NextOffset: 70}}
 	for _, c := range []struct{ from, want int64 }{{0, 10}, {5, 10}, {10, 10}, {20, 20}, {30, 50}, {45, 50}, {50, 50}, {65, 70}, {80, 80}} {
@@ -235,18 +290,7 @@ func TestLakeEndFrom(t *testing.T) {
 func FuzzReadLakeFile(f *testing.F) {
 	data, lf, _ := lakeTestFile(f)
 	f.Add(data)
-	// The same offsets with a TIME(3) column, stored widened.
-	cols := arrow.NewSchema([]arrow.Field{{Name: "at", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true}}, nil)
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, cols, strings.NewReader(`[{"at":"00:00:01"},{},{"at":"00:00:02"},{},{},{},{},{},{"at":"23:00:00"}]`))
-	if err != nil {
-		f.Fatal(err)
-	}
-	timed, err := EncodeLakeFile(cols, []LakeBatch{{Rec: rec, BaseOffset: lf.FirstOffset, CommitTs: 7}})
-	rec.Release()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(timed)
+	f.Add(timedLakeFile(f, lf))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _, _ = LakeFileNewest(bytes.NewReader(data), int64(len(data))) // must not panic
 		cols, batches, err := ReadLakeFile(data, lf)
