@@ -56,6 +56,17 @@ func (h *hostLog) count(host string) int {
 	return n
 }
 
+// scanRows scans db.t (the fake nodes answer one message naming the
+// node) and returns the messages' rows.
+func scanRows(ctx context.Context, c *Client) ([]string, error) {
+	var rows []string
+	err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
+		rows = append(rows, string(m.GetRows()))
+		return nil
+	})
+	return rows, err
+}
+
 // A seed that refuses the connection is passed over within the call, even
 // for a call that is not retried, and calls stay with the seed that
 // answered.
@@ -84,11 +95,7 @@ func TestSeedsPassOverARefusingSeed(t *testing.T) {
 			if _, err := c.GetTable(ctx, "db.t"); err != nil {
 				t.Fatalf("get table: %v", err)
 			}
-			var rows []string
-			err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
-				rows = append(rows, string(m.GetRows()))
-				return nil
-			})
+			rows, err := scanRows(ctx, c)
 			if err != nil || len(rows) != 1 || rows[0] != `[{"node":2}]` {
 				t.Fatalf("scan: rows %q, err %v; want node 2's one message", rows, err)
 			}
@@ -139,11 +146,7 @@ func testSeedsPassOverAnUnavailableSeed(t *testing.T, opts ...Option) {
 	// A stream's `unavailable` (Connect: its last message; gRPC: the
 	// trailers) passes the seed over too: the retried Scan goes to node 1.
 	fc.node(2).failNext("Scan", connect.CodeUnavailable)
-	var rows []string
-	err := c.Scan(ctx, &flussv1.ScanRequest{Table: "db.t"}, func(m *flussv1.ScanResponse) error {
-		rows = append(rows, string(m.GetRows()))
-		return nil
-	})
+	rows, err := scanRows(ctx, c)
 	if err != nil || len(rows) != 1 || rows[0] != `[{"node":1}]` {
 		t.Fatalf("scan, the current seed unavailable once: rows %q, err %v; want node 1's one message", rows, err)
 	}
