@@ -71,6 +71,9 @@ func appendBody(dst []byte, rec arrow.Record, c Compression, zstdLevel int, exac
 	if err := checkCompression(c, zstdLevel); err != nil {
 		return dst, err
 	}
+	if stored := StoredSchema(rec.Schema()); stored != rec.Schema() {
+		return appendDictionaryBody(dst, rec, stored, c, zstdLevel)
+	}
 	// Flat columns (every table type): build the message directly.
 	if c == CompressionNone {
 		if out, ok := appendPlainBody(dst, rec); ok {
@@ -155,11 +158,12 @@ func appendArrowGoBody(dst []byte, rec arrow.Record, c Compression, zstdLevel in
 }
 
 // SchemaMessage returns the encapsulated Arrow IPC schema message of
-// schema (cached per *arrow.Schema; callers must not modify it).
+// StoredSchema(schema), the schema of bodies EncodeBody writes for records
+// of schema (cached per *arrow.Schema; callers must not modify it).
 func SchemaMessage(schema *arrow.Schema) []byte {
 	return schemaMsgs.Get(schema, func() []byte {
 		var sink sliceSink
-		w := ipc.NewWriter(&sink, ipc.WithSchema(schema))
+		w := ipc.NewWriter(&sink, ipc.WithSchema(StoredSchema(schema)))
 		_ = w.Close() // writes the schema message, then the 8-byte end-of-stream marker
 		msg := sink.b
 		if len(msg) >= 8 {
@@ -181,7 +185,8 @@ var MaxDecodedBody int64 = arrowipc.DefaultMaxDecompressed
 
 var decompressScratch = sync.Pool{New: func() any { return new([]byte) }}
 
-// DecodeBody decodes a body written for schema. The record is built with
+// DecodeBody decodes a body written for schema (whose dictionary-encoded
+// columns come back decoded, as schema says). The record is built with
 // mem (nil = Go allocator) and owned by the caller (Release it). The body
 // bytes are copied, so body may be reused afterwards.
 func DecodeBody(schema *arrow.Schema, body []byte, mem memory.Allocator) (arrow.Record, error) {
@@ -224,8 +229,9 @@ func readRecord(schema *arrow.Schema, plain []byte, mem memory.Allocator) (rec a
 			rec, err = nil, fmt.Errorf("invalid record: %v", p)
 		}
 	}()
+	stored := StoredSchema(schema)
 	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(SchemaMessage(schema)), bytes.NewReader(plain)),
-		ipc.WithAllocator(mem), ipc.WithSchema(schema))
+		ipc.WithAllocator(mem), ipc.WithSchema(stored))
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +258,14 @@ func readRecord(schema *arrow.Schema, plain []byte, mem memory.Allocator) (rec a
 	if err := array.ValidateRecordFull(rec); err != nil {
 		rec.Release()
 		return nil, fmt.Errorf("invalid record: %w", err)
+	}
+	if stored != schema {
+		plainRec, err := decodeDictionaries(rec, schema, mem)
+		rec.Release()
+		if err != nil {
+			return nil, fmt.Errorf("invalid record: %w", err)
+		}
+		rec = plainRec
 	}
 	return rec, nil
 }

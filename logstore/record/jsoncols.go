@@ -250,8 +250,9 @@ func (r JSONRows) Record(mem memory.Allocator) arrow.Record {
 // AppendRecordBatch(dst, h, r.Record(nil), c, zstdLevel) appends, without
 // building the record.
 func (r JSONRows) AppendBatch(dst []byte, h BatchHeader, c Compression, zstdLevel int) ([]byte, error) {
-	if r.n == 0 || len(r.d.cols) == 0 {
-		// Not a message appendMessage writes: arrow-go's writer encodes it.
+	if r.n == 0 || len(r.d.cols) == 0 || StoredSchema(r.st.arrow) != r.st.arrow {
+		// Not a message appendMessage writes (empty, or with dictionary
+		// batches): encode the record.
 		rec := r.Record(nil)
 		defer rec.Release()
 		return AppendRecordBatch(dst, h, rec, c, zstdLevel)

@@ -14,6 +14,10 @@ type Column struct {
 	Type     Type
 	Nullable bool
 	Comment  string
+	// Dictionary stores the column dictionary-encoded (STRING and BYTES
+	// types, log tables): for columns with few distinct values, whose
+	// offsets and repeated values compress poorly.
+	Dictionary bool
 }
 
 // Schema is one version of a table's columns. ID is the schema id that every
@@ -78,6 +82,14 @@ func (s *Schema) Validate() error {
 		if c.Type.ArrowType() == nil {
 			return fmt.Errorf("%w: column %q has no valid type", ErrBadSchema, c.Name)
 		}
+		if c.Dictionary {
+			if c.Type.Kind != KindString && c.Type.Kind != KindBytes {
+				return fmt.Errorf("%w: column %q is %s; only STRING, VARCHAR, CHAR, BYTES, VARBINARY and BINARY columns can be dictionary-encoded", ErrBadSchema, c.Name, c.Type)
+			}
+			if len(s.PrimaryKey) > 0 {
+				return fmt.Errorf("%w: column %q: dictionary encoding is for log tables; a primary-key table stores its rows in its key-value store", ErrBadSchema, c.Name)
+			}
+		}
 	}
 	pk := make(map[string]bool, len(s.PrimaryKey))
 	for _, k := range s.PrimaryKey {
@@ -103,15 +115,20 @@ func (s *Schema) Validate() error {
 // HasPrimaryKey reports whether this is a primary-key table's schema.
 func (s *Schema) HasPrimaryKey() bool { return len(s.PrimaryKey) > 0 }
 
-// ArrowSchema is the Arrow schema of the stored batches of this schema
-// (without the change-type column of primary-key tables). It is built once
-// per *Schema and shared: callers must not modify it.
+// ArrowSchema is the Arrow schema of the records of this schema (without
+// the change-type column of primary-key tables); dictionary-encoded columns
+// have their plain type and DictionaryMetadataKey in their metadata, and
+// StoredSchema gives the stored form. It is built once per *Schema and
+// shared: callers must not modify it.
 func (s *Schema) ArrowSchema() *arrow.Schema { return s.state().arrow }
 
 func (s *Schema) buildArrowSchema() *arrow.Schema {
 	fields := make([]arrow.Field, len(s.Columns))
 	for i, c := range s.Columns {
 		fields[i] = arrow.Field{Name: c.Name, Type: c.Type.ArrowType(), Nullable: c.Nullable}
+		if c.Dictionary {
+			fields[i].Metadata = dictionaryFieldMetadata()
+		}
 	}
 	return arrow.NewSchema(fields, nil)
 }

@@ -162,24 +162,56 @@ func compressBuf(dst, raw []byte, codec Codec, zenc *zstd.Encoder) ([]byte, erro
 
 var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
 
-// batchView is a parsed record-batch message with its buffers checked to
-// lie inside the body without overlapping.
+// batchView is a parsed record-batch or dictionary-batch message with its
+// buffers checked to lie inside the body without overlapping.
 type batchView struct {
 	m              message
+	dict           dictHeader // set for a dictionary batch
 	length         int64
 	nodes, bufs    fbVector
 	hasCompression bool
 	codec, method  uint8
 }
 
+// dictHeader is what a DictionaryBatch adds to the RecordBatch it wraps.
+type dictHeader struct {
+	ok      bool
+	id      int64
+	isDelta bool
+}
+
+// viewBatch parses the record-batch message at the start of batchMsg.
 func viewBatch(batchMsg []byte) (batchView, error) {
-	var v batchView
 	m, err := parseOne(batchMsg, hdrRecordBatch)
 	if err != nil {
-		return v, err
+		return batchView{}, err
 	}
-	v.m = m
+	return viewMessage(m)
+}
+
+// viewMessage checks a parsed RecordBatch or DictionaryBatch message.
+func viewMessage(m message) (batchView, error) {
+	v := batchView{m: m}
 	rb := m.hdr
+	if m.hdrType == hdrDictionaryBatch {
+		var err error
+		v.dict.ok = true
+		if v.dict.id, err = m.hdr.i64(dbID, 0); err != nil {
+			return v, fmt.Errorf("dictionary id: %w", err)
+		}
+		delta, err := m.hdr.u8(dbIsDelta, 0)
+		if err != nil {
+			return v, fmt.Errorf("dictionary delta flag: %w", err)
+		}
+		v.dict.isDelta = delta != 0
+		var ok bool
+		if rb, ok, err = m.hdr.table(dbData); err != nil {
+			return v, fmt.Errorf("dictionary data: %w", err)
+		} else if !ok {
+			return v, fmt.Errorf("%w: dictionary batch %d without data", ErrMalformed, v.dict.id)
+		}
+	}
+	var err error
 	if v.length, err = rb.i64(rbLength, 0); err != nil {
 		return v, fmt.Errorf("record count: %w", err)
 	}
@@ -221,24 +253,63 @@ func viewBatch(batchMsg []byte) (batchView, error) {
 	return v, nil
 }
 
+// maxBodyDictionaries bounds the dictionary batches in front of one record
+// batch; a stored body has one per dictionary-encoded column.
+const maxBodyDictionaries = 1024
+
+// viewBody parses a batch body: the dictionary batches it carries (none
+// for a schema without dictionary-encoded fields), then one record batch,
+// which ends it (bytes after it are ignored, as after any one message).
+func viewBody(body []byte) (dicts []batchView, rb batchView, err error) {
+	off := 0
+	for i := 0; ; i++ {
+		m, n, eos, err := parseMessage(body[off:])
+		if err != nil {
+			return nil, rb, fmt.Errorf("message %d: %w", i, err)
+		}
+		if eos {
+			return nil, rb, fmt.Errorf("%w: end-of-stream marker where a %s message was expected", ErrMalformed, headerName(hdrRecordBatch))
+		}
+		switch m.hdrType {
+		case hdrRecordBatch, hdrDictionaryBatch:
+		default:
+			return nil, rb, fmt.Errorf("message %d: %w", i, unexpectedHeader(m.hdrType, hdrRecordBatch))
+		}
+		v, err := viewMessage(m)
+		if err != nil {
+			return nil, rb, fmt.Errorf("message %d: %w", i, err)
+		}
+		if !v.dict.ok {
+			return dicts, v, nil
+		}
+		if len(dicts) == maxBodyDictionaries {
+			return nil, rb, fmt.Errorf("%w: more than %d dictionary batches before a record batch", ErrMalformed, maxBodyDictionaries)
+		}
+		dicts = append(dicts, v)
+		off += n
+	}
+}
+
 func (v *batchView) buf(i int) []byte {
 	off, n := v.bufs.i64At(i, 0), v.bufs.i64At(i, 1)
 	return v.m.body[off : off+n]
 }
 
-// Compress appends to dst the record-batch message batchMsg (uncompressed,
-// either framing) with every body buffer compressed by codec as Arrow's
-// BodyCompression (method BUFFER) says: an int64 uncompressed length then
-// the LZ4 frame or zstd frame, or -1 then the raw bytes when compression
-// does not make the buffer smaller; empty buffers stay empty. Buffers are
-// re-aligned to 8 bytes. Field nodes, record count, metadata version and
-// custom metadata are kept. level is the zstd level 1..22 (0 = 3) and is
-// ignored for LZ4_FRAME. CodecNone appends batchMsg re-framed, unchanged.
+// Compress appends to dst the batch body body (a record-batch message,
+// uncompressed, either framing, after the dictionary batches it carries,
+// if any) with every body buffer of every message compressed by codec as
+// Arrow's BodyCompression (method BUFFER) says: an int64 uncompressed
+// length then the LZ4 frame or zstd frame, or -1 then the raw bytes when
+// compression does not make the buffer smaller; empty buffers stay empty.
+// Buffers are re-aligned to 8 bytes. Field nodes, record count, dictionary
+// id and delta flag, metadata version and custom metadata are kept. level
+// is the zstd level 1..22 (0 = 3) and is ignored for LZ4_FRAME. CodecNone
+// appends the messages re-framed, unchanged.
 //
 // The codecs are shared and safe for concurrent use. On error dst is
 // returned unchanged in length; errors wrap ErrMalformed, ErrUnsupported
 // (already compressed input, view types) or ErrInvalidCodec.
-func Compress(dst, batchMsg []byte, codec Codec, level int) ([]byte, error) {
+func Compress(dst, body []byte, codec Codec, level int) ([]byte, error) {
 	var zenc *zstd.Encoder
 	switch codec {
 	case CodecNone, CodecLZ4Frame:
@@ -250,12 +321,26 @@ func Compress(dst, batchMsg []byte, codec Codec, level int) ([]byte, error) {
 	default:
 		return dst, fmt.Errorf("%w: %s", ErrInvalidCodec, codec)
 	}
-	v, err := viewBatch(batchMsg)
+	dicts, rb, err := viewBody(body)
 	if err != nil {
 		return dst, fmt.Errorf("compress: %w", err)
 	}
+	start := len(dst)
+	for i := range dicts {
+		if dst, err = compressOne(dst, &dicts[i], codec, zenc); err != nil {
+			return dst[:start], fmt.Errorf("compress: dictionary %d: %w", dicts[i].dict.id, err)
+		}
+	}
+	if dst, err = compressOne(dst, &rb, codec, zenc); err != nil {
+		return dst[:start], fmt.Errorf("compress: %w", err)
+	}
+	return dst, nil
+}
+
+// compressOne appends one message of Compress.
+func compressOne(dst []byte, v *batchView, codec Codec, zenc *zstd.Encoder) ([]byte, error) {
 	if v.hasCompression {
-		return dst, fmt.Errorf("%w: compress: the batch is already compressed; Decompress it first", ErrUnsupported)
+		return dst, fmt.Errorf("%w: the batch is already compressed; Decompress it first", ErrUnsupported)
 	}
 	if codec == CodecNone {
 		return appendFramed(dst, v.m.raw), nil
@@ -270,6 +355,7 @@ func Compress(dst, batchMsg []byte, codec Codec, level int) ([]byte, error) {
 	body := (*sp)[:0]
 	var lenStack [32]int64
 	lens := lenStack[:0]
+	var err error
 	for i := 0; i < v.bufs.n; i++ {
 		raw := v.buf(i)
 		start := len(body)
@@ -288,7 +374,7 @@ func Compress(dst, batchMsg []byte, codec Codec, level int) ([]byte, error) {
 	if codec == CodecZSTD {
 		fbCodec = fbZSTD
 	}
-	return appendBatch(dst, &v, lens, true, fbCodec, func(out []byte) error {
+	return appendBatch(dst, v, lens, true, fbCodec, func(out []byte) error {
 		copy(out, body)
 		return nil
 	})
@@ -317,25 +403,42 @@ func CompressStream(dst, stream []byte, codec Codec, level int) ([]byte, error) 
 
 var zeros [8]byte
 
-// Decompress appends to dst the record-batch message batchMsg (either
-// framing) with its buffers decompressed and no BodyCompression: a message
-// any Arrow reader decodes without a codec. An uncompressed batchMsg is
+// Decompress appends to dst the batch body body (a record-batch message,
+// either framing, after the dictionary batches it carries, if any) with the
+// buffers of every message decompressed and no BodyCompression: messages
+// any Arrow reader decodes without a codec. Uncompressed messages are
 // appended re-framed, unchanged.
 //
 // Before anything is decompressed, the uncompressed lengths the buffers
 // declare are summed (each padded to 8) and checked against maxBody
-// (DefaultMaxDecompressed when maxBody <= 0): a larger total fails with
-// ErrTooLarge, and no buffer may decode to more or fewer bytes than it
-// declares (ErrMalformed), so output and work are bounded by maxBody plus
-// the metadata. On error dst is returned unchanged in length.
-func Decompress(dst, batchMsg []byte, maxBody int64) ([]byte, error) {
+// (DefaultMaxDecompressed when maxBody <= 0), over all the messages of the
+// body: a larger total fails with ErrTooLarge, and no buffer may decode to
+// more or fewer bytes than it declares (ErrMalformed), so output and work
+// are bounded by maxBody plus the metadata. On error dst is returned
+// unchanged in length.
+func Decompress(dst, body []byte, maxBody int64) ([]byte, error) {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxDecompressed
 	}
-	v, err := viewBatch(batchMsg)
+	dicts, rb, err := viewBody(body)
 	if err != nil {
 		return dst, fmt.Errorf("decompress: %w", err)
 	}
+	start := len(dst)
+	for i := range dicts {
+		if dst, err = decompressOne(dst, &dicts[i], &maxBody); err != nil {
+			return dst[:start], fmt.Errorf("decompress: dictionary %d: %w", dicts[i].dict.id, err)
+		}
+	}
+	if dst, err = decompressOne(dst, &rb, &maxBody); err != nil {
+		return dst[:start], fmt.Errorf("decompress: %w", err)
+	}
+	return dst, nil
+}
+
+// decompressOne appends one message of Decompress and takes its
+// uncompressed size from *budget.
+func decompressOne(dst []byte, v *batchView, budget *int64) ([]byte, error) {
 	if !v.hasCompression {
 		return appendFramed(dst, v.m.raw), nil
 	}
@@ -345,6 +448,7 @@ func Decompress(dst, batchMsg []byte, maxBody int64) ([]byte, error) {
 	if v.codec != fbLZ4Frame && v.codec != fbZSTD {
 		return dst, fmt.Errorf("%w: compression codec %d (want LZ4_FRAME or ZSTD)", ErrUnsupported, v.codec)
 	}
+	maxBody := *budget
 	var lenStack [32]int64
 	lens := lenStack[:0]
 	var total int64
@@ -374,13 +478,15 @@ func Decompress(dst, batchMsg []byte, maxBody int64) ([]byte, error) {
 		lens = append(lens, n)
 		total += pad8(n)
 	}
+	*budget -= total
 	var dec *zstd.Decoder
 	if v.codec == fbZSTD {
+		var err error
 		if dec, err = zstdDecoder(); err != nil {
 			return dst, fmt.Errorf("arrowipc: zstd decoder: %w", err)
 		}
 	}
-	return appendBatch(dst, &v, lens, false, 0, func(out []byte) error {
+	return appendBatch(dst, v, lens, false, 0, func(out []byte) error {
 		p := 0
 		for i, n := range lens {
 			if n > 0 {
@@ -494,7 +600,7 @@ func appendBatch(dst []byte, v *batchView, lens []int64, compressed bool, fbCode
 	nodesVec := b.EndVector(v.nodes.n)
 
 	start := len(dst)
-	dst, body := appendBatchMessage(dst, b, v.m.version, v.length, nodesVec, buffersVec,
+	dst, body := appendBatchMessage(dst, b, v.m.version, v.dict, v.length, nodesVec, buffersVec,
 		compressed, fbCodec, methodBuffer, customMeta, newBody)
 	if err := fill(body); err != nil {
 		return dst[:start], err

@@ -91,6 +91,14 @@ func (t fbTable) i16(slot int, def int16) (int16, error) {
 	return int16(le.Uint16(t.buf[p:])), nil
 }
 
+func (t fbTable) i32(slot int, def int32) (int32, error) {
+	p, ok, err := t.field(slot, 4)
+	if !ok {
+		return def, err
+	}
+	return int32(le.Uint32(t.buf[p:])), nil
+}
+
 func (t fbTable) i64(slot int, def int64) (int64, error) {
 	p, ok, err := t.field(slot, 8)
 	if !ok {

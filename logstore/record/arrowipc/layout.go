@@ -16,6 +16,14 @@ const (
 	fieldChildren       = 5
 	fieldCustomMetadata = 6
 
+	// DictionaryEncoding table slots.
+	dictEncID        = 0
+	dictEncIndexType = 1
+
+	// Int table slots.
+	intBitWidth = 0
+	intSigned   = 1
+
 	// KeyValue table slots.
 	keyValueKey   = 0
 	keyValueValue = 1
@@ -61,6 +69,38 @@ type Layout struct {
 	// node and first buffer; index NumFields() holds the totals.
 	nodeStart []int
 	bufStart  []int
+	// dicts lists the dictionary-encoded top-level fields in field order.
+	dicts []dictField
+}
+
+// dictField is a dictionary-encoded top-level field: its index, its
+// dictionary id and how many field nodes and buffers a dictionary batch of
+// its value type holds.
+type dictField struct {
+	field       int
+	id          int64
+	nodes, bufs int
+}
+
+// DictionaryID returns the id of top-level field i's dictionary, and false
+// when the field is not dictionary-encoded.
+func (l *Layout) DictionaryID(i int) (int64, bool) {
+	for _, d := range l.dicts {
+		if d.field == i {
+			return d.id, true
+		}
+	}
+	return 0, false
+}
+
+// dictByID returns the dictionary-encoded field with dictionary id id.
+func (l *Layout) dictByID(id int64) (dictField, bool) {
+	for _, d := range l.dicts {
+		if d.id == id {
+			return d, true
+		}
+	}
+	return dictField{}, false
 }
 
 // NumFields returns the number of top-level fields.
@@ -82,8 +122,11 @@ func (l *Layout) Span(i int) (nodeFrom, nodeTo, bufFrom, bufTo int) {
 // LayoutOf parses an encapsulated schema message (as returned by SplitStream
 // or SchemaMessage) and derives the batch layout of its fields. Fields of the
 // flat types, Null, and the nested List, LargeList, FixedSizeList, Map and
-// Struct types are supported; dictionary-encoded fields, unions, run-end
-// encoded and view types fail with ErrUnsupported, as does big-endian data.
+// Struct types are supported, and top-level fields dictionary-encoded with
+// integer indices (a record batch holds their indices: one field node, two
+// buffers; the values come in dictionary batches). Dictionaries nested in
+// other fields, two fields sharing a dictionary id, unions, run-end encoded
+// and view types fail with ErrUnsupported, as does big-endian data.
 //
 // A schema message LayoutOf accepts is safe to hand to arrow-go's reader:
 // every vector arrow-go sizes an allocation by (fields, children, custom
@@ -123,6 +166,16 @@ func LayoutOf(schemaMsg []byte) (*Layout, error) {
 		if err != nil {
 			return nil, fmt.Errorf("layout: field %d: %w", i, err)
 		}
+		if w.dict != nil {
+			if _, dup := l.dictByID(w.dict.id); dup {
+				return nil, fmt.Errorf("layout: field %d: %w: shares dictionary id %d with another field", i, ErrUnsupported, w.dict.id)
+			}
+			d := *w.dict
+			d.field, d.nodes, d.bufs = i, nodes, bufs
+			l.dicts = append(l.dicts, d)
+			nodes, bufs = 1, 2 // the indices: validity, data
+			w.dict = nil
+		}
 		l.nodeStart = append(l.nodeStart, l.nodeStart[i]+nodes)
 		l.bufStart = append(l.bufStart, l.bufStart[i]+bufs)
 	}
@@ -131,10 +184,14 @@ func LayoutOf(schemaMsg []byte) (*Layout, error) {
 
 type walker struct {
 	budget int // fields left to visit; honest schemas spend >= 4 bytes per field
+	// dict is set by walk for a dictionary-encoded top-level field; the
+	// counts walk returns are then those of its value type.
+	dict *dictField
 }
 
 // walk returns how many field nodes and buffers field f and its descendants
-// occupy in a record batch.
+// occupy in a record batch (for a dictionary-encoded top-level field: in a
+// dictionary batch of its values, and w.dict is set).
 func (w *walker) walk(f fbTable, depth int) (nodes, bufs int, err error) {
 	if depth > maxFieldDepth {
 		return 0, 0, fmt.Errorf("%w: fields nested deeper than %d", ErrMalformed, maxFieldDepth)
@@ -146,11 +203,16 @@ func (w *walker) walk(f fbTable, depth int) (nodes, bufs int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("name: %w", err)
 	}
-	if _, ok, err := f.table(fieldDictionary); err != nil || ok {
+	if enc, ok, err := f.table(fieldDictionary); err != nil || ok {
 		if err != nil {
 			return 0, 0, fmt.Errorf("field %q dictionary: %w", name, err)
 		}
-		return 0, 0, fmt.Errorf("%w: dictionary-encoded field %q", ErrUnsupported, name)
+		if depth > 0 {
+			return 0, 0, fmt.Errorf("%w: dictionary-encoded field %q inside another field", ErrUnsupported, name)
+		}
+		if w.dict, err = dictionaryOf(enc); err != nil {
+			return 0, 0, fmt.Errorf("field %q dictionary: %w", name, err)
+		}
 	}
 	typ, err := f.u8(fieldTypeType, 0)
 	if err != nil {
@@ -200,6 +262,34 @@ func (w *walker) walk(f fbTable, depth int) (nodes, bufs int, err error) {
 		bufs += cb
 	}
 	return nodes, bufs, nil
+}
+
+// dictionaryOf reads a DictionaryEncoding table: its id and its index
+// type, which must be an integer type (absent: signed 32-bit).
+func dictionaryOf(enc fbTable) (*dictField, error) {
+	id, err := enc.i64(dictEncID, 0)
+	if err != nil {
+		return nil, fmt.Errorf("id: %w", err)
+	}
+	idx, ok, err := enc.table(dictEncIndexType)
+	if err != nil {
+		return nil, fmt.Errorf("index type: %w", err)
+	}
+	if ok {
+		width, err := idx.i32(intBitWidth, 0)
+		if err != nil {
+			return nil, fmt.Errorf("index type: %w", err)
+		}
+		if _, err := idx.u8(intSigned, 0); err != nil {
+			return nil, fmt.Errorf("index type: %w", err)
+		}
+		switch width {
+		case 8, 16, 32, 64:
+		default:
+			return nil, fmt.Errorf("%w: index type of %d bits", ErrMalformed, width)
+		}
+	}
+	return &dictField{id: id}, nil
 }
 
 // checkMetadata checks the custom metadata vector in slot of t (a vector

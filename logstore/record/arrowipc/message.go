@@ -24,6 +24,11 @@ const (
 	msgHeader         = 2
 	msgBodyLength     = 3
 	msgCustomMetadata = 4
+
+	// DictionaryBatch table slots.
+	dbID      = 0
+	dbData    = 1
+	dbIsDelta = 2
 )
 
 var headerNames = [...]string{"NONE", "Schema", "DictionaryBatch", "RecordBatch", "Tensor", "SparseTensor"}
@@ -115,24 +120,31 @@ func parseOne(b []byte, want uint8) (message, error) {
 
 func unexpectedHeader(got, want uint8) error {
 	switch got {
-	case hdrDictionaryBatch, hdrTensor, hdrSparseTensor:
-		return fmt.Errorf("%w: %s messages (want %s); write batches without dictionary encoding",
-			ErrUnsupported, headerName(got), headerName(want))
+	case hdrTensor, hdrSparseTensor:
+		return fmt.Errorf("%w: %s messages (want %s)", ErrUnsupported, headerName(got), headerName(want))
 	}
 	return fmt.Errorf("%w: got a %s message, want %s", ErrMalformed, headerName(got), headerName(want))
 }
 
-// SplitStream splits an Arrow IPC stream into its schema message and its
-// record-batch messages. The returned slices alias stream. Both the modern
-// framing (0xFFFFFFFF, int32 metadata length) and the pre-0.15 legacy framing
-// (int32 metadata length only) are accepted, per message. Splitting stops at
-// an end-of-stream marker or at the end of input; bytes after the marker are
-// ignored. Dictionary batches and tensors fail with ErrUnsupported, anything
+// SplitStream splits an Arrow IPC stream into its schema message and one
+// batch body per record batch. Both the modern framing (0xFFFFFFFF, int32
+// metadata length) and the pre-0.15 legacy framing (int32 metadata length
+// only) are accepted, per message. Splitting stops at an end-of-stream
+// marker or at the end of input; bytes after the marker are ignored.
+//
+// A stream without dictionary batches yields the record-batch messages
+// themselves, aliasing stream. With dictionary batches, each body is made
+// self-contained: the dictionaries in force at its record batch (the last
+// batch of each id so far, in the order the ids first appeared, modern
+// framing) followed by the record-batch message, in a new slice; delta
+// dictionary batches fail with ErrUnsupported, as do tensors, and anything
 // else that is not a valid stream with ErrMalformed.
 //
 // Each message's frame and flatbuffer header are checked; batch contents are
 // not checked against the schema (Project and LayoutOf do that).
 func SplitStream(stream []byte) (schemaMsg []byte, batches [][]byte, err error) {
+	var dictIDs []int64          // in order of first appearance
+	dicts := map[int64][]byte{} // the dictionary batch in force, per id
 	off := 0
 	for i := 0; off < len(stream); i++ {
 		m, n, eos, err := parseMessage(stream[off:])
@@ -142,17 +154,38 @@ func SplitStream(stream []byte) (schemaMsg []byte, batches [][]byte, err error) 
 		if eos {
 			break
 		}
-		want := uint8(hdrRecordBatch)
-		if i == 0 {
-			want = hdrSchema
-		}
-		if m.hdrType != want {
-			return nil, nil, fmt.Errorf("stream message %d at byte %d: %w", i, off, unexpectedHeader(m.hdrType, want))
-		}
-		if i == 0 {
+		switch {
+		case i == 0 && m.hdrType == hdrSchema:
 			schemaMsg = m.raw
-		} else {
+		case i > 0 && m.hdrType == hdrRecordBatch && len(dictIDs) == 0:
 			batches = append(batches, m.raw)
+		case i > 0 && m.hdrType == hdrRecordBatch:
+			var body []byte
+			for _, id := range dictIDs {
+				body = appendFramed(body, dicts[id])
+			}
+			batches = append(batches, appendFramed(body, m.raw))
+		case i > 0 && m.hdrType == hdrDictionaryBatch:
+			v, err := viewMessage(m)
+			if err != nil {
+				return nil, nil, fmt.Errorf("stream message %d at byte %d: %w", i, off, err)
+			}
+			if v.dict.isDelta {
+				return nil, nil, fmt.Errorf("stream message %d at byte %d: %w: delta dictionary batch %d; send whole dictionaries (replacements)", i, off, ErrUnsupported, v.dict.id)
+			}
+			if _, seen := dicts[v.dict.id]; !seen {
+				if len(dictIDs) == maxBodyDictionaries {
+					return nil, nil, fmt.Errorf("stream message %d at byte %d: %w: more than %d dictionaries", i, off, ErrMalformed, maxBodyDictionaries)
+				}
+				dictIDs = append(dictIDs, v.dict.id)
+			}
+			dicts[v.dict.id] = m.raw
+		default:
+			want := uint8(hdrRecordBatch)
+			if i == 0 {
+				want = hdrSchema
+			}
+			return nil, nil, fmt.Errorf("stream message %d at byte %d: %w", i, off, unexpectedHeader(m.hdrType, want))
 		}
 		off += n
 	}
@@ -234,16 +267,14 @@ func EncodeStream(dst []byte, rec arrow.RecordBatch, codec Codec, level int) ([]
 	return CompressStream(dst, buf.Bytes(), codec, level)
 }
 
-// BatchLength returns the record count from a record-batch message header.
-func BatchLength(batchMsg []byte) (int64, error) {
-	m, err := parseOne(batchMsg, hdrRecordBatch)
+// BatchLength returns the record count of a batch body (a record-batch
+// message after its dictionary batches, if any).
+func BatchLength(body []byte) (int64, error) {
+	_, v, err := viewBody(body)
 	if err != nil {
 		return 0, fmt.Errorf("batch length: %w", err)
 	}
-	n, err := m.hdr.i64(rbLength, 0)
-	if err != nil {
-		return 0, fmt.Errorf("batch length: %w", err)
-	}
+	n := v.length
 	if n < 0 {
 		return 0, fmt.Errorf("batch length: %w: negative record count %d", ErrMalformed, n)
 	}

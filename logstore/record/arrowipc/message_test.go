@@ -117,9 +117,9 @@ func TestSplitStreamErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A dictionary-encoded column makes arrow-go write a DictionaryBatch.
+	// A dictionary batch in place of the schema.
 	dictType := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}
-	dictSchema := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dictType}}, nil)
+	oneDict := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dictType}}, nil)
 	db := array.NewDictionaryBuilder(memory.DefaultAllocator, dictType).(*array.BinaryDictionaryBuilder)
 	defer db.Release()
 	if err := db.AppendString("x"); err != nil {
@@ -127,9 +127,14 @@ func TestSplitStreamErrors(t *testing.T) {
 	}
 	darr := db.NewArray()
 	defer darr.Release()
-	drec := array.NewRecordBatch(dictSchema, []arrow.Array{darr}, 1)
+	drec := array.NewRecordBatch(oneDict, []arrow.Array{darr}, 1)
 	defer drec.Release()
-	dictStream := writeStream(t, dictSchema, nil, drec)
+	dictStream := writeStream(t, oneDict, nil, drec)
+	_, n, _, err := parseMessage(dictStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dictStream = dictStream[n:]
 
 	tests := []struct {
 		name   string
@@ -146,7 +151,7 @@ func TestSplitStreamErrors(t *testing.T) {
 		{"truncated metadata", stream[:len(schemaMsg)+20], ErrMalformed},
 		{"short", []byte{1, 2}, ErrMalformed},
 		{"negative metadata length", []byte{0xff, 0xff, 0xff, 0xff, 0xf0, 0xff, 0xff, 0xff}, ErrMalformed},
-		{"dictionary batch", dictStream, ErrUnsupported},
+		{"dictionary batch first", dictStream, ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package arrowipc
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -28,24 +29,28 @@ const (
 
 var builders = sync.Pool{New: func() any { return flatbuffers.NewBuilder(1024) }}
 
-// Project appends to dst a new encapsulated record-batch message (modern
-// framing) that holds only the top-level fields listed in keep, which must be
-// strictly ascending indexes below layout.NumFields(). The kept fields' field
-// nodes are copied, and their buffers are copied byte for byte as stored, so
-// compressed buffers stay compressed and are never decoded; each buffer is
-// re-aligned to 8 bytes in the new body. The BodyCompression, the metadata
-// version and the message's custom metadata are kept.
+// Project appends to dst a new batch body (modern framing) that holds only
+// the top-level fields listed in keep, which must be strictly ascending
+// indexes below layout.NumFields(). The kept fields' field nodes are copied,
+// and their buffers are copied byte for byte as stored, so compressed
+// buffers stay compressed and are never decoded; each buffer is re-aligned
+// to 8 bytes in the new body. The BodyCompression, the metadata version and
+// the message's custom metadata are kept.
 //
-// batchMsg is a record-batch message (either framing) of the schema layout
-// was derived from. Every offset and length used is checked against the
-// message, so arbitrary input yields an error wrapping ErrMalformed (or
-// ErrUnsupported for dictionary batches), never a panic or an out-of-range
-// read. On error dst is returned unchanged in length.
+// body is a record-batch message (either framing) of the schema layout was
+// derived from, after the dictionary batches of its dictionary-encoded
+// fields. The dictionary batches of kept fields are copied the same way and
+// renumbered as arrow-go numbers the dictionaries of a schema of only the
+// kept fields: 0, 1, … in field order; the others are dropped. Every offset
+// and length used is checked against the message, so arbitrary input yields
+// an error wrapping ErrMalformed (or ErrUnsupported), never a panic or an
+// out-of-range read. On error dst is returned unchanged in length.
 //
-// The output's body is exactly the sum of the kept buffers' lengths, each
-// rounded up to a multiple of 8. Decode it with the schema projected the same
-// way (arrow.Schema fields in keep order, see SchemaMessage).
-func Project(dst []byte, batchMsg []byte, keep []int, layout *Layout) ([]byte, error) {
+// The record batch's body is exactly the sum of the kept buffers' lengths,
+// each rounded up to a multiple of 8. Decode the result with the schema
+// projected the same way (arrow.Schema fields in keep order, see
+// SchemaMessage).
+func Project(dst []byte, body []byte, keep []int, layout *Layout) ([]byte, error) {
 	if layout == nil || len(layout.nodeStart) == 0 {
 		return dst, fmt.Errorf("%w: nil Layout; derive it with LayoutOf", ErrInvalidProjection)
 	}
@@ -55,63 +60,71 @@ func Project(dst []byte, batchMsg []byte, keep []int, layout *Layout) ([]byte, e
 			return dst, fmt.Errorf("%w: keep %v must be strictly ascending field indexes in [0, %d)", ErrInvalidProjection, keep, nf)
 		}
 	}
-	m, err := parseOne(batchMsg, hdrRecordBatch)
+	dicts, v, err := viewBody(body)
 	if err != nil {
 		return dst, fmt.Errorf("project: %w", err)
 	}
-	rb := m.hdr
-	length, err := rb.i64(rbLength, 0)
-	if err != nil {
-		return dst, fmt.Errorf("project: record count: %w", err)
-	}
-	nodes, err := rb.vector(rbNodes, structSize)
-	if err != nil {
-		return dst, fmt.Errorf("project: field nodes: %w", err)
-	}
-	bufs, err := rb.vector(rbBuffers, structSize)
-	if err != nil {
-		return dst, fmt.Errorf("project: buffers: %w", err)
-	}
-	if nodes.n != layout.NumNodes() || bufs.n != layout.NumBuffers() {
+	if v.nodes.n != layout.NumNodes() || v.bufs.n != layout.NumBuffers() {
 		return dst, fmt.Errorf("%w: batch has %d field nodes and %d buffers, its schema needs %d and %d",
-			ErrMalformed, nodes.n, bufs.n, layout.NumNodes(), layout.NumBuffers())
+			ErrMalformed, v.nodes.n, v.bufs.n, layout.NumNodes(), layout.NumBuffers())
 	}
-	variadic, err := rb.vector(rbVariadic, 8)
-	if err != nil {
-		return dst, fmt.Errorf("project: variadic buffer counts: %w", err)
-	}
-	if variadic.n != 0 {
-		return dst, fmt.Errorf("%w: batch has variadic buffer counts but its schema has no view types", ErrMalformed)
-	}
-	hasCompression := false
-	var codec, method uint8
-	if bc, ok, err := rb.table(rbCompression); err != nil {
-		return dst, fmt.Errorf("project: body compression: %w", err)
-	} else if ok {
-		hasCompression = true
-		if codec, err = bc.u8(bcCodec, 0); err != nil {
-			return dst, fmt.Errorf("project: compression codec: %w", err)
+	start := len(dst)
+	for i := range dicts {
+		d := &dicts[i]
+		f, ok := layout.dictByID(d.dict.id)
+		if !ok {
+			return dst[:start], fmt.Errorf("%w: dictionary batch %d: no field of the schema has that dictionary", ErrMalformed, d.dict.id)
 		}
-		if method, err = bc.u8(bcMethod, 0); err != nil {
-			return dst, fmt.Errorf("project: compression method: %w", err)
+		if d.nodes.n != f.nodes || d.bufs.n != f.bufs {
+			return dst[:start], fmt.Errorf("%w: dictionary batch %d has %d field nodes and %d buffers, its field needs %d and %d",
+				ErrMalformed, d.dict.id, d.nodes.n, d.bufs.n, f.nodes, f.bufs)
+		}
+		if d.dict.isDelta {
+			return dst[:start], fmt.Errorf("%w: dictionary batch %d is a delta; a body carries whole dictionaries", ErrUnsupported, d.dict.id)
+		}
+		if !slices.Contains(keep, f.field) {
+			continue
+		}
+		d.dict.id = 0 // the rank of f among the kept dictionary-encoded fields
+		for _, k := range keep[:slices.Index(keep, f.field)] {
+			if _, ok := layout.DictionaryID(k); ok {
+				d.dict.id++
+			}
+		}
+		if dst, err = copyMessage(dst, d); err != nil {
+			return dst[:start], fmt.Errorf("project: dictionary batch: %w", err)
 		}
 	}
+	if dst, err = projectBatch(dst, &v, keep, layout); err != nil {
+		return dst[:start], fmt.Errorf("project: %w", err)
+	}
+	return dst, nil
+}
 
-	// Check every buffer against the body. Honest writers never overlap
-	// buffers, so their lengths sum to at most the body length; enforcing
-	// that bounds the output by the input even for hostile offsets.
-	bodyLen := uint64(len(m.body))
-	var total uint64
-	for i := 0; i < bufs.n; i++ {
-		off, n := bufs.i64At(i, 0), bufs.i64At(i, 1)
-		if off < 0 || n < 0 || uint64(n) > bodyLen || uint64(off) > bodyLen-uint64(n) {
-			return dst, fmt.Errorf("%w: buffer %d [%d, +%d) outside the %d-byte body", ErrMalformed, i, off, n, bodyLen)
-		}
-		if total += uint64(n); total > bodyLen {
-			return dst, fmt.Errorf("%w: buffers overlap: their lengths exceed the %d-byte body", ErrMalformed, bodyLen)
-		}
+// copyMessage appends the message of v, with v's dictionary header, its
+// buffers copied as they are.
+func copyMessage(dst []byte, v *batchView) ([]byte, error) {
+	if v.hasCompression && v.method != methodBuffer {
+		return dst, fmt.Errorf("%w: body compression method %d (only BUFFER)", ErrUnsupported, v.method)
 	}
+	var lenStack [8]int64
+	lens := lenStack[:0]
+	for i := 0; i < v.bufs.n; i++ {
+		lens = append(lens, v.bufs.i64At(i, 1))
+	}
+	return appendBatch(dst, v, lens, v.hasCompression, v.codec, func(out []byte) error {
+		p := 0
+		for i, n := range lens {
+			p += copy(out[p:], v.buf(i))
+			p += clear8(out[p : p+int(pad8(n)-n)])
+		}
+		return nil
+	})
+}
 
+// projectBatch appends the record batch v with only the fields in keep.
+func projectBatch(dst []byte, v *batchView, keep []int, layout *Layout) ([]byte, error) {
+	m, nodes, bufs := &v.m, v.nodes, v.bufs
 	b := builders.Get().(*flatbuffers.Builder)
 	defer builders.Put(b)
 	b.Reset()
@@ -120,7 +133,7 @@ func Project(dst []byte, batchMsg []byte, keep []int, layout *Layout) ([]byte, e
 	// to front, and vectors cannot nest inside an open table).
 	customMeta, err := copyCustomMetadata(b, m.msg)
 	if err != nil {
-		return dst, fmt.Errorf("project: custom metadata: %w", err)
+		return dst, fmt.Errorf("custom metadata: %w", err)
 	}
 
 	nKeptNodes, nKeptBufs := 0, 0
@@ -164,8 +177,8 @@ func Project(dst []byte, batchMsg []byte, keep []int, layout *Layout) ([]byte, e
 	}
 	nodesVec := b.EndVector(nKeptNodes)
 
-	dst, body := appendBatchMessage(dst, b, m.version, length, nodesVec, buffersVec,
-		hasCompression, codec, method, customMeta, newBody)
+	dst, body := appendBatchMessage(dst, b, m.version, dictHeader{}, v.length, nodesVec, buffersVec,
+		v.hasCompression, v.codec, v.method, customMeta, newBody)
 	p := 0
 	for _, k := range keep {
 		_, _, bufFrom, bufTo := layout.Span(k)
@@ -232,12 +245,12 @@ func copyCustomMetadata(b *flatbuffers.Builder, msg fbTable) (flatbuffers.UOffse
 }
 
 // appendBatchMessage finishes a RecordBatch message in b (the optional
-// BodyCompression, the RecordBatch table over nodesVec and buffersVec, and
-// the Message) and appends it to dst framed as an encapsulated message
+// BodyCompression, the RecordBatch table over nodesVec and buffersVec, the
+// DictionaryBatch around it when dict.ok, and the Message) and appends it to dst framed as an encapsulated message
 // (continuation, metadata length, metadata zero-padded to 8), followed by
 // bodyLen bytes of room for the body. It returns dst and that body slice,
 // which the caller fills.
-func appendBatchMessage(dst []byte, b *flatbuffers.Builder, version int16, length int64,
+func appendBatchMessage(dst []byte, b *flatbuffers.Builder, version int16, dict dictHeader, length int64,
 	nodesVec, buffersVec flatbuffers.UOffsetT, compressed bool, codec, method uint8,
 	customMeta flatbuffers.UOffsetT, bodyLen int64) ([]byte, []byte) {
 	var compression flatbuffers.UOffsetT
@@ -255,10 +268,18 @@ func appendBatchMessage(dst []byte, b *flatbuffers.Builder, version int16, lengt
 		b.PrependUOffsetTSlot(rbCompression, compression, 0)
 	}
 	batch := b.EndObject()
+	hdrType := uint8(hdrRecordBatch)
+	if dict.ok {
+		b.StartObject(3)
+		b.PrependInt64Slot(dbID, dict.id, 0)
+		b.PrependUOffsetTSlot(dbData, batch, 0)
+		b.PrependBoolSlot(dbIsDelta, dict.isDelta, false)
+		batch, hdrType = b.EndObject(), hdrDictionaryBatch
+	}
 
 	b.StartObject(5)
 	b.PrependInt16Slot(msgVersion, version, 0)
-	b.PrependByteSlot(msgHeaderType, hdrRecordBatch, 0)
+	b.PrependByteSlot(msgHeaderType, hdrType, 0)
 	b.PrependUOffsetTSlot(msgHeader, batch, 0)
 	b.PrependInt64Slot(msgBodyLength, bodyLen, 0)
 	if customMeta != 0 {

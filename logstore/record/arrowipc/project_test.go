@@ -361,7 +361,6 @@ func TestLayoutOfUnsupported(t *testing.T) {
 		name  string
 		field arrow.Field
 	}{
-		{"dictionary", arrow.Field{Name: "d", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}}},
 		{"string view", arrow.Field{Name: "sv", Type: arrow.BinaryTypes.StringView}},
 		{"dense union", arrow.Field{Name: "u", Type: arrow.DenseUnionOf([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int8}}, []arrow.UnionTypeCode{0})}},
 		{"run end encoded", arrow.Field{Name: "r", Type: arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int64)}},
