@@ -143,7 +143,7 @@ func unexpectedHeader(got, want uint8) error {
 // Each message's frame and flatbuffer header are checked; batch contents are
 // not checked against the schema (Project and LayoutOf do that).
 func SplitStream(stream []byte) (schemaMsg []byte, batches [][]byte, err error) {
-	var dictIDs []int64          // in order of first appearance
+	var dictIDs []int64         // in order of first appearance
 	dicts := map[int64][]byte{} // the dictionary batch in force, per id
 	off := 0
 	for i := 0; off < len(stream); i++ {
