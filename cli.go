@@ -112,6 +112,7 @@ func tableCmd() *cobra.Command {
 		Short: "Create a table",
 		Example: `  fluss-node table create shop.orders --schema "id BIGINT NOT NULL, amount DECIMAL(10,2), ts TIMESTAMP(3)" --buckets 4
   fluss-node table create shop.users --schema "id BIGINT NOT NULL, name STRING" --primary-key id
+  fluss-node table create shop.views --schema "id BIGINT NOT NULL, country STRING DICTIONARY"
   fluss-node table create shop.events --schema "id BIGINT, dt STRING NOT NULL" --partition-by dt \
       --set table.auto-partition.enabled=true --set table.auto-partition.time-unit=DAY`,
 		Args: cobra.ExactArgs(1),
@@ -148,7 +149,7 @@ func tableCmd() *cobra.Command {
 		},
 	}
 	f := create.Flags()
-	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required)`)
+	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required); a STRING or BYTES column of a log table may end in DICTIONARY to be stored dictionary-encoded`)
 	f.StringVar(&primaryKey, "primary-key", "", "primary key columns, comma-separated (makes a primary-key table)")
 	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated (STRING, INT, BIGINT or DATE; a write creates the partitions its rows name)")
 	f.StringVar(&bucketKey, "bucket-key", "", "bucket key columns, comma-separated")
@@ -236,7 +237,11 @@ func printTable(w io.Writer, name string, t *flussv1.GetTableResponse, layout []
 		if !c.GetNullable() {
 			null = "NOT NULL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Type, null, c.Comment)
+		typ := c.Type
+		if c.GetDictionary() {
+			typ += " DICTIONARY"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, typ, null, c.Comment)
 	}
 	tw.Flush()
 	if pk := t.Schema.GetPrimaryKey(); len(pk) > 0 {

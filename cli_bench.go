@@ -51,6 +51,7 @@ func benchCmd() *cobra.Command {
 	f.StringVar(&p.Compression, "compression", "zstd", "arrow buffer compression: zstd, lz4 or none")
 	f.DurationVar(&p.Duration, "duration", 10*time.Second, "how long to send")
 	f.BoolVar(&p.Wide, "wide", false, "20 columns instead of 10")
+	f.BoolVar(&p.Dictionary, "dictionary", false, "store the low-cardinality strings (event_type, country) dictionary-encoded")
 	f.BoolVar(&p.Direct, "direct", true, "send each request straight to its bucket's leader (the Go client's routing); --direct=false sends all to --server, which forwards")
 	f.StringVar(&p.Protocol, "protocol", "proto", "proto (Connect over HTTP/1.1), grpc (gRPC over shared h2c connections), h2c (Connect proto over shared h2c connections) or json (Connect JSON)")
 	f.BoolVar(&p.Appender, "appender", false, "with --format json --batch 1: the clients are goroutines appending single rows through one shared batching client (client.Appender), as an application using Fluss's append writer does")
@@ -82,6 +83,7 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&fc.Rows, "rows", 1_000_000, "rows to load")
 	f.StringVar(&columns, "columns", "user_id,amount", "columns of the projected read")
 	f.StringVar(&fc.Format, "format", "arrow", "arrow or json")
+	f.BoolVar(&fc.Dictionary, "dictionary", false, "store the low-cardinality strings (event_type, country) dictionary-encoded")
 	cmd.AddCommand(produce, fetch, benchUpsertCmd(), benchLookupCmd())
 	return cmd
 }

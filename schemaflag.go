@@ -11,7 +11,9 @@ import (
 )
 
 // parseSchemaFlag turns "id BIGINT NOT NULL, name STRING, amount DECIMAL(10,2)"
-// into API columns. Commas inside parentheses belong to the type.
+// into API columns. Commas inside parentheses belong to the type. A type
+// may end in DICTIONARY ("kind STRING NOT NULL DICTIONARY"): the column is
+// stored dictionary-encoded.
 func parseSchemaFlag(s string) ([]*flussv1.Column, error) {
 	var cols []*flussv1.Column
 	for _, part := range splitTopLevel(s, ',') {
@@ -23,11 +25,17 @@ func parseSchemaFlag(s string) ([]*flussv1.Column, error) {
 		if !ok {
 			return nil, fmt.Errorf("--schema: column %q needs a type, e.g. %q", part, part+" STRING")
 		}
+		typ = strings.TrimSpace(typ)
+		dict := false
+		if fields := strings.Fields(typ); len(fields) > 1 && strings.EqualFold(fields[len(fields)-1], "DICTIONARY") {
+			dict = true
+			typ = strings.TrimSpace(typ[:strings.LastIndexFunc(typ, func(r rune) bool { return r == ' ' || r == '\t' })])
+		}
 		t, notNull, err := record.ParseType(typ)
 		if err != nil {
 			return nil, fmt.Errorf("--schema: column %q: %w", name, err)
 		}
-		cols = append(cols, &flussv1.Column{Name: name, Type: t.String(), Nullable: proto.Bool(!notNull)})
+		cols = append(cols, &flussv1.Column{Name: name, Type: t.String(), Nullable: proto.Bool(!notNull), Dictionary: dict})
 	}
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("--schema is empty")

@@ -337,23 +337,7 @@ func TestLakeUnionRead(t *testing.T) {
 	n, ctx, c, lake, store := startLakeNode(t, 100*time.Millisecond, time.Hour)
 	tableID := createBigTable(t, ctx, c, map[string]string{"table.log.ttl": "6s", "table.datalake.enabled": "true"})
 	id, tbl, r, _, lakeFiles := bigTableBucket(t, n, store, tableID)
-	// Three phases of ~2 MiB, each followed by a lake pass: lake files
-	// [0, 1000), [1000, 2000) and [2000, 3000).
-	rng := rand.New(rand.NewPCG(3, 4))
-	next := 0
-	for range 3 {
-		next = appendBig(t, ctx, c, rng, next, 10)
-		if _, _, err := n.tierToLake(id, tbl, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := readAll(t, ctx, c, "db.t", 1)
-	// The closed segments (1 MiB each) expire; the active one stays.
-	waitFor(t, 30*time.Second, func() bool { return r.LogStartOffset() > 2000 })
-
-	if got := readAll(t, ctx, c, "db.t", 1); got != want {
-		t.Fatalf("rows read back from the lake and the log differ from the rows written (%d and %d bytes)", len(got), len(want))
-	}
+	want, next := outliveTheLog(t, ctx, c, n, tableID, r, rand.New(rand.NewPCG(3, 4)), nil)
 	for _, spec := range []flussv1.ListOffsetsRequest_Spec{flussv1.ListOffsetsRequest_EARLIEST, flussv1.ListOffsetsRequest_TIMESTAMP} {
 		offs, err := c.ListOffsets(ctx, "db.t", spec, 1)
 		if err != nil || len(offs) != 1 || offs[0].Offset != 0 {

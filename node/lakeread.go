@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/node/replica"
@@ -355,7 +356,12 @@ func (n *Node) decodeLakeFile(t *raftmeta.Table, f tiering.LakeFile) (*lakeDecod
 			CommitTimestamp: b.CommitTs,
 			SchemaID:        sch.ID,
 		}
-		stored, err := record.AppendRecordBatch(nil, h, b.Rec, comp, level)
+		// The table's fields, whose metadata says which columns the log
+		// stores dictionary-encoded, so that these batches are stored as
+		// the log's are.
+		rec := array.NewRecordBatch(lakeColumnsOf(t, sch), b.Rec.Columns(), b.Rec.NumRows())
+		stored, err := record.AppendRecordBatch(nil, h, rec, comp, level)
+		rec.Release()
 		if err != nil {
 			return nil, fmt.Errorf("table %s: lake file %s: %w", t.FullName(), f.Name, err)
 		}

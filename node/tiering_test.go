@@ -14,6 +14,7 @@ import (
 
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
+	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc/client"
 	"github.com/fluss-node/fluss-node/tiering"
 	"github.com/fluss-node/fluss-node/tiering/s3test"
@@ -181,6 +182,12 @@ func createBigTable(t *testing.T, ctx context.Context, c *client.Client, props m
 // appendBig appends batches of 100 rows of ~2 KB of random letters (ids
 // from, from+1, ...) to db.t, and returns the next id.
 func appendBig(t *testing.T, ctx context.Context, c *client.Client, rng *rand.Rand, from, batches int) int {
+	return appendBigWith(t, ctx, c, rng, from, batches, nil)
+}
+
+// appendBigWith is appendBig with, in each row, the members extra returns
+// (`,"name":value…`; nil: none).
+func appendBigWith(t *testing.T, ctx context.Context, c *client.Client, rng *rand.Rand, from, batches int, extra func(*rand.Rand) string) int {
 	t.Helper()
 	for range batches {
 		var rows []string
@@ -189,7 +196,11 @@ func appendBig(t *testing.T, ctx context.Context, c *client.Client, rng *rand.Ra
 			for k := range s {
 				s[k] = 'a' + byte(rng.IntN(26))
 			}
-			rows = append(rows, fmt.Sprintf(`{"id":%d,"s":%q}`, from, s))
+			more := ""
+			if extra != nil {
+				more = extra(rng)
+			}
+			rows = append(rows, fmt.Sprintf(`{"id":%d,"s":%q%s}`, from, s, more))
 			from++
 		}
 		if _, err := c.Append(ctx, "db.t", []byte("["+strings.Join(rows, ",")+"]")); err != nil {
@@ -197,6 +208,34 @@ func appendBig(t *testing.T, ctx context.Context, c *client.Client, rng *rand.Ra
 		}
 	}
 	return from
+}
+
+// outliveTheLog appends three phases of ~2 MiB to bucket 0 of db.t (with
+// appendBigWith's extra members), each followed by a lake pass (lake files
+// [0, 1000), [1000, 2000) and [2000, 3000)); waits until retention has
+// dropped the closed segments (1 MiB each; the active one stays), and
+// checks that a read from offset 0 still returns every row. It returns
+// the rows as readAll does, and the next id.
+func outliveTheLog(t *testing.T, ctx context.Context, c *client.Client, n *Node, tableID int64, r *replica.Replica, rng *rand.Rand, extra func(*rand.Rand) string) (string, int) {
+	t.Helper()
+	id := raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0}
+	tbl, err := n.meta.TableByID(tableID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	for range 3 {
+		next = appendBigWith(t, ctx, c, rng, next, 10, extra)
+		if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := readAll(t, ctx, c, "db.t", 1)
+	waitFor(t, 30*time.Second, func() bool { return r.LogStartOffset() > 2000 })
+	if got := readAll(t, ctx, c, "db.t", 1); got != want {
+		t.Fatalf("rows read back from the lake and the log differ from the rows written (%d and %d bytes)", len(got), len(want))
+	}
+	return want, next
 }
 
 // TestClusterTiering: three nodes share a remote directory. The replicas

@@ -112,7 +112,7 @@ func schemaToPB(s *record.Schema) *metapb.Schema {
 	out := &metapb.Schema{Id: s.ID, PrimaryKey: slices.Clone(s.PrimaryKey)}
 	out.Columns = make([]*metapb.Column, len(s.Columns))
 	for i, c := range s.Columns {
-		out.Columns[i] = &metapb.Column{Name: c.Name, Type: c.Type.String(), Nullable: c.Nullable, Comment: c.Comment}
+		out.Columns[i] = &metapb.Column{Name: c.Name, Type: c.Type.String(), Nullable: c.Nullable, Comment: c.Comment, Dictionary: c.Dictionary}
 	}
 	return out
 }
@@ -131,7 +131,7 @@ func schemaFromPB(p *metapb.Schema) (*record.Schema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schema %d column %q: %w", p.Id, c.Name, err)
 		}
-		s.Columns[i] = record.Column{Name: c.Name, Type: t, Nullable: c.Nullable, Comment: c.Comment}
+		s.Columns[i] = record.Column{Name: c.Name, Type: t, Nullable: c.Nullable, Comment: c.Comment, Dictionary: c.Dictionary}
 	}
 	return s, nil
 }

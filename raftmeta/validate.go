@@ -489,5 +489,9 @@ func ValidateNewColumns(full string, cur *record.Schema, cols []record.Column) e
 			return fmt.Errorf("%w: table %s: added column %q has no valid type", ErrInvalid, full, c.Name)
 		}
 	}
+	next := &record.Schema{Columns: append(slices.Clone(cur.Columns), cols...), PrimaryKey: cur.PrimaryKey}
+	if err := next.Validate(); err != nil {
+		return fmt.Errorf("%w: table %s: %v", ErrInvalid, full, err)
+	}
 	return nil
 }

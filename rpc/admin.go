@@ -143,7 +143,7 @@ func columnFromProto(c *flussv1.Column, primaryKey bool) (record.Column, error) 
 		}
 		nullable = c.GetNullable()
 	}
-	return record.Column{Name: c.GetName(), Type: typ, Nullable: nullable, Comment: c.GetComment()}, nil
+	return record.Column{Name: c.GetName(), Type: typ, Nullable: nullable, Comment: c.GetComment(), Dictionary: c.GetDictionary()}, nil
 }
 
 func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.CreateTableRequest]) (*connect.Response[flussv1.CreateTableResponse], error) {
@@ -172,7 +172,7 @@ func schemaToProto(s *record.Schema) *flussv1.Schema {
 	out := &flussv1.Schema{PrimaryKey: s.PrimaryKey}
 	for _, c := range s.Columns {
 		nullable := c.Nullable
-		out.Columns = append(out.Columns, &flussv1.Column{Name: c.Name, Type: c.Type.String(), Nullable: &nullable, Comment: c.Comment})
+		out.Columns = append(out.Columns, &flussv1.Column{Name: c.Name, Type: c.Type.String(), Nullable: &nullable, Comment: c.Comment, Dictionary: c.Dictionary})
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,15 @@ func rowsJSON(rs []row) []byte {
 
 // TestFetchProjectionFilter checks Fetch (JSON and ARROW, with column
 // projection, filters and record limits) against the appended rows.
-func TestFetchProjectionFilter(t *testing.T) {
+func TestFetchProjectionFilter(t *testing.T) { testFetchProjectionFilter(t, false) }
+
+// TestFetchProjectionFilterDictionary is TestFetchProjectionFilter with
+// city stored dictionary-encoded, appended as JSON, as plain Arrow and as
+// dictionary-encoded Arrow: every read gives the same rows, and Arrow
+// results carry city as a dictionary.
+func TestFetchProjectionFilterDictionary(t *testing.T) { testFetchProjectionFilter(t, true) }
+
+func testFetchProjectionFilter(t *testing.T, dictionary bool) {
 	seed := *seedFlag
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -66,9 +75,12 @@ func TestFetchProjectionFilter(t *testing.T) {
 	e := newEnv(t, rpc.Limits{})
 	ctx := context.Background()
 	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
-	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[
-		{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING"},
-		{"name":"amount","type":"DOUBLE"},{"name":"n","type":"INT NOT NULL"}]}}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", fmt.Sprintf(`{"table":"s.t","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING","dictionary":%v},
+		{"name":"amount","type":"DOUBLE"},{"name":"n","type":"INT NOT NULL"}]}}`, dictionary))
+	if got := e.mustPost(t, "/fluss.v1.AdminService/GetTable", `{"table":"s.t"}`); strings.Contains(fmt.Sprint(got), "dictionary:true") != dictionary {
+		t.Fatalf("GetTable says %v", got)
+	}
 	var all []row
 	for i := 0; i < 6; i++ {
 		rs := randomRows(r, len(all), 1+r.IntN(80))
@@ -81,6 +93,13 @@ func TestFetchProjectionFilter(t *testing.T) {
 	rs := randomRows(r, len(all), 50)
 	all = append(all, rs...)
 	if _, err := e.c.AppendRecord(ctx, "s.t", client.NoBucket, recordOf(rs)); err != nil {
+		t.Fatal(err)
+	}
+	// And with city dictionary-encoded by the client (kept or decoded,
+	// whatever the table stores).
+	rs = randomRows(r, len(all), 60)
+	all = append(all, rs...)
+	if _, err := e.c.AppendRecord(ctx, "s.t", 0, dictionaryCity(t, recordOf(rs))); err != nil {
 		t.Fatal(err)
 	}
 
@@ -113,6 +132,21 @@ func TestFetchProjectionFilter(t *testing.T) {
 					}
 					got := fetchRows(t, e.c, &flussv1.FetchRequest{Table: "s.t", Offset: start, Columns: tc.cols, Filter: tc.filter, Format: format, MaxRecords: maxRecords}, int64(len(all)))
 					sameRows(t, got, want)
+					if format == flussv1.Format_ARROW && (tc.cols == nil || slices.Contains(tc.cols, "city")) {
+						res, err := e.c.Fetch(ctx, &flussv1.FetchRequest{Table: "s.t", Offset: start, Columns: tc.cols, Filter: tc.filter, Format: format, MaxRecords: maxRecords})
+						if err != nil {
+							t.Fatal(err)
+						}
+						rd, err := ipc.NewReader(bytes.NewReader(res.GetArrow()))
+						if err != nil {
+							t.Fatal(err)
+						}
+						f, _ := rd.Schema().FieldsByName("city")
+						if isDict := f[0].Type.ID() == arrow.DICTIONARY; isDict != dictionary {
+							t.Fatalf("Arrow result has city as %s", f[0].Type)
+						}
+						rd.Release()
+					}
 				})
 			}
 		}
@@ -171,6 +205,39 @@ func project(x row, cols []string) row {
 }
 
 func recordOf(rs []row) arrow.Record { return recordWith(rs, "id", "city", "amount", "n") }
+
+// dictionaryCity returns rec (of recordOf) with city dictionary-encoded
+// with int16 indices, its dictionary holding every city (some unused).
+func dictionaryCity(t *testing.T, rec arrow.Record) arrow.Record {
+	t.Helper()
+	defer rec.Release()
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int16, ValueType: arrow.BinaryTypes.String}
+	b := array.NewDictionaryBuilder(memory.DefaultAllocator, dt).(*array.BinaryDictionaryBuilder)
+	defer b.Release()
+	sb := array.NewStringBuilder(memory.DefaultAllocator)
+	defer sb.Release()
+	sb.AppendValues(append([]string{"unused"}, cities...), nil)
+	all := sb.NewStringArray()
+	defer all.Release()
+	if err := b.InsertStringDictValues(all); err != nil {
+		t.Fatal(err)
+	}
+	city := rec.Column(1).(*array.String)
+	for i := range city.Len() {
+		if city.IsNull(i) {
+			b.AppendNull()
+		} else if err := b.AppendString(city.Value(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := b.NewArray()
+	defer d.Release()
+	fields := rec.Schema().Fields()
+	fields[1].Type = dt
+	cols := slices.Clone(rec.Columns())
+	cols[1] = d
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
 
 // recordWith builds an Arrow record of the rows' given columns (of id
 // BIGINT, city STRING, amount DOUBLE, n INT), in that order.
@@ -271,6 +338,8 @@ func decodeArrow(t *testing.T, stream []byte) []row {
 					x[name] = a.Value(i)
 				case *array.Float64:
 					x[name] = a.Value(i)
+				case *array.Dictionary:
+					x[name] = a.Dictionary().(*array.String).Value(a.GetValueIndex(i))
 				default:
 					t.Fatalf("unexpected column type %T", col)
 				}

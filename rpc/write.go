@@ -319,10 +319,11 @@ func encodeBatch[S batchSource](src S, schemaID int32, comp record.Compression, 
 // multi-bucket table with bucket keys, batches are split by key and
 // re-encoded: clients should send per-bucket streams.
 func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bucketBatches, error) {
-	sch, msgs, err := arrowInput(t, m.GetArrow())
+	in, msgs, err := arrowInput(t, m.GetArrow())
 	if err != nil {
 		return nil, err
 	}
+	sch := in.sch
 	var total int64
 	fixed, whole := s.oneBucket(t, m)
 	byBucket := map[int32]*bucketBatches{}
@@ -344,7 +345,7 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 		return nil, err
 	}
 	for i, msg := range msgs {
-		rec, err := decodeArrowBatch(t, sch, i, msg)
+		rec, err := decodeArrowBatch(t, in, i, msg)
 		if err != nil {
 			return nil, err
 		}
@@ -357,6 +358,15 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 			total += n
 			if err := s.checkRows(total); err != nil {
 				return err
+			}
+			if whole && in.sent != nil {
+				// Dictionary-encoded columns on either side: store the
+				// table's encoding, with the table's compression.
+				batch, err := encodeBatch(recordSource{rec}, sch.ID, comp, level, m.GetWriterId(), m.GetBatchSequence())
+				if err != nil {
+					return err
+				}
+				return add(fixed, batch, n)
 			}
 			if whole {
 				h := record.BatchHeader{
@@ -389,26 +399,45 @@ func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]b
 // against the table: it returns the table's schema version the stream
 // matches (a writer that has not seen the latest AlterTable still writes;
 // its batches name the version they match) and the record-batch messages.
-func arrowInput(t *raftmeta.Table, stream []byte) (*record.Schema, [][]byte, error) {
+func arrowInput(t *raftmeta.Table, stream []byte) (arrowSent, [][]byte, error) {
 	schemaMsg, msgs, err := arrowipc.SplitStream(stream)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: arrow for %s: %w", ErrInvalidRequest, t.FullName(), err)
+		return arrowSent{}, nil, fmt.Errorf("%w: arrow for %s: %w", ErrInvalidRequest, t.FullName(), err)
 	}
 	got, err := readSchemaMessage(schemaMsg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: arrow for %s: schema message: %v", ErrInvalidRequest, t.FullName(), err)
+		return arrowSent{}, nil, fmt.Errorf("%w: arrow for %s: schema message: %v", ErrInvalidRequest, t.FullName(), err)
 	}
 	sch := schemaVersionOf(t, got)
 	if err := sameFields(sch, got); err != nil {
-		return nil, nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
+		return arrowSent{}, nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
 	}
-	return sch, msgs, nil
+	in := arrowSent{sch: sch}
+	if record.HasDictionaries(got) || record.StoredSchema(sch.ArrowSchema()) != sch.ArrowSchema() {
+		in.sent = got
+	}
+	return in, msgs, nil
+}
+
+// arrowSent is the table schema version a client's stream matches, and,
+// when either has dictionary-encoded columns, the stream's own Arrow schema:
+// its batches are then decoded with it and stored re-encoded.
+type arrowSent struct {
+	sch  *record.Schema
+	sent *arrow.Schema
 }
 
 // decodeArrowBatch decodes and validates (buffer bounds, NOT NULL) record
 // batch i of a client's stream. The caller releases the record.
-func decodeArrowBatch(t *raftmeta.Table, sch *record.Schema, i int, msg []byte) (arrow.Record, error) {
-	rec, err := record.DecodeBody(sch.ArrowSchema(), msg, memory.DefaultAllocator)
+func decodeArrowBatch(t *raftmeta.Table, in arrowSent, i int, msg []byte) (arrow.Record, error) {
+	sch := in.sch
+	var rec arrow.Record
+	var err error
+	if in.sent != nil {
+		rec, err = record.DecodeBodyAs(sch.ArrowSchema(), in.sent, msg, memory.DefaultAllocator)
+	} else {
+		rec, err = record.DecodeBody(sch.ArrowSchema(), msg, memory.DefaultAllocator)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)
 	}
@@ -450,13 +479,13 @@ func (s *service) preparePartitioned(ctx context.Context, t *raftmeta.Table, m *
 		recs = append(recs, rows.Record(memory.DefaultAllocator))
 		rows.Release()
 	case len(m.GetArrow()) > 0:
-		var msgs [][]byte
-		var err error
-		if sch, msgs, err = arrowInput(t, m.GetArrow()); err != nil {
+		in, msgs, err := arrowInput(t, m.GetArrow())
+		if err != nil {
 			return nil, err
 		}
+		sch = in.sch
 		for i, msg := range msgs {
-			rec, err := decodeArrowBatch(t, sch, i, msg)
+			rec, err := decodeArrowBatch(t, in, i, msg)
 			if err != nil {
 				return nil, err
 			}
@@ -593,8 +622,12 @@ func sameFields(s *record.Schema, got *arrow.Schema) error {
 		if f.Name != c.Name {
 			return fmt.Errorf("stream column %d is %q, the table's is %q (%s)", i, f.Name, c.Name, columnList(s))
 		}
-		if want := c.Type.ArrowType(); !arrow.TypeEqual(f.Type, want) {
-			return fmt.Errorf("column %q has Arrow type %s, the table's %s needs %s", c.Name, f.Type, c.Type, want)
+		want := c.Type.ArrowType()
+		if dt, ok := f.Type.(*arrow.DictionaryType); ok && arrow.TypeEqual(dt.ValueType, want) {
+			continue // decoded by DecodeBodyAs, which checks the indices
+		}
+		if !arrow.TypeEqual(f.Type, want) {
+			return fmt.Errorf("column %q has Arrow type %s, the table's %s needs %s (or a dictionary of it)", c.Name, f.Type, c.Type, want)
 		}
 	}
 	return nil

@@ -222,6 +222,67 @@ func binaryBuilder(vt arrow.DataType, mem memory.Allocator) (array.Builder, *arr
 	}
 }
 
+// DecodeBodyAs decodes a client's body written with Arrow schema sent,
+// whose fields are those of schema with, for any of them, a dictionary
+// type over the field's type (with any integer index type) in place of the
+// type. The record has schema: dictionary-encoded columns are decoded and
+// every index checked. Errors wrap ErrBadBody.
+func DecodeBodyAs(schema, sent *arrow.Schema, body []byte, mem memory.Allocator) (arrow.Record, error) {
+	if sent.NumFields() != schema.NumFields() {
+		return nil, fmt.Errorf("%w: %d fields sent, %d expected", ErrBadBody, sent.NumFields(), schema.NumFields())
+	}
+	// Read the body as sent: a client's field metadata is no instruction.
+	rec, err := DecodeBody(unmarked(sent), body, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	out, err := decodeDictionaries(rec, schema, mem)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadBody, err)
+	}
+	for i, col := range out.Columns() {
+		if !arrow.TypeEqual(col.DataType(), schema.Field(i).Type) {
+			out.Release()
+			return nil, fmt.Errorf("%w: column %q is %s, want %s", ErrBadBody, schema.Field(i).Name, col.DataType(), schema.Field(i).Type)
+		}
+	}
+	return out, nil
+}
+
+var unmarkedSchemas Memo[*arrow.Schema, *arrow.Schema]
+
+// unmarked returns schema without DictionaryMetadataKey in its fields'
+// metadata.
+func unmarked(schema *arrow.Schema) *arrow.Schema {
+	if StoredSchema(schema) == schema {
+		return schema
+	}
+	return unmarkedSchemas.Get(schema, func() *arrow.Schema {
+		fields := schema.Fields()
+		for i := range fields {
+			if isDictionaryField(&fields[i]) {
+				fields[i].Metadata = arrow.Metadata{}
+			}
+		}
+		md := schema.Metadata()
+		return arrow.NewSchema(fields, &md)
+	})
+}
+
+// HasDictionaries reports whether any field of schema is dictionary-typed.
+func HasDictionaries(schema *arrow.Schema) bool {
+	for i := range schema.NumFields() {
+		if schema.Field(i).Type.ID() == arrow.DICTIONARY {
+			return true
+		}
+	}
+	return false
+}
+
 // appendDictionaryBody appends the body of rec (see appendBody) for a
 // schema with dictionary-encoded columns: their dictionary batches, then
 // the record batch, written by a fresh arrow-go stream writer so that

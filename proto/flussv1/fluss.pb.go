@@ -456,8 +456,13 @@ type Column struct {
 	// DATE TIME TIMESTAMP(p) TIMESTAMP_LTZ(p); "BIGINT NOT NULL" is accepted too.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Absent means nullable, as in SQL. Primary-key columns are never nullable.
-	Nullable      *bool  `protobuf:"varint,3,opt,name=nullable,proto3,oneof" json:"nullable,omitempty"`
-	Comment       string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	Nullable *bool  `protobuf:"varint,3,opt,name=nullable,proto3,oneof" json:"nullable,omitempty"`
+	Comment  string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Store the column dictionary-encoded: a dictionary of the batch's
+	// distinct values and an int32 index per row. For STRING and BYTES
+	// columns of log tables with few distinct values (event types, country
+	// codes); Arrow results carry the column as dictionary<int32, type>.
+	Dictionary    bool `protobuf:"varint,5,opt,name=dictionary,proto3" json:"dictionary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +523,13 @@ func (x *Column) GetComment() string {
 		return x.Comment
 	}
 	return ""
+}
+
+func (x *Column) GetDictionary() bool {
+	if x != nil {
+		return x.Dictionary
+	}
+	return false
 }
 
 type Schema struct {
@@ -3601,12 +3613,15 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x14DropDatabaseResponse\"\x16\n" +
 	"\x14ListDatabasesRequest\"5\n" +
 	"\x15ListDatabasesResponse\x12\x1c\n" +
-	"\tdatabases\x18\x01 \x03(\tR\tdatabases\"x\n" +
+	"\tdatabases\x18\x01 \x03(\tR\tdatabases\"\x98\x01\n" +
 	"\x06Column\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1f\n" +
 	"\bnullable\x18\x03 \x01(\bH\x00R\bnullable\x88\x01\x01\x12\x18\n" +
-	"\acomment\x18\x04 \x01(\tR\acommentB\v\n" +
+	"\acomment\x18\x04 \x01(\tR\acomment\x12\x1e\n" +
+	"\n" +
+	"dictionary\x18\x05 \x01(\bR\n" +
+	"dictionaryB\v\n" +
 	"\t_nullable\"U\n" +
 	"\x06Schema\x12*\n" +
 	"\acolumns\x18\x01 \x03(\v2\x10.fluss.v1.ColumnR\acolumns\x12\x1f\n" +

@@ -33,9 +33,11 @@ type Column struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// type is the canonical record.Type string, e.g. "DECIMAL(10,2)".
-	Type          string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	Nullable      bool   `protobuf:"varint,3,opt,name=nullable,proto3" json:"nullable,omitempty"`
-	Comment       string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	Type     string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Nullable bool   `protobuf:"varint,3,opt,name=nullable,proto3" json:"nullable,omitempty"`
+	Comment  string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	// dictionary: stored dictionary-encoded (record.Column.Dictionary).
+	Dictionary    bool `protobuf:"varint,5,opt,name=dictionary,proto3" json:"dictionary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -96,6 +98,13 @@ func (x *Column) GetComment() string {
 		return x.Comment
 	}
 	return ""
+}
+
+func (x *Column) GetDictionary() bool {
+	if x != nil {
+		return x.Dictionary
+	}
+	return false
 }
 
 type Schema struct {
@@ -1555,12 +1564,15 @@ var File_fluss_meta_v1_meta_proto protoreflect.FileDescriptor
 
 const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x18fluss/meta/v1/meta.proto\x12\rfluss.meta.v1\"f\n" +
+	"\x18fluss/meta/v1/meta.proto\x12\rfluss.meta.v1\"\x86\x01\n" +
 	"\x06Column\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
 	"\bnullable\x18\x03 \x01(\bR\bnullable\x12\x18\n" +
-	"\acomment\x18\x04 \x01(\tR\acomment\"j\n" +
+	"\acomment\x18\x04 \x01(\tR\acomment\x12\x1e\n" +
+	"\n" +
+	"dictionary\x18\x05 \x01(\bR\n" +
+	"dictionary\"j\n" +
 	"\x06Schema\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12/\n" +
 	"\acolumns\x18\x02 \x03(\v2\x15.fluss.meta.v1.ColumnR\acolumns\x12\x1f\n" +

@@ -64,7 +64,14 @@
 // Supported field types: Null, Bool, Int, FloatingPoint, Decimal, Date, Time,
 // Timestamp, Interval, Duration, FixedSizeBinary, Binary, Utf8, LargeBinary,
 // LargeUtf8, and nested List, LargeList, FixedSizeList, Map and Struct (a
-// top-level field spans all of its descendants' nodes and buffers).
-// Dictionary batches and dictionary-encoded fields, tensors, unions, run-end
-// encoded and view types, and big-endian schemas fail with ErrUnsupported.
+// top-level field spans all of its descendants' nodes and buffers), and
+// top-level dictionary-encoded fields.
+//
+// A batch body is a record-batch message after the dictionary batches of
+// its dictionary-encoded fields, if any (logstore/record/FORMAT.md):
+// Compress, Decompress, Project and BatchLength take bodies, and SplitStream
+// returns one self-contained body per record batch of a stream. Delta
+// dictionaries, dictionaries nested in other fields, tensors, unions,
+// run-end encoded and view types, and big-endian schemas fail with
+// ErrUnsupported.
 package arrowipc

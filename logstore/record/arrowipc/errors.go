@@ -9,8 +9,9 @@ var (
 	ErrMalformed = errors.New("arrowipc: malformed Arrow IPC data")
 
 	// ErrUnsupported reports valid Arrow IPC that this package deliberately
-	// does not handle: dictionary batches and dictionary-encoded fields,
-	// tensors, big-endian data, and the view, union and run-end encoded types.
+	// does not handle: delta dictionaries and dictionaries nested in other
+	// fields, tensors, big-endian data, and the view, union and run-end
+	// encoded types.
 	ErrUnsupported = errors.New("arrowipc: unsupported Arrow IPC feature")
 
 	// ErrInvalidProjection reports a column selection that is not strictly

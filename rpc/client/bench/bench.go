@@ -44,6 +44,9 @@ type ProduceConfig struct {
 	Compression string        // arrow only: "zstd", "lz4" or "none"
 	Duration    time.Duration // how long to send
 	Wide        bool          // 20 columns instead of 10
+	// Dictionary stores the low-cardinality strings (event_type, country)
+	// dictionary-encoded.
+	Dictionary bool
 	// Direct sends each request straight to its bucket's leader (the
 	// client's WithRouting); false sends all to Server, which forwards
 	// what it does not lead.
@@ -105,13 +108,17 @@ func sampleRecord(n int, seed int64, wide bool) arrow.Record {
 	return array.NewRecordBatch(Schema(true).ArrowSchema(), cols, int64(n))
 }
 
-// CreateTable (re)creates the bench table and waits for its leaders.
-func CreateTable(ctx context.Context, c *client.Client, table string, buckets int, wide bool, props map[string]string) error {
+// CreateTable (re)creates the bench table and waits for its leaders; with
+// dictionary, its event_type and country columns are stored
+// dictionary-encoded.
+func CreateTable(ctx context.Context, c *client.Client, table string, buckets int, wide, dictionary bool, props map[string]string) error {
 	s := Schema(wide)
 	cols := make([]*flussv1.Column, len(s.Columns))
 	for i, col := range s.Columns {
 		nullable := col.Nullable
-		cols[i] = &flussv1.Column{Name: col.Name, Type: col.Type.String(), Nullable: &nullable}
+		name, _ := strings.CutSuffix(col.Name, "_2")
+		cols[i] = &flussv1.Column{Name: col.Name, Type: col.Type.String(), Nullable: &nullable,
+			Dictionary: dictionary && (name == "event_type" || name == "country")}
 	}
 	return recreateTable(ctx, c, &flussv1.CreateTableRequest{
 		Table:       table,
@@ -188,7 +195,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*Result, error) {
 		return nil, err
 	}
 	admin := client.New(cfg.Server, copts...)
-	if err := CreateTable(ctx, admin, cfg.Table, cfg.Buckets, cfg.Wide, nil); err != nil {
+	if err := CreateTable(ctx, admin, cfg.Table, cfg.Buckets, cfg.Wide, cfg.Dictionary, nil); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)
 	}
 	before := logBytes(ctx, cfg.Server)
@@ -392,6 +399,8 @@ type FetchConfig struct {
 	Rows    int
 	Columns []string // the projection to compare with a full read
 	Format  string   // "arrow" or "json"
+	// Dictionary is ProduceConfig.Dictionary.
+	Dictionary bool
 }
 
 // FetchResult compares a full read with a projected one.
@@ -404,7 +413,7 @@ type FetchResult struct {
 // Fetch runs the fetch benchmark.
 func Fetch(ctx context.Context, cfg FetchConfig) (*FetchResult, error) {
 	c := client.New(cfg.Server, client.WithToken(cfg.Token))
-	if err := CreateTable(ctx, c, cfg.Table, cfg.Buckets, true, nil); err != nil {
+	if err := CreateTable(ctx, c, cfg.Table, cfg.Buckets, true, cfg.Dictionary, nil); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)
 	}
 	const batch = 2000
