@@ -20,6 +20,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -522,4 +524,54 @@ func TestClientScanRetriesBeforeFirstMessage(t *testing.T) {
 	if readsWhileFailing != 2 {
 		t.Fatalf("%d reads failed, want 2 (the broken stream's and the first resumed one's)", readsWhileFailing)
 	}
+}
+
+// TestAppendArrowInStoredForm: a record built with the table's Arrow
+// schema (record.Schema.ArrowSchema, which marks its dictionary-encoded
+// columns) leaves the Go client with those columns encoded as the table
+// stores them, and its batch is stored exactly as sent; a plain record is
+// re-encoded, and both read back as the rows appended.
+func TestAppendArrowInStoredForm(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	ctx := context.Background()
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"},{"name":"city","type":"STRING","dictionary":true},
+		{"name":"amount","type":"DOUBLE"},{"name":"n","type":"INT NOT NULL"}]}}`)
+	tbl, err := e.b.Table(ctx, "s.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := randomRows(rand.New(rand.NewPCG(1, 2)), 0, 100)
+	plain := recordOf(rs)
+	defer plain.Release()
+	marked := array.NewRecordBatch(tbl.Schema().ArrowSchema(), plain.Columns(), plain.NumRows())
+	defer marked.Release()
+
+	for i, rec := range []arrow.Record{marked, plain} {
+		sent, err := client.EncodeArrowStream(nil, rec, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.AppendArrow(ctx, "s.t", 0, sent); err != nil {
+			t.Fatal(err)
+		}
+		_, bodies, err := arrowipc.SplitStream(sent)
+		if err != nil || len(bodies) != 1 {
+			t.Fatalf("split what the client sent: %d bodies, %v", len(bodies), err)
+		}
+		res, err := e.b.Fetch(ctx, raftmeta.BucketID{TableID: tbl.ID, PartitionID: raftmeta.NoPartition}, int64(i*len(rs)), 1<<20, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := record.ParseBatch(res.Batches[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := bytes.Equal(b.Body, bodies[0]); kept != (rec == marked) {
+			t.Fatalf("record %d: stored as sent: %v", i, kept)
+		}
+	}
+	got := fetchRows(t, e.c, &flussv1.FetchRequest{Table: "s.t", Format: flussv1.Format_ARROW}, int64(2*len(rs)))
+	sameRows(t, got, append(rs, rs...))
 }

@@ -413,18 +413,51 @@ func arrowInput(t *raftmeta.Table, stream []byte) (arrowSent, [][]byte, error) {
 		return arrowSent{}, nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
 	}
 	in := arrowSent{sch: sch}
-	if record.HasDictionaries(got) || record.StoredSchema(sch.ArrowSchema()) != sch.ArrowSchema() {
+	if (record.HasDictionaries(got) || record.StoredSchema(sch.ArrowSchema()) != sch.ArrowSchema()) && !storedForm(sch, schemaMsg) {
 		in.sent = got
 	}
 	return in, msgs, nil
 }
 
 // arrowSent is the table schema version a client's stream matches, and,
-// when either has dictionary-encoded columns, the stream's own Arrow schema:
-// its batches are then decoded with it and stored re-encoded.
+// when either has dictionary-encoded columns and the stream does not
+// encode them exactly as the table stores them, the stream's own Arrow
+// schema: its batches are then decoded with it and stored re-encoded.
 type arrowSent struct {
 	sch  *record.Schema
 	sent *arrow.Schema
+}
+
+// storedForm reports whether a client's schema message (which sameFields
+// accepted) has the Arrow types of sch's stored batches, dictionary ids
+// included, so that its batches can be stored as they are.
+func storedForm(sch *record.Schema, schemaMsg []byte) bool {
+	got, err := readSchemaMessage(schemaMsg)
+	if err != nil {
+		return false
+	}
+	stored := record.StoredSchema(sch.ArrowSchema())
+	for i := range stored.NumFields() {
+		if !arrow.TypeEqual(got.Field(i).Type, stored.Field(i).Type) {
+			return false
+		}
+	}
+	mine, err := layoutOf(sch)
+	if err != nil {
+		return false
+	}
+	theirs, err := arrowipc.LayoutOf(schemaMsg)
+	if err != nil {
+		return false
+	}
+	for i := range stored.NumFields() {
+		a, aok := mine.DictionaryID(i)
+		b, bok := theirs.DictionaryID(i)
+		if a != b || aok != bok {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeArrowBatch decodes and validates (buffer bounds, NOT NULL) record

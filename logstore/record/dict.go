@@ -273,6 +273,21 @@ func unmarked(schema *arrow.Schema) *arrow.Schema {
 	})
 }
 
+// StoredRecord returns rec with the columns its schema marks (a table's
+// Schema.ArrowSchema marks its dictionary-encoded columns) dictionary-
+// encoded as the server stores them, or rec itself, retained, when none is
+// marked. A producer that builds its records with the table's Arrow schema
+// sends them so: the server then stores its batches as they are. The
+// caller releases the result.
+func StoredRecord(rec arrow.Record) (arrow.Record, error) {
+	stored := StoredSchema(rec.Schema())
+	if stored == rec.Schema() {
+		rec.Retain()
+		return rec, nil
+	}
+	return encodeDictionaries(rec, stored, memory.DefaultAllocator)
+}
+
 // HasDictionaries reports whether any field of schema is dictionary-typed.
 func HasDictionaries(schema *arrow.Schema) bool {
 	for i := range schema.NumFields() {

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
@@ -539,13 +540,20 @@ func (c *Client) AppendRecord(ctx context.Context, table string, bucket int32, r
 // EncodeArrowStream appends rec as a complete Arrow IPC stream to dst,
 // compressing buffers with ZSTD (level 3, literals entropy-coded as by the
 // reference zstd) when zstd is set and rec has at least SmallBatchRows
-// rows.
+// rows. Columns that rec's schema marks dictionary-encoded (a record built
+// with a table's record.Schema.ArrowSchema) are encoded as the server
+// stores them, which then keeps the batch as it is.
 func EncodeArrowStream(dst []byte, rec arrow.Record, zstd bool) ([]byte, error) {
 	codec := arrowipc.CodecNone
 	if zstd && rec.NumRows() >= SmallBatchRows {
 		codec = arrowipc.CodecZSTD
 	}
-	out, err := arrowipc.EncodeStream(dst, rec, codec, 0)
+	stored, err := record.StoredRecord(rec)
+	if err != nil {
+		return dst, fmt.Errorf("encode Arrow stream: %w", err)
+	}
+	defer stored.Release()
+	out, err := arrowipc.EncodeStream(dst, stored, codec, 0)
 	if err != nil {
 		return dst, fmt.Errorf("encode Arrow stream: %w", err)
 	}

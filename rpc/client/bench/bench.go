@@ -83,8 +83,10 @@ func (r *Result) Quantile(q float64) time.Duration {
 	return r.Latencies[i]
 }
 
-// Schema returns the bench table schema (10 columns, or 20 when wide).
-func Schema(wide bool) *record.Schema {
+// Schema returns the bench table schema (10 columns, or 20 when wide);
+// with dictionary, its event_type and country columns are stored
+// dictionary-encoded.
+func Schema(wide, dictionary bool) *record.Schema {
 	s := record.SampleSchema()
 	if wide {
 		for _, c := range record.SampleSchema().Columns {
@@ -92,33 +94,35 @@ func Schema(wide bool) *record.Schema {
 			s.Columns = append(s.Columns, c)
 		}
 	}
+	for i, c := range s.Columns {
+		name, _ := strings.CutSuffix(c.Name, "_2")
+		s.Columns[i].Dictionary = dictionary && (name == "event_type" || name == "country")
+	}
 	return s
 }
 
-// sampleRecord returns n rows of Schema(wide).
-func sampleRecord(n int, seed int64, wide bool) arrow.Record {
+// sampleRecord returns n rows of Schema(wide, dictionary), built with its
+// Arrow schema (so that the client encodes the dictionary columns).
+func sampleRecord(n int, seed int64, wide, dictionary bool) arrow.Record {
 	rec := record.SampleRecord(n, seed)
-	if !wide {
-		return rec
-	}
 	defer rec.Release()
-	other := record.SampleRecord(n, seed+1)
-	defer other.Release()
-	cols := append(append([]arrow.Array{}, rec.Columns()...), other.Columns()...)
-	return array.NewRecordBatch(Schema(true).ArrowSchema(), cols, int64(n))
+	cols := rec.Columns()
+	if wide {
+		other := record.SampleRecord(n, seed+1)
+		defer other.Release()
+		cols = append(append([]arrow.Array{}, rec.Columns()...), other.Columns()...)
+	}
+	return array.NewRecordBatch(Schema(wide, dictionary).ArrowSchema(), cols, int64(n))
 }
 
-// CreateTable (re)creates the bench table and waits for its leaders; with
-// dictionary, its event_type and country columns are stored
-// dictionary-encoded.
+// CreateTable (re)creates the bench table of Schema(wide, dictionary) and
+// waits for its leaders.
 func CreateTable(ctx context.Context, c *client.Client, table string, buckets int, wide, dictionary bool, props map[string]string) error {
-	s := Schema(wide)
+	s := Schema(wide, dictionary)
 	cols := make([]*flussv1.Column, len(s.Columns))
 	for i, col := range s.Columns {
 		nullable := col.Nullable
-		name, _ := strings.CutSuffix(col.Name, "_2")
-		cols[i] = &flussv1.Column{Name: col.Name, Type: col.Type.String(), Nullable: &nullable,
-			Dictionary: dictionary && (name == "event_type" || name == "country")}
+		cols[i] = &flussv1.Column{Name: col.Name, Type: col.Type.String(), Nullable: &nullable, Dictionary: col.Dictionary}
 	}
 	return recreateTable(ctx, c, &flussv1.CreateTableRequest{
 		Table:       table,
@@ -162,7 +166,7 @@ func payloads(cfg ProduceConfig) ([][]byte, error) {
 	const distinct = 8
 	out := make([][]byte, distinct)
 	for i := range out {
-		rec := sampleRecord(cfg.BatchRows, int64(i+1), cfg.Wide)
+		rec := sampleRecord(cfg.BatchRows, int64(i+1), cfg.Wide, cfg.Dictionary)
 		var err error
 		switch cfg.Format {
 		case "json":
@@ -419,7 +423,7 @@ func Fetch(ctx context.Context, cfg FetchConfig) (*FetchResult, error) {
 	const batch = 2000
 	for sent, seed := 0, int64(1); sent < cfg.Rows; seed++ {
 		n := min(batch, cfg.Rows-sent)
-		rec := sampleRecord(n, seed, true)
+		rec := sampleRecord(n, seed, true, cfg.Dictionary)
 		_, err := c.AppendRecord(ctx, cfg.Table, int32(int(seed)%cfg.Buckets), rec)
 		rec.Release()
 		if err != nil {
@@ -481,7 +485,7 @@ func PrintFetch(w io.Writer, cfg FetchConfig, r *FetchResult) {
 }
 
 // encodeStream encodes rec as an Arrow IPC stream with client-side buffer
-// compression, as a producer would send it.
+// compression and dictionary encoding, as a producer would send it.
 func encodeStream(rec arrow.Record, compression string) ([]byte, error) {
 	var codec arrowipc.Codec
 	switch compression {
@@ -494,5 +498,10 @@ func encodeStream(rec arrow.Record, compression string) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("compression %q: want zstd, lz4 or none", compression)
 	}
-	return arrowipc.EncodeStream(nil, rec, codec, 0)
+	stored, err := record.StoredRecord(rec) // dictionary columns as the table stores them
+	if err != nil {
+		return nil, err
+	}
+	defer stored.Release()
+	return arrowipc.EncodeStream(nil, stored, codec, 0)
 }
