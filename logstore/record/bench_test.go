@@ -3,6 +3,8 @@ package record
 import (
 	"fmt"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 func BenchmarkDecodeJSONRows(b *testing.B) {
@@ -70,27 +72,35 @@ func BenchmarkDecodeBody(b *testing.B) {
 }
 
 // BenchmarkZSTDLevel reports bytes/row of SampleRecord(1000) per zstd level
-// (level 0 here = uncompressed Arrow, for comparison).
+// (level 0 here = uncompressed Arrow, for comparison), plain and with
+// event_type and country dictionary-encoded.
 func BenchmarkZSTDLevel(b *testing.B) {
-	rec := SampleRecord(1000, 1)
-	defer rec.Release()
-	for _, level := range []int{0, 1, 3, 9} {
-		c := CompressionZSTD
-		if level == 0 {
-			c = CompressionNone
-		}
-		b.Run(fmt.Sprintf("level-%d", level), func(b *testing.B) {
-			b.ReportAllocs()
-			var n int
-			for i := 0; i < b.N; i++ {
-				body, err := EncodeBody(rec, c, level)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n = len(body)
+	plain := SampleRecord(1000, 1)
+	defer plain.Release()
+	dict := dictSample(b, dictSampleSchema(), 1000, 1)
+	defer dict.Release()
+	for _, enc := range []struct {
+		name string
+		rec  arrow.Record
+	}{{"plain", plain}, {"dictionary", dict}} {
+		for _, level := range []int{0, 1, 3, 9} {
+			c := CompressionZSTD
+			if level == 0 {
+				c = CompressionNone
 			}
-			b.ReportMetric(float64(n)/1000, "bytes/row")
-		})
+			b.Run(fmt.Sprintf("%s/level-%d", enc.name, level), func(b *testing.B) {
+				b.ReportAllocs()
+				var n int
+				for i := 0; i < b.N; i++ {
+					body, err := EncodeBody(enc.rec, c, level)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n = len(body)
+				}
+				b.ReportMetric(float64(n)/1000, "bytes/row")
+			})
+		}
 	}
 }
 

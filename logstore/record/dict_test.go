@@ -66,7 +66,7 @@ func TestDictionarySchema(t *testing.T) {
 // plain record back, and ZSTD bodies are smaller than without dictionaries.
 func TestDictionaryBodyRoundTrip(t *testing.T) {
 	s := dictSampleSchema()
-	for _, n := range []int{1, 7, 1000} {
+	for _, n := range []int{0, 1, 7, 1000} {
 		rec := dictSample(t, s, n, 11)
 		defer rec.Release()
 		for _, c := range []Compression{CompressionNone, CompressionLZ4Frame, CompressionZSTD} {

@@ -54,9 +54,11 @@ const (
 // message when Decompress is given no limit (maxBody <= 0).
 const DefaultMaxDecompressed = 256 << 20
 
-// ErrTooLarge reports a compressed batch that declares more uncompressed
-// bytes than the caller's limit (a possible decompression bomb).
-var ErrTooLarge = errors.New("arrowipc: decompressed body exceeds the limit")
+// ErrTooLarge reports input that would take more memory than a limit to
+// decode: a compressed batch that declares more uncompressed bytes than
+// the caller's limit (a possible decompression bomb), or a stream whose
+// dictionaries SplitStream would repeat into too many bytes.
+var ErrTooLarge = errors.New("arrowipc: decoded size over the limit")
 
 // ErrInvalidCodec reports an unknown codec or a zstd level outside 1..22.
 var ErrInvalidCodec = errors.New("arrowipc: invalid compression codec or level")

@@ -221,3 +221,45 @@ func wordsRecord(t *testing.T, words ...string) arrow.RecordBatch {
 	defer tag.Release()
 	return array.NewRecordBatch(dictSchema, []arrow.Array{arrs[4], kind, arrs[5], tag, arrs[6]}, int64(len(words)))
 }
+
+// TestSplitStreamBoundsRepeatedDictionaries: a stream of a big dictionary
+// then many record batches would make SplitStream copy the dictionary into
+// every body; past twice the stream plus 16 MiB it refuses.
+func TestSplitStreamBoundsRepeatedDictionaries(t *testing.T) {
+	big := make([]string, 1)
+	big[0] = string(make([]byte, 1<<20))
+	r := wordsRecord(t, big...)
+	defer r.Release()
+	schemaMsg, bodies, err := SplitStream(writeStream(t, dictSchema, nil, r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dicts, _, err := viewBody(bodies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Schema, the dictionaries once, then the batch 40 times.
+	stream := append([]byte(nil), schemaMsg...)
+	for _, d := range dicts {
+		stream = append(stream, d.m.raw...)
+	}
+	batch := bodies[0][len(bodies[0])-len(mustView(t, bodies[0]).m.raw):]
+	for range 40 {
+		stream = append(stream, batch...)
+	}
+	if _, _, err := SplitStream(stream); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("SplitStream of 40 batches after a 2 MiB dictionary = %v, want ErrTooLarge", err)
+	}
+	if _, b, err := SplitStream(stream[:len(stream)-35*len(batch)]); err != nil || len(b) != 5 {
+		t.Fatalf("SplitStream of 5 batches = %d bodies, %v", len(b), err)
+	}
+}
+
+func mustView(t *testing.T, body []byte) batchView {
+	t.Helper()
+	_, v, err := viewBody(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -136,7 +136,8 @@ func unexpectedHeader(got, want uint8) error {
 // themselves, aliasing stream. With dictionary batches, each body is made
 // self-contained: the dictionaries in force at its record batch (the last
 // batch of each id so far, in the order the ids first appeared, modern
-// framing) followed by the record-batch message, in a new slice; delta
+// framing) followed by the record-batch message, in a new slice, in all at
+// most twice the stream's size plus 16 MiB (else ErrTooLarge); delta
 // dictionary batches fail with ErrUnsupported, as do tensors, and anything
 // else that is not a valid stream with ErrMalformed.
 //
@@ -145,6 +146,7 @@ func unexpectedHeader(got, want uint8) error {
 func SplitStream(stream []byte) (schemaMsg []byte, batches [][]byte, err error) {
 	var dictIDs []int64         // in order of first appearance
 	dicts := map[int64][]byte{} // the dictionary batch in force, per id
+	copied, maxCopied := 0, 2*len(stream)+16<<20
 	off := 0
 	for i := 0; off < len(stream); i++ {
 		m, n, eos, err := parseMessage(stream[off:])
@@ -164,7 +166,13 @@ func SplitStream(stream []byte) (schemaMsg []byte, batches [][]byte, err error) 
 			for _, id := range dictIDs {
 				body = appendFramed(body, dicts[id])
 			}
-			batches = append(batches, appendFramed(body, m.raw))
+			body = appendFramed(body, m.raw)
+			// Each body repeats the dictionaries in force: bound what
+			// a stream of many batches after big dictionaries costs.
+			if copied += len(body); copied > maxCopied {
+				return nil, nil, fmt.Errorf("stream message %d at byte %d: %w: repeating the dictionaries for each record batch takes more than %d bytes; send fewer record batches per stream, or smaller dictionaries", i, off, ErrTooLarge, maxCopied)
+			}
+			batches = append(batches, body)
 		case i > 0 && m.hdrType == hdrDictionaryBatch:
 			v, err := viewMessage(m)
 			if err != nil {
