@@ -378,12 +378,32 @@ func TestAppendArrowRejectsBadInput(t *testing.T) {
 	} else {
 		t.Fatal("could not find the record count to corrupt")
 	}
+	// The table's schema message, then a batch with a fifth column: Arrow
+	// readers ignore the extra field node and buffers, projection cannot.
+	wide := arrow.NewSchema(append(recordOf(nil).Schema().Fields(), arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Int32}), nil)
+	wb := array.NewRecordBuilder(memory.DefaultAllocator, wide)
+	wb.Field(0).(*array.Int64Builder).Append(1)
+	wb.Field(1).(*array.StringBuilder).Append("a")
+	wb.Field(2).(*array.Float64Builder).Append(1)
+	wb.Field(3).(*array.Int32Builder).Append(1)
+	wb.Field(4).(*array.Int32Builder).Append(1)
+	wideStream, _ := client.EncodeArrowStream(nil, wb.NewRecord(), false)
+	goodSchema, _, err := arrowipc.SplitStream(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wideBatches, err := arrowipc.SplitStream(wideStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := arrowipc.AppendStream(nil, goodSchema, wideBatches...)
 	for _, tc := range []struct {
 		name   string
 		stream []byte
 		msg    string
 	}{
 		{"garbage", []byte("not arrow at all"), "arrow"},
+		{"extra buffers", extra, "field nodes"},
 		{"wrong schema", wrong, "columns"},
 		{"truncated", good[:len(good)-40], "arrow"},
 		{"corrupt body", corrupt, "record batch"},

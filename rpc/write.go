@@ -469,7 +469,14 @@ func decodeArrowBatch(t *raftmeta.Table, in arrowSent, i int, msg []byte) (arrow
 	if in.sent != nil {
 		rec, err = record.DecodeBodyAs(sch.ArrowSchema(), in.sent, msg, memory.DefaultAllocator)
 	} else {
-		rec, err = record.DecodeBody(sch.ArrowSchema(), msg, memory.DefaultAllocator)
+		// Possibly stored as sent: it must have the layout that
+		// projected reads of it will need, not only be readable.
+		var layout *arrowipc.Layout
+		if layout, err = layoutOf(sch); err == nil {
+			if err = arrowipc.CheckBody(msg, layout); err == nil {
+				rec, err = record.DecodeBody(sch.ArrowSchema(), msg, memory.DefaultAllocator)
+			}
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: arrow for %s: record batch %d: %v", ErrInvalidRequest, t.FullName(), i, err)

@@ -186,6 +186,23 @@ func TestDictionaryBodyErrors(t *testing.T) {
 	if _, err := Project(nil, body, []int{0, 1}, other); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("Project with a dictionary the schema lacks = %v, want ErrMalformed", err)
 	}
+	// CheckBody: a whole body passes; one dictionary short, or one twice,
+	// does not.
+	whole := append(append(append([]byte(nil), msgs[1]...), msgs[2]...), msgs[3]...)
+	if err := CheckBody(whole, layout); err != nil {
+		t.Fatalf("CheckBody of a whole body: %v", err)
+	}
+	short := append(append([]byte(nil), msgs[1]...), msgs[3]...)
+	twice := append(append(append([]byte(nil), msgs[1]...), msgs[1]...), msgs[3]...)
+	for name, b := range map[string][]byte{"a dictionary short": short, "a dictionary twice": twice} {
+		if err := CheckBody(b, layout); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("CheckBody with %s = %v, want ErrMalformed", name, err)
+		}
+		if _, err := Project(nil, b, []int{0}, layout); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("Project with %s = %v, want ErrMalformed", name, err)
+		}
+	}
+
 	// Dictionaries only, no record batch.
 	if _, err := Decompress(nil, append(append([]byte(nil), msgs[1]...), msgs[2]...), 0); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("Decompress of dictionaries without a batch = %v, want ErrMalformed", err)

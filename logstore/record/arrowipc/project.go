@@ -60,28 +60,14 @@ func Project(dst []byte, body []byte, keep []int, layout *Layout) ([]byte, error
 			return dst, fmt.Errorf("%w: keep %v must be strictly ascending field indexes in [0, %d)", ErrInvalidProjection, keep, nf)
 		}
 	}
-	dicts, v, err := viewBody(body)
+	dicts, v, err := checkedBody(body, layout)
 	if err != nil {
 		return dst, fmt.Errorf("project: %w", err)
-	}
-	if v.nodes.n != layout.NumNodes() || v.bufs.n != layout.NumBuffers() {
-		return dst, fmt.Errorf("%w: batch has %d field nodes and %d buffers, its schema needs %d and %d",
-			ErrMalformed, v.nodes.n, v.bufs.n, layout.NumNodes(), layout.NumBuffers())
 	}
 	start := len(dst)
 	for i := range dicts {
 		d := &dicts[i]
-		f, ok := layout.dictByID(d.dict.id)
-		if !ok {
-			return dst[:start], fmt.Errorf("%w: dictionary batch %d: no field of the schema has that dictionary", ErrMalformed, d.dict.id)
-		}
-		if d.nodes.n != f.nodes || d.bufs.n != f.bufs {
-			return dst[:start], fmt.Errorf("%w: dictionary batch %d has %d field nodes and %d buffers, its field needs %d and %d",
-				ErrMalformed, d.dict.id, d.nodes.n, d.bufs.n, f.nodes, f.bufs)
-		}
-		if d.dict.isDelta {
-			return dst[:start], fmt.Errorf("%w: dictionary batch %d is a delta; a body carries whole dictionaries", ErrUnsupported, d.dict.id)
-		}
+		f, _ := layout.dictByID(d.dict.id)
 		if !slices.Contains(keep, f.field) {
 			continue
 		}
@@ -99,6 +85,56 @@ func Project(dst []byte, body []byte, keep []int, layout *Layout) ([]byte, error
 		return dst[:start], fmt.Errorf("project: %w", err)
 	}
 	return dst, nil
+}
+
+// CheckBody checks that body is a batch body of the schema layout was
+// derived from, as Project needs it: a record batch with exactly the
+// schema's field nodes and buffers, each inside the body, after exactly
+// one whole (not delta) dictionary batch per dictionary-encoded field,
+// each with its field's value layout. Errors wrap ErrMalformed or
+// ErrUnsupported. Arrow readers accept more (extra trailing nodes and
+// buffers, say): a body that is to be stored must pass this too, or
+// projected reads of it would fail.
+func CheckBody(body []byte, layout *Layout) error {
+	if layout == nil || len(layout.nodeStart) == 0 {
+		return fmt.Errorf("%w: nil Layout; derive it with LayoutOf", ErrInvalidProjection)
+	}
+	_, _, err := checkedBody(body, layout)
+	return err
+}
+
+// checkedBody is viewBody with the checks of CheckBody.
+func checkedBody(body []byte, layout *Layout) (dicts []batchView, v batchView, err error) {
+	if dicts, v, err = viewBody(body); err != nil {
+		return nil, v, err
+	}
+	if v.nodes.n != layout.NumNodes() || v.bufs.n != layout.NumBuffers() {
+		return nil, v, fmt.Errorf("%w: batch has %d field nodes and %d buffers, its schema needs %d and %d",
+			ErrMalformed, v.nodes.n, v.bufs.n, layout.NumNodes(), layout.NumBuffers())
+	}
+	for i := range dicts {
+		d := &dicts[i]
+		f, ok := layout.dictByID(d.dict.id)
+		if !ok {
+			return nil, v, fmt.Errorf("%w: dictionary batch %d: no field of the schema has that dictionary", ErrMalformed, d.dict.id)
+		}
+		if d.nodes.n != f.nodes || d.bufs.n != f.bufs {
+			return nil, v, fmt.Errorf("%w: dictionary batch %d has %d field nodes and %d buffers, its field needs %d and %d",
+				ErrMalformed, d.dict.id, d.nodes.n, d.bufs.n, f.nodes, f.bufs)
+		}
+		if d.dict.isDelta {
+			return nil, v, fmt.Errorf("%w: dictionary batch %d is a delta; a body carries whole dictionaries", ErrUnsupported, d.dict.id)
+		}
+		for _, e := range dicts[:i] {
+			if e.dict.id == d.dict.id {
+				return nil, v, fmt.Errorf("%w: dictionary %d twice", ErrMalformed, d.dict.id)
+			}
+		}
+	}
+	if len(dicts) != len(layout.dicts) {
+		return nil, v, fmt.Errorf("%w: %d dictionary batches, the schema has %d dictionary-encoded fields", ErrMalformed, len(dicts), len(layout.dicts))
+	}
+	return dicts, v, nil
 }
 
 // copyMessage appends the message of v, with v's dictionary header, its
