@@ -149,7 +149,7 @@ func tableCmd() *cobra.Command {
 		},
 	}
 	f := create.Flags()
-	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required); a STRING or BYTES column of a log table may end in DICTIONARY to be stored dictionary-encoded`)
+	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required); a STRING or BYTES column may end in DICTIONARY to be stored dictionary-encoded`)
 	f.StringVar(&primaryKey, "primary-key", "", "primary key columns, comma-separated (makes a primary-key table)")
 	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated (STRING, INT, BIGINT or DATE; a write creates the partitions its rows name)")
 	f.StringVar(&bucketKey, "bucket-key", "", "bucket key columns, comma-separated")

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +107,100 @@ func TestLakeUnionReadDictionary(t *testing.T) {
 				t.Fatalf("columns %v: %d rows, want %d", columns, len(ids), next)
 			}
 		}
+	}
+}
+
+// TestPKTableDictionary: a primary-key table's dictionary-encoded column
+// (its changelog stores it so) reads back the same through lookups, the
+// changelog as JSON and as Arrow (where it is a dictionary) and the
+// binlog (whose images hold plain values).
+func TestPKTableDictionary(t *testing.T) {
+	n := startNode(t, testConfig(t.TempDir()))
+	defer n.Close()
+	ctx, c := withDB(t, n)
+	no := false
+	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table: "db.cart",
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
+			{Name: "user_id", Type: "BIGINT", Nullable: &no},
+			{Name: "item", Type: "INT", Nullable: &no},
+			{Name: "qty", Type: "BIGINT"},
+			{Name: "note", Type: "STRING", Dictionary: true},
+		}, PrimaryKey: []string{"user_id", "item"}},
+		BucketKeys:  []string{"user_id"},
+		BucketCount: 2,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for u := range 4 {
+		for item := range 5 {
+			rows = append(rows, fmt.Sprintf(`{"user_id":%d,"item":%d,"qty":%d,"note":%q}`, u, item, u*item, []string{"gift", "rush", "gift", "none"}[(u+item)%4]))
+		}
+	}
+	if _, err := c.Upsert(ctx, "db.cart", []byte("["+strings.Join(rows, ",")+"]"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upsert(ctx, "db.cart", []byte(`[{"user_id":1,"item":2,"note":"late"},{"user_id":2,"item":0,"note":null}]`), []string{"user_id", "item", "note"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, "db.cart", []byte(`[{"user_id":3,"item":4}]`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Lookup(ctx, "db.cart", []byte(`[{"user_id":1,"item":2},{"user_id":2,"item":0},{"user_id":3,"item":4},{"user_id":0,"item":1}]`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"user_id":1,"item":2,"qty":2,"note":"late"},{"user_id":2,"item":0,"qty":0,"note":null},null,{"user_id":0,"item":1,"qty":0,"note":"rush"}]`; string(got) != want {
+		t.Fatalf("lookup:\n got %s\nwant %s", got, want)
+	}
+
+	// The changelog as JSON and as Arrow: the same changes.
+	var fromJSON, fromArrow []string
+	for _, r := range scanAll(t, ctx, c, "db.cart$changelog") {
+		fromJSON = append(fromJSON, fmt.Sprintf("%v %v/%v %v %v", r["_log_offset"], r["user_id"], r["item"], r["_change_type"], r["note"]))
+	}
+	for _, br := range scanArrow(t, ctx, c, "db.cart$changelog", nil) {
+		rec := br.rec
+		note := rec.Column(6)
+		d, ok := note.(*array.Dictionary)
+		if !ok {
+			t.Fatalf("Arrow $changelog note is %s", note.DataType())
+		}
+		for i := range int(rec.NumRows()) {
+			v := "<nil>"
+			if !d.IsNull(i) {
+				v = d.Dictionary().(*array.String).Value(d.GetValueIndex(i))
+			}
+			fromArrow = append(fromArrow, fmt.Sprintf("%v %v/%v %v %v", rec.Column(1).(*array.Int64).Value(i),
+				rec.Column(3).(*array.Int64).Value(i), rec.Column(4).(*array.Int32).Value(i), rec.Column(0).(*array.String).Value(i), v))
+		}
+		rec.Release()
+	}
+	slices.Sort(fromJSON)
+	slices.Sort(fromArrow)
+	if len(fromJSON) != 20+4+1 || !slices.Equal(fromJSON, fromArrow) {
+		t.Fatalf("changelog as JSON (%d rows):\n%v\nas Arrow (%d rows):\n%v", len(fromJSON), fromJSON, len(fromArrow), fromArrow)
+	}
+
+	// The binlog's images hold note as a plain string.
+	updates := 0
+	for _, r := range scanAll(t, ctx, c, "db.cart$binlog") {
+		if r["_change_type"] == "update" && r["before"].(map[string]any)["user_id"] == float64(1) {
+			if before, after := r["before"].(map[string]any), r["after"].(map[string]any); before["note"] != "none" || after["note"] != "late" {
+				t.Fatalf("binlog update %v", r)
+			}
+			updates++
+		}
+	}
+	if updates != 1 {
+		t.Fatalf("%d binlog updates of user 1, want 1", updates)
+	}
+	for _, br := range scanArrow(t, ctx, c, "db.cart$binlog", nil) {
+		after := br.rec.Schema().Field(4).Type.(*arrow.StructType)
+		if f, _ := after.FieldByName("note"); !arrow.TypeEqual(f.Type, arrow.BinaryTypes.String) || f.HasMetadata() {
+			t.Fatalf("Arrow $binlog image field %v", f)
+		}
+		br.rec.Release()
 	}
 }

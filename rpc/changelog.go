@@ -255,7 +255,9 @@ func binlogArrowSchema(sch *record.Schema, cols []int) *arrow.Schema {
 		var fields []arrow.Field
 		for _, c := range cols {
 			if c >= 3 {
-				fields = append(fields, full.Field(c))
+				f := full.Field(c)
+				f.Metadata = arrow.Metadata{} // the images hold plain values, dictionary-encoded or not
+				fields = append(fields, f)
 			}
 		}
 		image := arrow.StructOf(fields...)

@@ -49,14 +49,15 @@ func TestDictionarySchema(t *testing.T) {
 		t.Fatal("a schema without dictionary columns is stored as another schema")
 	}
 
-	bad := []*Schema{
-		{Columns: []Column{{Name: "n", Type: Type{Kind: KindInt}, Dictionary: true}}},
-		{Columns: []Column{{Name: "k", Type: Type{Kind: KindString}}, {Name: "v", Type: Type{Kind: KindString}, Dictionary: true}}, PrimaryKey: []string{"k"}},
-	}
-	for _, b := range bad {
-		if err := b.Validate(); !errors.Is(err, ErrBadSchema) {
-			t.Errorf("Validate(%+v) = %v, want ErrBadSchema", b.Columns, err)
+	for _, typ := range []Type{{Kind: KindInt}, {Kind: KindTimestamp, Precision: 3}, {Kind: KindDecimal, Precision: 5, Scale: 1}} {
+		bad := &Schema{Columns: []Column{{Name: "c", Type: typ, Dictionary: true}}}
+		if err := bad.Validate(); !errors.Is(err, ErrBadSchema) {
+			t.Errorf("Validate(%+v) = %v, want ErrBadSchema", bad.Columns, err)
 		}
+	}
+	pk := &Schema{Columns: []Column{{Name: "k", Type: Type{Kind: KindString}, Dictionary: true}, {Name: "v", Type: Type{Kind: KindBytes, Length: 8}, Nullable: true, Dictionary: true}}, PrimaryKey: []string{"k"}}
+	if err := pk.Validate(); err != nil {
+		t.Errorf("a primary-key table with dictionary columns: %v", err)
 	}
 }
 

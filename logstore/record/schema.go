@@ -14,9 +14,10 @@ type Column struct {
 	Type     Type
 	Nullable bool
 	Comment  string
-	// Dictionary stores the column dictionary-encoded (STRING and BYTES
-	// types, log tables): for columns with few distinct values, whose
-	// offsets and repeated values compress poorly.
+	// Dictionary stores the column dictionary-encoded in the log (STRING
+	// and BYTES types; a primary-key table's changelog): for columns with
+	// few distinct values, whose offsets and repeated values compress
+	// poorly.
 	Dictionary bool
 }
 
@@ -82,13 +83,8 @@ func (s *Schema) Validate() error {
 		if c.Type.ArrowType() == nil {
 			return fmt.Errorf("%w: column %q has no valid type", ErrBadSchema, c.Name)
 		}
-		if c.Dictionary {
-			if c.Type.Kind != KindString && c.Type.Kind != KindBytes {
-				return fmt.Errorf("%w: column %q is %s; only STRING, VARCHAR, CHAR, BYTES, VARBINARY and BINARY columns can be dictionary-encoded", ErrBadSchema, c.Name, c.Type)
-			}
-			if len(s.PrimaryKey) > 0 {
-				return fmt.Errorf("%w: column %q: dictionary encoding is for log tables; a primary-key table stores its rows in its key-value store", ErrBadSchema, c.Name)
-			}
+		if c.Dictionary && c.Type.Kind != KindString && c.Type.Kind != KindBytes {
+			return fmt.Errorf("%w: column %q is %s; only STRING, VARCHAR, CHAR, BYTES, VARBINARY and BINARY columns can be dictionary-encoded", ErrBadSchema, c.Name, c.Type)
 		}
 	}
 	pk := make(map[string]bool, len(s.PrimaryKey))

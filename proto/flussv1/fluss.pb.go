@@ -459,9 +459,10 @@ type Column struct {
 	Nullable *bool  `protobuf:"varint,3,opt,name=nullable,proto3,oneof" json:"nullable,omitempty"`
 	Comment  string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
 	// Store the column dictionary-encoded: a dictionary of the batch's
-	// distinct values and an int32 index per row. For STRING and BYTES
-	// columns of log tables with few distinct values (event types, country
-	// codes); Arrow results carry the column as dictionary<int32, type>.
+	// distinct values and an int32 index per row (in a primary-key table's
+	// changelog). For STRING and BYTES columns with few distinct values
+	// (event types, country codes); Arrow results carry the column as
+	// dictionary<int32, type>.
 	Dictionary    bool `protobuf:"varint,5,opt,name=dictionary,proto3" json:"dictionary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
