@@ -413,7 +413,7 @@ func arrowInput(t *raftmeta.Table, stream []byte) (arrowSent, [][]byte, error) {
 		return arrowSent{}, nil, fmt.Errorf("%w: arrow for %s: %v", ErrInvalidRequest, t.FullName(), err)
 	}
 	in := arrowSent{sch: sch}
-	if (record.HasDictionaries(got) || record.StoredSchema(sch.ArrowSchema()) != sch.ArrowSchema()) && !storedForm(sch, schemaMsg) {
+	if (record.HasDictionaries(got) || record.StoredSchema(sch.ArrowSchema()) != sch.ArrowSchema()) && !storedForm(sch, got, schemaMsg) {
 		in.sent = got
 	}
 	return in, msgs, nil
@@ -428,14 +428,11 @@ type arrowSent struct {
 	sent *arrow.Schema
 }
 
-// storedForm reports whether a client's schema message (which sameFields
-// accepted) has the Arrow types of sch's stored batches, dictionary ids
-// included, so that its batches can be stored as they are.
-func storedForm(sch *record.Schema, schemaMsg []byte) bool {
-	got, err := readSchemaMessage(schemaMsg)
-	if err != nil {
-		return false
-	}
+// storedForm reports whether a client's schema (which sameFields
+// accepted), decoded from schemaMsg, has the Arrow types of sch's stored
+// batches, dictionary ids included, so that its batches can be stored as
+// they are.
+func storedForm(sch *record.Schema, got *arrow.Schema, schemaMsg []byte) bool {
 	stored := record.StoredSchema(sch.ArrowSchema())
 	for i := range stored.NumFields() {
 		if !arrow.TypeEqual(got.Field(i).Type, stored.Field(i).Type) {

@@ -29,10 +29,10 @@ import (
 // batches hold it dictionary-encoded; the value is "true".
 const DictionaryMetadataKey = "fluss.dictionary"
 
-// DictionaryIndexType is the index type of stored dictionary-encoded
+// dictionaryIndexType is the index type of stored dictionary-encoded
 // columns: 32 bits, so that any batch fits, and what Arrow libraries use by
 // default.
-var DictionaryIndexType = arrow.PrimitiveTypes.Int32
+var dictionaryIndexType = arrow.PrimitiveTypes.Int32
 
 // dictionaryFieldMetadata is the metadata of a dictionary-encoded column's
 // field.
@@ -49,7 +49,7 @@ var storedSchemas Memo[*arrow.Schema, *arrow.Schema]
 
 // StoredSchema returns the Arrow schema stored bodies of schema are written
 // in: each field marked with DictionaryMetadataKey becomes a dictionary of
-// DictionaryIndexType over its type, without the mark. A schema without
+// dictionaryIndexType over its type, without the mark. A schema without
 // marked fields is returned as it is.
 func StoredSchema(schema *arrow.Schema) *arrow.Schema {
 	marked := false
@@ -66,7 +66,7 @@ func StoredSchema(schema *arrow.Schema) *arrow.Schema {
 		fields := schema.Fields()
 		for i := range fields {
 			if isDictionaryField(&fields[i]) {
-				fields[i].Type = &arrow.DictionaryType{IndexType: DictionaryIndexType, ValueType: fields[i].Type}
+				fields[i].Type = &arrow.DictionaryType{IndexType: dictionaryIndexType, ValueType: fields[i].Type}
 				fields[i].Metadata = arrow.Metadata{}
 			}
 		}

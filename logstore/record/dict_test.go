@@ -41,7 +41,7 @@ func TestDictionarySchema(t *testing.T) {
 		if ok != s.Columns[i].Dictionary {
 			t.Fatalf("stored field %d (%s) is %s", i, f.Name, f.Type)
 		}
-		if ok && (!arrow.TypeEqual(dt.ValueType, s.Columns[i].Type.ArrowType()) || !arrow.TypeEqual(dt.IndexType, DictionaryIndexType)) {
+		if ok && (!arrow.TypeEqual(dt.ValueType, s.Columns[i].Type.ArrowType()) || !arrow.TypeEqual(dt.IndexType, dictionaryIndexType)) {
 			t.Fatalf("stored field %s is %s", f.Name, dt)
 		}
 	}
