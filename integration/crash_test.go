@@ -23,7 +23,8 @@ type ack struct {
 // writers while the server is kill -9'ed and restarted, then reads the
 // bucket back: every acknowledged row is there exactly once, at the offset
 // the acknowledgement named, offsets are dense, and no row of any attempt
-// appears twice.
+// appears twice. One column is dictionary-encoded, so that its per-batch
+// dictionaries go through the crashes too.
 func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -54,6 +55,7 @@ func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 			{"name": "seq", "type": "INT", "nullable": false},
 			{"name": "i", "type": "INT", "nullable": false},
 			{"name": "payload", "type": "STRING"},
+			{"name": "kind", "type": "STRING", "nullable": false, "dictionary": true},
 		}},
 		"bucketCount": 1,
 	})
@@ -73,7 +75,7 @@ func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 				n := 1 + (seq*7+w)%20
 				rows := make([]map[string]any, n)
 				for i := range rows {
-					rows[i] = map[string]any{"writer": w, "seq": seq, "i": i, "payload": fmt.Sprintf("w%d-s%d-%d", w, seq, i)}
+					rows[i] = map[string]any{"writer": w, "seq": seq, "i": i, "payload": fmt.Sprintf("w%d-s%d-%d", w, seq, i), "kind": kindOf(w, i)}
 				}
 				req := map[string]any{"table": "it.events", "bucket": 0, "rows": rows, "writerId": w, "batchSequence": seq}
 				// Retry the same (writer, seq) until it is acknowledged: the
@@ -120,7 +122,10 @@ func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	}
 
 	// Read the whole bucket back.
-	type row struct{ Writer, Seq, I int }
+	type row struct {
+		Writer, Seq, I int
+		Kind           string
+	}
 	var rows []row
 	var hw int64 = -1
 	offset := int64(0)
@@ -162,7 +167,7 @@ func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 			if off >= int64(len(rows)) {
 				t.Fatalf("ack %+v: offset %d beyond the log (%d rows)", a, off, len(rows))
 			}
-			if got, want := rows[off], (row{a.writer, a.seq, i}); got != want {
+			if got, want := rows[off], (row{a.writer, a.seq, i, kindOf(a.writer, i)}); got != want {
 				t.Fatalf("offset %d holds %+v, acknowledged %+v", off, got, want)
 			}
 		}
@@ -177,7 +182,7 @@ func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		last[r.Writer] = r.Seq
 		n := 1 + (r.Seq*7+r.Writer)%20
 		for i := 0; i < n; i++ {
-			if off+i >= len(rows) || rows[off+i] != (row{r.Writer, r.Seq, i}) {
+			if off+i >= len(rows) || rows[off+i] != (row{r.Writer, r.Seq, i, kindOf(r.Writer, i)}) {
 				t.Fatalf("batch writer %d seq %d not whole at offset %d", r.Writer, r.Seq, off)
 			}
 		}
@@ -186,3 +191,6 @@ func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	b, _ := json.Marshal(map[string]int{"acknowledged appends": len(acks), "rows": len(rows), "restarts": restarts})
 	t.Logf("%s", b)
 }
+
+// kindOf is the value of the crash test's dictionary-encoded column.
+func kindOf(writer, i int) string { return fmt.Sprintf("k%d", (writer+i)%3) }
