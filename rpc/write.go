@@ -317,7 +317,8 @@ func encodeBatch[S batchSource](src S, schemaID int32, comp record.Compression, 
 // recompression). Every batch is decoded once to validate it (buffer
 // bounds, NOT NULL) and to compute its stats. Without a bucket on a
 // multi-bucket table with bucket keys, batches are split by key and
-// re-encoded: clients should send per-bucket streams.
+// re-encoded: clients should send per-bucket streams. So are batches whose
+// dictionary-encoded columns differ from the table's (arrowSent).
 func (s *service) prepareArrow(t *raftmeta.Table, m *flussv1.AppendRequest) ([]bucketBatches, error) {
 	in, msgs, err := arrowInput(t, m.GetArrow())
 	if err != nil {
