@@ -23,29 +23,32 @@
 //   - No function panics or reads out of bounds on arbitrary input: every
 //     flatbuffer offset, vector length and buffer range is checked against
 //     its message before use, nested field walks are depth- and
-//     count-bounded, and errors wrap ErrMalformed, ErrUnsupported or
-//     ErrInvalidProjection.
+//     count-bounded, and errors wrap ErrMalformed, ErrUnsupported,
+//     ErrTooLarge or ErrInvalidProjection.
 //
 //   - Project never decompresses: kept buffers are copied byte for byte with
 //     the BodyCompression (codec, method) unchanged, each placed at an
 //     8-aligned offset and zero-padded to a multiple of 8, so the new body
 //     length is exactly the sum of the kept buffers' padded lengths. Kept field
 //     nodes, the record count, the metadata version and the message's custom
-//     metadata are copied unchanged.
+//     metadata are copied unchanged. Kept dictionary batches are copied the
+//     same way, with only their id renumbered.
 //
-//   - Project needs the batch's buffer lengths to sum to at most its body
+//   - Project needs each message's buffer lengths to sum to at most its body
 //     length (true for every honest writer: buffers do not overlap), so its
-//     output is never larger than its input plus 7 bytes per buffer.
+//     output is never larger than its input plus 7 bytes per buffer and a
+//     rebuilt flatbuffer header per message.
 //
 //   - Output is always in the modern framing (0xFFFFFFFF, int32 metadata
 //     length, flatbuffer padded so the body starts 8-aligned, body); input may
 //     be modern or legacy (pre-0.15, without the 0xFFFFFFFF marker).
 //
-//   - Slices returned by SplitStream alias its input; Project and AppendStream
-//     append to the caller's buffer; Layout is immutable and safe for
-//     concurrent use.
+//   - Slices returned by SplitStream alias its input (but the bodies it
+//     assembles for streams with dictionaries, at most twice the stream
+//     plus 16 MiB in all); Project and AppendStream append to the caller's
+//     buffer; Layout is immutable and safe for concurrent use.
 //
-//   - Compress and Decompress convert a record-batch message between
+//   - Compress and Decompress convert a batch body between
 //     uncompressed and Arrow BodyCompression (LZ4_FRAME or ZSTD, method
 //     BUFFER) with process-wide codecs safe for concurrent use (a zstd
 //     encoder per speed used through EncodeAll, one zstd decoder used
