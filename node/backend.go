@@ -108,6 +108,9 @@ func (n *Node) CreateTable(ctx context.Context, spec raftmeta.TableSpec, ignoreI
 		return 0, fmt.Errorf("%w: table %s.%s sets table.datalake.enabled = %s, but node %d has no lake directory ([tiering] lake_dir)",
 			rpc.ErrNotConfigured, spec.Database, spec.Name, v, n.id)
 	}
+	if err := n.requireDictionary(spec.Columns); err != nil {
+		return 0, err
+	}
 	n.awaitMetaLeader(ctx)
 	id, err := n.metaCall(ctx, &metaOp{Op: opCreateTable, Spec: &spec, IgnoreIfExists: ignoreIfExists})
 	if err != nil {
@@ -195,6 +198,9 @@ func (n *Node) DropTable(ctx context.Context, name string, ignoreIfNotExists boo
 func (n *Node) AddColumns(ctx context.Context, name string, cols []record.Column) (int32, error) {
 	db, t, err := splitTableName(name)
 	if err != nil {
+		return 0, err
+	}
+	if err := n.requireDictionary(cols); err != nil {
 		return 0, err
 	}
 	n.awaitMetaLeader(ctx)

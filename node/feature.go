@@ -2,7 +2,9 @@ package node
 
 import (
 	"fmt"
+	"slices"
 
+	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
@@ -22,9 +24,14 @@ const (
 	// the sender's local log in front of the state (node/replica
 	// snapshot.go). An earlier binary cannot read it and fails to restore.
 	featureSnapshotLog uint32 = 2
+	// featureDictionary: dictionary-encoded columns (record.Column
+	// Dictionary). Their batches start with Arrow dictionary batches,
+	// which an earlier binary neither decodes nor projects, and its
+	// catalog would drop the column flag.
+	featureDictionary uint32 = 3
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureSnapshotLog
+	featureLevel = featureDictionary
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members
@@ -52,4 +59,13 @@ func (n *Node) requireFeature(want uint32, what string) error {
 		}
 	}
 	return fmt.Errorf("%w: %s needs cluster feature level %d, and node(s) %v run an older version; upgrade every node first", raftmeta.ErrFeatureLevel, what, want, old)
+}
+
+// requireDictionary refuses dictionary-encoded columns among cols while an
+// alive node's binary does not know them.
+func (n *Node) requireDictionary(cols []record.Column) error {
+	if !slices.ContainsFunc(cols, func(c record.Column) bool { return c.Dictionary }) {
+		return nil
+	}
+	return n.requireFeature(featureDictionary, "a dictionary-encoded column")
 }

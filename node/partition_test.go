@@ -265,7 +265,9 @@ func TestKVPrefix(t *testing.T) {
 // TestPartitionsNeedTheFeatureLevel: while an alive node runs a binary
 // without partitioned tables (it gossips feature level 0), no partition is
 // created, by CreatePartition or by a write (failed_precondition, nothing
-// stored); once that node is gone (upgraded), partitions are created.
+// stored); once that node is gone (upgraded), partitions are created. The
+// same for dictionary-encoded columns (a later level), by CreateTable and
+// AlterTable.
 func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 	nodes, _ := opsCluster(t, 2) // the metadata quorum outlives the old node
 	first := nodes[0]
@@ -310,10 +312,32 @@ func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 	if got := listPartitions(t, ctx, c, "db.ev"); len(got) != 0 {
 		t.Fatalf("partitions %v after refused creates", got)
 	}
+	dictTable := func() error {
+		_, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+			Table:  "db.dict",
+			Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "kind", Type: "STRING", Dictionary: true}}},
+		})
+		return err
+	}
+	addDict := func() error {
+		_, err := c.Admin().AlterTable(ctx, connect.NewRequest(&flussv1.AlterTableRequest{Table: "db.ev",
+			AddColumns: []*flussv1.Column{{Name: "kind", Type: "STRING", Dictionary: true}}}))
+		return err
+	}
+	for what, call := range map[string]func() error{"create a dictionary table": dictTable, "add a dictionary column": addDict} {
+		if err := call(); codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "feature level") {
+			t.Fatalf("%s next to an old node: %v, want failed_precondition", what, err)
+		}
+	}
 	// The old node leaves (to be upgraded): the alive nodes all support it.
 	old.Close()
 	waitFor(t, 20*time.Second, func() bool { return first.clusterFeatureLevel() == featureLevel })
 	if err := create(); err != nil {
 		t.Fatalf("create a partition once every alive node supports it: %v", err)
+	}
+	for what, call := range map[string]func() error{"create a dictionary table": dictTable, "add a dictionary column": addDict} {
+		if err := call(); err != nil {
+			t.Fatalf("%s once every alive node supports it: %v", what, err)
+		}
 	}
 }
