@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -553,18 +554,7 @@ func TestFSMReplayDeterminism(t *testing.T) {
 			ok++
 		}
 		if i == n/2 {
-			snap, err := a.f.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sink := &memSink{}
-			if err := snap.Persist(sink); err != nil {
-				t.Fatal(err)
-			}
-			restored = newApplier(t)
-			if err := restored.f.Restore(nopCloser{bytes.NewReader(sink.Bytes())}); err != nil {
-				t.Fatal(err)
-			}
+			restored = snapshotRoundTrip(t, a)
 			restored.index = a.index
 			if restored.f.AppliedIndex() != a.index {
 				t.Fatalf("restored AppliedIndex = %d, want %d", restored.f.AppliedIndex(), a.index)
@@ -653,4 +643,51 @@ func TestFSMPartitionLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSnapshotKeepsDictionaryColumns: a column's dictionary flag survives
+// the catalog's commands and a snapshot round trip.
+func TestSnapshotKeepsDictionaryColumns(t *testing.T) {
+	a := newApplier(t)
+	if r := a.apply(cCreateDB("db", false)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	spec := testSpec("db", "t")
+	spec.Columns[1].Dictionary = true
+	if r := a.apply(cCreateTable(t, spec, false)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	restored := snapshotRoundTrip(t, a)
+	for _, f := range []*FSM{a.f, restored.f} {
+		tables := f.AllTables()
+		if len(tables) != 1 {
+			t.Fatalf("%d tables", len(tables))
+		}
+		var flags []bool
+		for _, c := range tables[0].Schema().Columns {
+			flags = append(flags, c.Dictionary)
+		}
+		if !slices.Equal(flags, []bool{false, true, false}) {
+			t.Fatalf("dictionary flags %v, want [false true false]", flags)
+		}
+	}
+}
+
+// snapshotRoundTrip persists a snapshot of a's FSM and restores it into a
+// new applier.
+func snapshotRoundTrip(t *testing.T, a *applier) *applier {
+	t.Helper()
+	snap, err := a.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	restored := newApplier(t)
+	if err := restored.f.Restore(nopCloser{bytes.NewReader(sink.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	return restored
 }
