@@ -122,19 +122,14 @@ func appendArrowGoBody(dst []byte, rec arrow.Record, c Compression, zstdLevel in
 		return dst, fmt.Errorf("encode arrow body: %w", err)
 	}
 	msg := e.sink.b
+	var err error
 	if fresh {
 		// The first Write of a stream writer emits the schema message
-		// first (no body): skip its 8-byte prefix and metadata.
-		if len(msg) < 8 {
-			return dst, fmt.Errorf("encode arrow body: short schema message")
+		// first.
+		if msg, err = afterSchemaMessage(msg); err != nil {
+			return dst, err
 		}
-		skip := 8 + int(binary.LittleEndian.Uint32(msg[4:]))
-		if skip > len(msg) {
-			return dst, fmt.Errorf("encode arrow body: bad schema message")
-		}
-		msg = msg[skip:]
 	}
-	var err error
 	switch {
 	case c == CompressionNone && exact && dst == nil:
 		dst = bytes.Clone(msg)
@@ -155,6 +150,20 @@ func appendArrowGoBody(dst []byte, rec arrow.Record, c Compression, zstdLevel in
 		return dst, fmt.Errorf("encode arrow body: %w", err)
 	}
 	return dst, nil
+}
+
+// afterSchemaMessage returns what an arrow-go stream writer wrote after
+// its schema message (which has no body): its 8-byte prefix and metadata
+// are skipped.
+func afterSchemaMessage(stream []byte) ([]byte, error) {
+	if len(stream) < 8 {
+		return nil, fmt.Errorf("encode arrow body: short schema message")
+	}
+	skip := 8 + int(binary.LittleEndian.Uint32(stream[4:]))
+	if skip > len(stream) {
+		return nil, fmt.Errorf("encode arrow body: bad schema message")
+	}
+	return stream[skip:], nil
 }
 
 // SchemaMessage returns the encapsulated Arrow IPC schema message of
