@@ -301,14 +301,27 @@ func HasDictionaries(schema *arrow.Schema) bool {
 
 // appendDictionaryBody appends the body of rec (see appendBody) for a
 // schema with dictionary-encoded columns: their dictionary batches, then
-// the record batch, written by a fresh arrow-go stream writer so that
-// every body carries its own dictionaries.
+// the record batch, built directly (appendPlainDictionaryBody) or, for
+// what that does not take (empty records and dictionaries), by a fresh
+// arrow-go stream writer, so that every body carries its own dictionaries.
 func appendDictionaryBody(dst []byte, rec arrow.Record, stored *arrow.Schema, c Compression, zstdLevel int) ([]byte, error) {
 	srec, err := encodeDictionaries(rec, stored, memory.DefaultAllocator)
 	if err != nil {
 		return dst, fmt.Errorf("encode arrow body: %w", err)
 	}
 	defer srec.Release()
+	sp := decompressScratch.Get().(*[]byte)
+	if plain, ok := appendPlainDictionaryBody((*sp)[:0], srec); ok {
+		if c != CompressionNone {
+			return compressPlain(dst, sp, plain, c, zstdLevel)
+		}
+		dst = append(dst, plain...)
+		if *sp = plain; cap(plain) <= 8<<20 {
+			decompressScratch.Put(sp)
+		}
+		return dst, nil
+	}
+	decompressScratch.Put(sp)
 	var buf bytes.Buffer
 	w := ipc.NewWriter(&buf, ipc.WithSchema(stored))
 	if err := w.Write(srec); err != nil {

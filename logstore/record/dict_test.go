@@ -137,6 +137,26 @@ func TestDictionaryBodyRoundTrip(t *testing.T) {
 		got.Release()
 	}
 
+	// A dictionary column of nulls only has an empty dictionary.
+	nulls := dictSample(t, s, 5, 2)
+	defer nulls.Release()
+	cols := append([]arrow.Array(nil), nulls.Columns()...)
+	cols[4] = array.MakeArrayOfNull(memory.DefaultAllocator, arrow.BinaryTypes.String, 5)
+	defer cols[4].Release()
+	allNull := array.NewRecordBatch(s.ArrowSchema(), cols, 5)
+	defer allNull.Release()
+	for _, c := range []Compression{CompressionNone, CompressionZSTD} {
+		body, err := EncodeBody(allNull, c, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeBody(s.ArrowSchema(), body, nil)
+		if err != nil || !array.RecordEqual(got, allNull) {
+			t.Fatalf("all-null dictionary column, %s: %v\n%v", c, err, got)
+		}
+		got.Release()
+	}
+
 	plain := SampleRecord(1000, 11)
 	defer plain.Release()
 	dict := dictSample(t, s, 1000, 11)

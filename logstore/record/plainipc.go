@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	flatbuffers "github.com/google/flatbuffers/go"
 )
@@ -12,16 +13,19 @@ import (
 // Flatbuffer slots of the Arrow IPC Message and RecordBatch tables
 // (format/Message.fbs).
 const (
-	fbMsgVersion    = 0
-	fbMsgHeaderType = 1
-	fbMsgHeader     = 2
-	fbMsgBodyLength = 3
-	fbRBLength      = 0
-	fbRBNodes       = 1
-	fbRBBuffers     = 2
-	fbMetadataV5    = 4
-	fbHeaderRecord  = 3
-	fbStructSize    = 16 // FieldNode and Buffer: two int64
+	fbMsgVersion       = 0
+	fbMsgHeaderType    = 1
+	fbMsgHeader        = 2
+	fbMsgBodyLength    = 3
+	fbRBLength         = 0
+	fbRBNodes          = 1
+	fbRBBuffers        = 2
+	fbMetadataV5       = 4
+	fbHeaderRecord     = 3
+	fbHeaderDictionary = 2
+	fbDBID             = 0 // DictionaryBatch table slots
+	fbDBData           = 1
+	fbStructSize       = 16 // FieldNode and Buffer: two int64
 )
 
 // plainEncoder is the pooled scratch state of appendPlainBody.
@@ -90,6 +94,12 @@ func collectPlain(rec arrow.Record, p *plainBuffers) (ok bool) {
 				data = bufs[2].Bytes()[:last]
 			}
 			p.bufs = append(p.bufs, offs, data)
+		case *arrow.DictionaryType: // the indices (the dictionary is its own message)
+			w := 4 * n
+			if dt.IndexType.ID() != arrow.INT32 || len(bufs) < 2 || bufs[1] == nil || bufs[1].Len() < w {
+				return false
+			}
+			p.bufs = append(p.bufs, bufs[1].Bytes()[:w])
 		case arrow.FixedWidthDataType:
 			switch dt.ID() {
 			case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.FLOAT32, arrow.FLOAT64,
@@ -135,6 +145,47 @@ func (e *plainEncoder) release() {
 // appendMessage appends the message of the collected field nodes and
 // buffers (e.p) of a record batch of rows rows.
 func (e *plainEncoder) appendMessage(dst []byte, rows int64) []byte {
+	return e.appendMessageAs(dst, rows, -1)
+}
+
+// appendPlainDictionaryBody is appendPlainBody for a record with
+// dictionary-encoded columns (int32 indices): a dictionary batch per such
+// column, its id the column's rank among them (as arrow-go numbers them),
+// then the record batch.
+func appendPlainDictionaryBody(dst []byte, rec arrow.Record) (out []byte, ok bool) {
+	start := len(dst)
+	var id int64
+	for _, col := range rec.Columns() {
+		d, isDict := col.(*array.Dictionary)
+		if !isDict {
+			continue
+		}
+		dict := d.Dictionary()
+		one := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "d", Type: dict.DataType(), Nullable: true}}, nil),
+			[]arrow.Array{dict}, int64(dict.Len()))
+		e := getPlainEncoder()
+		ok := collectPlain(one, &e.p)
+		if ok {
+			dst = e.appendMessageAs(dst, int64(dict.Len()), id)
+		}
+		e.release()
+		one.Release()
+		if !ok {
+			return dst[:start], false
+		}
+		id++
+	}
+	e := getPlainEncoder()
+	defer e.release()
+	if !collectPlain(rec, &e.p) {
+		return dst[:start], false
+	}
+	return e.appendMessageAs(dst, rec.NumRows(), -1), true
+}
+
+// appendMessageAs is appendMessage, for a dictionary batch with id dictID
+// when dictID >= 0.
+func (e *plainEncoder) appendMessageAs(dst []byte, rows int64, dictID int64) []byte {
 	p := &e.p
 	b := e.b
 	b.Reset()
@@ -164,9 +215,16 @@ func (e *plainEncoder) appendMessage(dst []byte, rows int64) []byte {
 	b.PrependUOffsetTSlot(fbRBNodes, nodesVec, 0)
 	b.PrependUOffsetTSlot(fbRBBuffers, buffersVec, 0)
 	batch := b.EndObject()
+	header := byte(fbHeaderRecord)
+	if dictID >= 0 {
+		b.StartObject(3)
+		b.PrependInt64Slot(fbDBID, dictID, 0)
+		b.PrependUOffsetTSlot(fbDBData, batch, 0)
+		batch, header = b.EndObject(), fbHeaderDictionary
+	}
 	b.StartObject(5)
 	b.PrependInt16Slot(fbMsgVersion, fbMetadataV5, 0)
-	b.PrependByteSlot(fbMsgHeaderType, fbHeaderRecord, 0)
+	b.PrependByteSlot(fbMsgHeaderType, header, 0)
 	b.PrependUOffsetTSlot(fbMsgHeader, batch, 0)
 	b.PrependInt64Slot(fbMsgBodyLength, body, 0)
 	b.Finish(b.EndObject())
