@@ -78,6 +78,19 @@ func StoredSchema(schema *arrow.Schema) *arrow.Schema {
 // with those columns dictionary-encoded as stored says. The caller releases
 // the result.
 func encodeDictionaries(rec arrow.Record, stored *arrow.Schema, mem memory.Allocator) (arrow.Record, error) {
+	return mapColumns(rec, stored, func(i int, col arrow.Array) (arrow.Array, error) {
+		dt, ok := stored.Field(i).Type.(*arrow.DictionaryType)
+		if !ok {
+			return nil, nil
+		}
+		return dictionaryEncode(col, dt, mem)
+	})
+}
+
+// mapColumns returns a record of schema whose column i is f(i, rec's
+// column i), or that column itself where f returns nil. The caller
+// releases the result.
+func mapColumns(rec arrow.Record, schema *arrow.Schema, f func(i int, col arrow.Array) (arrow.Array, error)) (arrow.Record, error) {
 	cols := make([]arrow.Array, rec.NumCols())
 	defer func() {
 		for _, c := range cols {
@@ -87,18 +100,17 @@ func encodeDictionaries(rec arrow.Record, stored *arrow.Schema, mem memory.Alloc
 		}
 	}()
 	for i, col := range rec.Columns() {
-		dt, ok := stored.Field(i).Type.(*arrow.DictionaryType)
-		if !ok {
-			col.Retain()
-			cols[i] = col
-			continue
-		}
-		var err error
-		if cols[i], err = dictionaryEncode(col, dt, mem); err != nil {
+		out, err := f(i, col)
+		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
 		}
+		if out == nil {
+			col.Retain()
+			out = col
+		}
+		cols[i] = out
 	}
-	return array.NewRecordBatch(stored, cols, rec.NumRows()), nil
+	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
 }
 
 // binaryArray is a STRING or BYTES array (*array.String, *array.Binary).
@@ -154,27 +166,13 @@ func dictionaryEncode(a arrow.Array, dt *arrow.DictionaryType, mem memory.Alloca
 // against their dictionaries: rec may come from a client. The caller
 // releases the result.
 func decodeDictionaries(rec arrow.Record, schema *arrow.Schema, mem memory.Allocator) (arrow.Record, error) {
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i, col := range rec.Columns() {
+	return mapColumns(rec, schema, func(i int, col arrow.Array) (arrow.Array, error) {
 		d, ok := col.(*array.Dictionary)
 		if !ok {
-			col.Retain()
-			cols[i] = col
-			continue
+			return nil, nil
 		}
-		var err error
-		if cols[i], err = dictionaryDecode(d, schema.Field(i).Type, mem); err != nil {
-			return nil, fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
-		}
-	}
-	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
+		return dictionaryDecode(d, schema.Field(i).Type, mem)
+	})
 }
 
 // dictionaryDecode returns the values d's indices name, as an array of vt.

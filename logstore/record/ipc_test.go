@@ -166,27 +166,31 @@ func FuzzDecodeBody(f *testing.F) {
 		f.Add(body)
 	}
 	f.Add([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, body []byte) {
-		rec, err := DecodeBody(schema, body, nil)
-		if err != nil {
-			if !errors.Is(err, ErrBadBody) {
-				t.Fatalf("error %v does not wrap ErrBadBody", err)
-			}
-			return
+	f.Fuzz(func(t *testing.T, body []byte) { checkDecodeBody(t, schema, body) })
+}
+
+// checkDecodeBody is the property of the DecodeBody fuzz targets: an
+// error wraps ErrBadBody; a record has schema, and reading every column's
+// values is safe (the first 1,000: an all-null column may claim any length
+// without a buffer).
+func checkDecodeBody(t *testing.T, schema *arrow.Schema, body []byte) {
+	rec, err := DecodeBody(schema, body, nil)
+	if err != nil {
+		if !errors.Is(err, ErrBadBody) {
+			t.Fatalf("error %v does not wrap ErrBadBody", err)
 		}
-		defer rec.Release()
-		if !rec.Schema().Equal(schema) {
-			t.Fatalf("decoded schema %s, want %s", rec.Schema(), schema)
+		return
+	}
+	defer rec.Release()
+	if !rec.Schema().Equal(schema) {
+		t.Fatalf("decoded schema %s, want %s", rec.Schema(), schema)
+	}
+	for i, col := range rec.Columns() {
+		if col.Len() != int(rec.NumRows()) {
+			t.Fatalf("column %d has %d values, the record %d rows", i, col.Len(), rec.NumRows())
 		}
-		// Reading values of every column must be safe (the first 1,000:
-		// an all-null column may claim any length without a buffer).
-		for i, col := range rec.Columns() {
-			if col.Len() != int(rec.NumRows()) {
-				t.Fatalf("column %d has %d values, the record %d rows", i, col.Len(), rec.NumRows())
-			}
-			for row := range min(col.Len(), 1000) {
-				_ = col.ValueStr(row)
-			}
+		for row := range min(col.Len(), 1000) {
+			_ = col.ValueStr(row)
 		}
-	})
+	}
 }
