@@ -118,20 +118,7 @@ func TestPKTableDictionary(t *testing.T) {
 	n := startNode(t, testConfig(t.TempDir()))
 	defer n.Close()
 	ctx, c := withDB(t, n)
-	no := false
-	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
-		Table: "db.cart",
-		Schema: &flussv1.Schema{Columns: []*flussv1.Column{
-			{Name: "user_id", Type: "BIGINT", Nullable: &no},
-			{Name: "item", Type: "INT", Nullable: &no},
-			{Name: "qty", Type: "BIGINT"},
-			{Name: "note", Type: "STRING", Dictionary: true},
-		}, PrimaryKey: []string{"user_id", "item"}},
-		BucketKeys:  []string{"user_id"},
-		BucketCount: 2,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createPKTableNote(t, ctx, c, "cart", nil, true)
 	var rows []string
 	for u := range 4 {
 		for item := range 5 {

@@ -36,6 +36,13 @@ func withDB(t *testing.T, n *Node) (context.Context, *client.Client) {
 // user_id (a strict prefix: prefix lookups), 4 buckets.
 func createPKTable(t *testing.T, ctx context.Context, c *client.Client, name string, props map[string]string) {
 	t.Helper()
+	createPKTableNote(t, ctx, c, name, props, false)
+}
+
+// createPKTableNote is createPKTable with, when dictionary is set, the note
+// column dictionary-encoded.
+func createPKTableNote(t *testing.T, ctx context.Context, c *client.Client, name string, props map[string]string, dictionary bool) {
+	t.Helper()
 	no := false
 	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
 		Table: "db." + name,
@@ -43,7 +50,7 @@ func createPKTable(t *testing.T, ctx context.Context, c *client.Client, name str
 			{Name: "user_id", Type: "BIGINT", Nullable: &no},
 			{Name: "item", Type: "INT", Nullable: &no},
 			{Name: "qty", Type: "BIGINT"},
-			{Name: "note", Type: "STRING"},
+			{Name: "note", Type: "STRING", Dictionary: dictionary},
 		}, PrimaryKey: []string{"user_id", "item"}},
 		BucketKeys:  []string{"user_id"},
 		BucketCount: 4,
