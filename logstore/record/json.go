@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -98,6 +101,11 @@ func decodeJSON(s *Schema, rows []byte, target []int) (JSONRows, error) {
 	if err != nil {
 		return JSONRows{}, fmt.Errorf("%w: rows are not valid JSON: %v", ErrBadRow, err)
 	}
+	if bytes.IndexByte(rows, '\\') >= 0 {
+		if err := checkEscapes(rows); err != nil {
+			return JSONRows{}, err
+		}
+	}
 	arr, err := v.Array()
 	if err != nil {
 		return JSONRows{}, fmt.Errorf("%w: rows must be a JSON array of objects, got %s", ErrBadRow, v.Type())
@@ -155,6 +163,83 @@ func (d *jsonDecoder) decode(arr []*fastjson.Value, target []int) error {
 		}
 	}
 	return nil
+}
+
+// checkEscapes finds the first escape in the strings of rows that RFC 8259
+// does not allow or that is no Unicode text: an unknown escape, \u without
+// four hex digits, a UTF-16 surrogate without its other half. fastjson
+// unescapes such an escape by keeping it as written, which would store a
+// value the client never sent (a lone "\ud800" would become six
+// characters). rows has parsed as JSON, so outside a string every '"'
+// opens one.
+func checkEscapes(rows []byte) error {
+	for i := 0; i < len(rows); i++ {
+		open := bytes.IndexByte(rows[i:], '"')
+		if open < 0 {
+			return nil
+		}
+		for i += open + 1; i < len(rows) && rows[i] != '"'; i++ {
+			if rows[i] != '\\' {
+				continue
+			}
+			n, msg := escapeLen(rows[i:])
+			if msg != "" {
+				return fmt.Errorf("%w: rows are not valid JSON: %s at byte %d", ErrBadRow, msg, i)
+			}
+			i += n - 1
+		}
+	}
+	return nil
+}
+
+// escapeLen returns the length of the escape at the start of b (b[0] is a
+// backslash), or why it is not valid JSON text.
+func escapeLen(b []byte) (int, string) {
+	if len(b) < 2 {
+		return 0, "unterminated escape"
+	}
+	switch b[1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, ""
+	case 'u':
+	default:
+		return 0, fmt.Sprintf("unknown escape %q", b[:2])
+	}
+	r, ok := hexRune(b[2:])
+	if !ok {
+		return 0, fmt.Sprintf("%q is not \\u and four hex digits", clip(b[:min(len(b), 6)]))
+	}
+	if !utf16.IsSurrogate(r) {
+		return 6, ""
+	}
+	if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
+		if lo, ok := hexRune(b[8:]); ok && utf16.DecodeRune(r, lo) != unicode.ReplacementChar {
+			return 12, ""
+		}
+	}
+	return 0, fmt.Sprintf("unpaired UTF-16 surrogate %s", b[:6]) // \u and four hex digits
+}
+
+// hexRune decodes the four hex digits at the start of b.
+func hexRune(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // appendValue appends v to column ci; it returns a non-empty message when

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -516,6 +517,7 @@ func FuzzDecodeJSONRows(f *testing.F) {
 			t.Fatal(err)
 		}
 		checkJSONBatch(t, s, data, rec, CompressionNone)
+		checkStringsAsEncodingJSON(t, data, rec, s.Index("s"))
 		out := AppendJSONRows(nil, rec, 0, int(rec.NumRows()), &JSONOptions{Types: types})
 		again, err := DecodeJSONRows(s, out, nil)
 		if err != nil {
@@ -529,6 +531,72 @@ func FuzzDecodeJSONRows(f *testing.F) {
 }
 
 var _ arrow.Record // keep import when trimming tests
+
+// checkStringsAsEncodingJSON: every value of the STRING column ci that the
+// decoder accepted is the string encoding/json reads from the same rows.
+// (encoding/json turns an unpaired surrogate into U+FFFD; the decoder
+// refuses it.) Rows encoding/json refuses (a raw control character in a
+// string) are not compared.
+func checkStringsAsEncodingJSON(t *testing.T, data []byte, rec arrow.Record, ci int) {
+	t.Helper()
+	var rows []map[string]any
+	if json.Unmarshal(data, &rows) != nil {
+		return
+	}
+	col := rec.Column(ci).(*array.String)
+	name := rec.Schema().Field(ci).Name
+	for i, row := range rows {
+		want, ok := row[name].(string)
+		if !ok {
+			continue
+		}
+		if got := col.Value(i); got != want {
+			t.Fatalf("row %d: column %s is %q, encoding/json reads %q from %s", i, name, got, want, data)
+		}
+	}
+}
+
+// TestJSONEscapes: escapes decode as RFC 8259 says; an escape that is not
+// JSON or not Unicode text (a lone UTF-16 surrogate) is refused with where
+// it is, never stored as written.
+func TestJSONEscapes(t *testing.T) {
+	s := allTypesSchema(t)
+	for _, tt := range []struct{ in, want string }{
+		{`"\ud83d\ude00 ok"`, "😀 ok"},
+		{`"\uD83D\uDE00"`, "😀"},
+		{`"a\u0000b"`, "a\x00b"},
+		{`"\\ud800"`, `\ud800`}, // an escaped backslash, then text
+		{`"q\"\\\/\b\f\n\r\t"`, "q\"\\/\b\f\n\r\t"},
+		{`"\u00e9\u4E2D"`, "é中"},
+	} {
+		rec, err := DecodeJSONRows(s, []byte(`[{"bi":1,"s":`+tt.in+`}]`), nil)
+		if err != nil {
+			t.Errorf("%s: %v", tt.in, err)
+			continue
+		}
+		if got := rec.Column(s.Index("s")).(*array.String).Value(0); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.in, got, tt.want)
+		}
+		rec.Release()
+	}
+	for _, tt := range []struct{ row, msg string }{
+		{`{"bi":1,"s":"\ud800"}`, `unpaired UTF-16 surrogate \ud800 at byte 14`},
+		{`{"bi":1,"s":"x\udfff"}`, `unpaired UTF-16 surrogate \udfff at byte 15`},
+		{`{"bi":1,"s":"\ud800\u0041"}`, `unpaired UTF-16 surrogate \ud800`},
+		{`{"bi":1,"s":"\ude00\ud83d"}`, `unpaired UTF-16 surrogate \ude00`},
+		{`{"bi":1,"s":"\ud800x"}`, `unpaired UTF-16 surrogate \ud800`},
+		{`{"bi":1,"s":"ok"},{"bi":2,"s":"\q"}`, `unknown escape "\\q" at byte 32`},
+		{`{"bi":1,"s":"\u12g4"}`, `"\\u12g4" is not \u and four hex digits`},
+		{`{"bi":1,"s":"\u12"}`, `"\\u12\"}" is not \u and four hex digits`},
+		{`{"b\qi":1}`, `unknown escape "\\q"`},
+		{`{"bi":1,"by":"\ud800"}`, `unpaired UTF-16 surrogate`},
+	} {
+		_, err := DecodeJSONRows(s, []byte("["+tt.row+"]"), nil)
+		if !errors.Is(err, ErrBadRow) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: got %v, want an error with %q", tt.row, err, tt.msg)
+		}
+	}
+}
 
 // TestRowErrorsClipLongValues: an error quotes at most maxShown bytes of a
 // rejected value or key, and says how long it was: a value can be as long
