@@ -16,6 +16,7 @@
 #   integration/bench/cost.sh --appender                    # extra `bench produce` flags
 #   PROF=/tmp/p integration/bench/cost.sh                   # CPU profiles /tmp/p.N.pb.gz of each node
 #   EXTRA_CONFIG=/tmp/tls.toml integration/bench/cost.sh    # TOML appended to every node's config
+#   TMPDIR=/mnt/data integration/bench/cost.sh              # data on another filesystem
 #
 # Only the processes this script started are killed (by pid); data lives in
 # a temp dir (KEEP=1 keeps it).
@@ -27,7 +28,7 @@ BUCKETS=${BUCKETS:-16}
 DURATION=${DURATION:-10}
 BASE_PORT=${BASE_PORT:-21000}
 
-WORK=$(mktemp -d /tmp/fluss-cost.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fluss-cost.XXXXXX")
 PIDS=()
 cleanup() {
 	((${#PIDS[@]})) && kill "${PIDS[@]}" 2>/dev/null || true
