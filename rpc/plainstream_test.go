@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -87,6 +88,50 @@ func TestScanOverPlainJSON(t *testing.T) {
 				t.Fatalf("status %d (%s), %+v; want %d, code %s, a message naming %q", status, ct, out, tc.status, tc.code, tc.msg)
 			}
 		})
+	}
+}
+
+// TestScanFromOffsets: a Scan from given offsets reads each bucket from
+// there to its end; an offset at the end reads nothing, one outside the log
+// is out_of_range, as Fetch answers it.
+func TestScanFromOffsets(t *testing.T) {
+	e := ordersWithRows(t, 300) // one bucket, offsets 0..299
+	from := func(offset int) string {
+		return fmt.Sprintf(`{"table":"shop.orders","from":"OFFSETS","offsets":[{"bucket":0,"offset":%d}],"columns":["n"]}`, offset)
+	}
+	for _, tc := range []struct{ offset, first, rows int }{{250, 250, 50}, {0, 0, 300}, {300, 0, 0}} {
+		status, _, lines := scanPlain(t, e.url, from(tc.offset))
+		var ns []int
+		for _, l := range lines {
+			var msg struct{ Rows []struct{ N int } }
+			if err := json.Unmarshal([]byte(l), &msg); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			for _, r := range msg.Rows {
+				ns = append(ns, r.N)
+			}
+		}
+		if status != 200 || len(ns) != tc.rows {
+			t.Fatalf("from %d: status %d, %d rows, want %d", tc.offset, status, len(ns), tc.rows)
+		}
+		for i, n := range ns {
+			if n != tc.first+i {
+				t.Fatalf("from %d: row %d has n=%d, want %d", tc.offset, i, n, tc.first+i)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		offset int
+		msg    string
+	}{{301, "offset 301 is past the end of the log (300)"}, {-1, "offset -1"}} {
+		status, _, lines := scanPlain(t, e.url, from(tc.offset))
+		var out struct{ Code, Message string }
+		if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &out) != nil {
+			t.Fatalf("from %d: status %d, answer %q: want one JSON error", tc.offset, status, lines)
+		}
+		if status != 400 || out.Code != "out_of_range" || !strings.Contains(out.Message, tc.msg) {
+			t.Fatalf("from %d: status %d, %+v; want 400, out_of_range, %q", tc.offset, status, out, tc.msg)
+		}
 	}
 }
 

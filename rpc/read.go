@@ -591,7 +591,7 @@ func (sc *scan) position(ctx context.Context, tg scanTarget, spec OffsetSpec, ts
 	t := sc.plan.t
 	id := bucketOf(t, tg.part, tg.bucket)
 	sc.mu.Lock()
-	_, given := sc.start[id]
+	start, given := sc.start[id]
 	sc.mu.Unlock()
 	if !given {
 		off, err := sc.s.b.ListOffset(ctx, id, spec, tsMs)
@@ -606,6 +606,11 @@ func (sc *scan) position(ctx context.Context, tg scanTarget, spec OffsetSpec, ts
 		end, err := sc.s.b.ListOffset(ctx, id, OffsetLatest, 0)
 		if err != nil {
 			return fmt.Errorf("scan %s: end offset: %w", where(t, tg.part, tg.bucket), err)
+		}
+		if given && start > end {
+			// As Fetch answers; a following Scan learns it from its
+			// first Fetch.
+			return fmt.Errorf("%w: scan %s: offset %d is past the end of the log (%d)", ErrOffsetOutOfRange, where(t, tg.part, tg.bucket), start, end)
 		}
 		sc.mu.Lock()
 		sc.ends[id] = end
