@@ -112,18 +112,28 @@ func tableCmd() *cobra.Command {
 		Short: "Create a table",
 		Example: `  fluss-node table create shop.orders --schema "id BIGINT NOT NULL, amount DECIMAL(10,2), ts TIMESTAMP(3)" --buckets 4
   fluss-node table create shop.users --schema "id BIGINT NOT NULL, name STRING" --primary-key id
+  fluss-node table create shop.carts --schema "user_id BIGINT NOT NULL, item STRING NOT NULL, qty INT, PRIMARY KEY (user_id, item)"
   fluss-node table create shop.views --schema "id BIGINT NOT NULL, country STRING DICTIONARY"
   fluss-node table create shop.events --schema "id BIGINT, dt STRING NOT NULL" --partition-by dt \
       --set table.auto-partition.enabled=true --set table.auto-partition.time-unit=DAY`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cols, err := parseSchemaFlag(schema)
+			cols, pk, err := parseSchemaFlag(schema)
 			if err != nil {
-				return err
+				return fmt.Errorf("--schema: %w", err)
+			}
+			switch {
+			case pk != nil && primaryKey != "":
+				return fmt.Errorf("the primary key is given twice: in --schema and with --primary-key")
+			case pk == nil:
+				pk = splitList(primaryKey)
+			}
+			if buckets < 0 || cmd.Flags().Changed("buckets") && buckets == 0 {
+				return fmt.Errorf("--buckets %d: a table has at least 1 bucket", buckets)
 			}
 			req := &flussv1.CreateTableRequest{
 				Table:          args[0],
-				Schema:         &flussv1.Schema{Columns: cols, PrimaryKey: splitList(primaryKey)},
+				Schema:         &flussv1.Schema{Columns: cols, PrimaryKey: pk},
 				PartitionKeys:  splitList(partitionBy),
 				BucketKeys:     splitList(bucketKey),
 				BucketCount:    buckets,
@@ -149,7 +159,7 @@ func tableCmd() *cobra.Command {
 		},
 	}
 	f := create.Flags()
-	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required); a STRING or BYTES column may end in DICTIONARY to be stored dictionary-encoded`)
+	f.StringVar(&schema, "schema", "", `columns, e.g. "id BIGINT NOT NULL, name STRING" (required); a STRING or BYTES column may end in DICTIONARY to be stored dictionary-encoded; may include "PRIMARY KEY (id)" instead of --primary-key`)
 	f.StringVar(&primaryKey, "primary-key", "", "primary key columns, comma-separated (makes a primary-key table)")
 	f.StringVar(&partitionBy, "partition-by", "", "partition key columns, comma-separated (STRING, INT, BIGINT or DATE; a write creates the partitions its rows name)")
 	f.StringVar(&bucketKey, "bucket-key", "", "bucket key columns, comma-separated")
@@ -205,7 +215,10 @@ func tableCmd() *cobra.Command {
 		Example: `  fluss-node table alter shop.orders --add-columns "note STRING, discount DECIMAL(10,2)"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cols, err := parseSchemaFlag(addColumns)
+			cols, pk, err := parseSchemaFlag(addColumns)
+			if err == nil && pk != nil {
+				err = errors.New("PRIMARY KEY: a primary key is set when the table is created, not altered")
+			}
 			if err != nil {
 				return fmt.Errorf("--add-columns: %w", err)
 			}

@@ -208,6 +208,8 @@ func TestCLIEndToEnd(t *testing.T) {
 		{"drop unknown database", "", []string{"db", "drop", "nodb"}, []string{"nodb", "not found"}},
 		{"bad --schema type", "", []string{"table", "create", "app.x", "--schema", "id BIGGINT"}, []string{"--schema", "BIGGINT"}},
 		{"--schema column without type", "", []string{"table", "create", "app.x", "--schema", "id"}, []string{"--schema", `"id"`}},
+		{"--buckets 0", "", []string{"table", "create", "app.x", "--schema", "id INT", "--buckets", "0"}, []string{"--buckets 0", "at least 1"}},
+		{"primary key twice", "", []string{"table", "create", "app.x", "--schema", "id INT NOT NULL, PRIMARY KEY (id)", "--primary-key", "id"}, []string{"--primary-key", "twice"}},
 		{"--set without =", "", []string{"table", "create", "app.x", "--schema", "id INT", "--set", "table.log.ttl"}, []string{"--set", "key=value"}},
 		{"bad --from", "", []string{"scan", "app.ev", "--from", "yesterday"}, []string{"--from", "yesterday"}},
 		{"bad --where", "", []string{"scan", "app.ev", "--where", "n >"}, []string{"filter"}},

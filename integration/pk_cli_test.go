@@ -102,9 +102,10 @@ func TestPKCLI(t *testing.T) {
 		t.Errorf("lookup after delete = %v, want null, null, u1", rows)
 	}
 
-	// Prefix lookup: bucket key user_id is a prefix of the primary key.
-	cli("", "table", "create", "app.orders", "--schema", "user_id BIGINT NOT NULL, order_id BIGINT NOT NULL, amount INT",
-		"--primary-key", "user_id,order_id", "--bucket-key", "user_id", "--buckets", "4")
+	// Prefix lookup: bucket key user_id is a prefix of the primary key
+	// (given the SQL way, inside --schema).
+	cli("", "table", "create", "app.orders", "--schema", "user_id BIGINT NOT NULL, order_id BIGINT NOT NULL, amount INT, PRIMARY KEY (user_id, order_id)",
+		"--bucket-key", "user_id", "--buckets", "4")
 	nd.Reset()
 	for u := 1; u <= 3; u++ {
 		for o := 1; o <= u+1; o++ {
