@@ -92,12 +92,14 @@ func (l Literal) appendTo(dst []byte) []byte {
 func (l Literal) String() string { return string(l.appendTo(nil)) }
 
 // Compare is `Column Op Value`. A literal on the left is normalised at parse
-// time (`100 < a` becomes `a > 100`).
+// time (`100 < a` becomes `a > 100`). A column alone (`ok`) is Bare: the
+// comparison `ok = TRUE`, written as the column.
 type Compare struct {
 	Column string
 	Op     Op
 	Value  Literal
 	Offset int
+	Bare   bool
 }
 
 // In is `Column [NOT] IN (v1, v2, ...)`.
@@ -143,6 +145,9 @@ func (e *Not) String() string     { return string(e.appendTo(nil)) }
 
 func (e *Compare) appendTo(dst []byte) []byte {
 	dst = appendIdent(dst, e.Column)
+	if e.Bare {
+		return dst
+	}
 	dst = append(dst, ' ')
 	dst = append(dst, e.Op.String()...)
 	dst = append(dst, ' ')
@@ -218,6 +223,7 @@ func (e *Not) appendTo(dst []byte) []byte {
 var reserved = map[string]bool{
 	"AND": true, "OR": true, "NOT": true, "IN": true, "IS": true, "NULL": true,
 	"TRUE": true, "FALSE": true, "DATE": true, "TIME": true, "TIMESTAMP": true,
+	"BETWEEN": true,
 }
 
 func isIdentStart(c byte) bool {

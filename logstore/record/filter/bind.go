@@ -174,6 +174,10 @@ func (b *binder) bind(e Expr) (node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if t := b.s.Columns[col].Type; e.Bare && t.Kind != record.KindBoolean {
+			return nil, fmt.Errorf("%w: column %q is %s: a column alone (position %d) is a condition only when it is BOOLEAN; compare it with a value",
+				ErrType, e.Column, t, e.Offset+1)
+		}
 		return b.compare(col, e.Op, e.Value)
 	case *In:
 		col, err := b.column(e.Column, e.Offset)

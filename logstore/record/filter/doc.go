@@ -10,6 +10,9 @@
 //
 // Invariants:
 //
+//   - `a [NOT] BETWEEN x AND y` and a BOOLEAN column alone (`ok`) parse into
+//     comparisons (`[NOT] (a >= x AND a <= y)`, `ok = TRUE`): binding,
+//     statistics and evaluation below treat them as such.
 //   - SQL three-valued logic. A comparison, IN or NOT IN that reads a null
 //     value (or a NULL literal) is UNKNOWN; NOT UNKNOWN is UNKNOWN; AND/OR
 //     follow the Kleene tables. A row passes only when the whole predicate is

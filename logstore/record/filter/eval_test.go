@@ -151,6 +151,24 @@ func TestEvalThreeValued(t *testing.T) {
 	f("x = NULL OR x = 2", 2)           // UNKNOWN OR TRUE is TRUE
 	f("NOT (x = NULL AND x = 2)", 0, 3) // NOT (UNKNOWN AND FALSE) = TRUE
 	f("x > 0 AND x < 2", 0)
+	f("x BETWEEN 0 AND 1", 0, 3)
+	f("x BETWEEN 1 AND 0")           // an empty range, as in SQL
+	f("x NOT BETWEEN 1 AND 1", 2, 3) // the NULL row stays UNKNOWN
+	f("x BETWEEN NULL AND 5")        // UNKNOWN AND ... is never TRUE
+}
+
+// TestEvalBareColumn: a BOOLEAN column alone is TRUE where it is true;
+// NOT of it where it is false; a null row is neither.
+func TestEvalBareColumn(t *testing.T) {
+	s := oneColSchema("ok", "BOOLEAN")
+	b := array.NewBooleanBuilder(memory.DefaultAllocator)
+	b.AppendValues([]bool{true, false, false, true}, []bool{true, true, false, true}) // true, false, NULL, true
+	rec := buildRecord(t, b, "ok")
+	for text, want := range map[string][]int32{"ok": {0, 3}, "NOT ok": {1}, "ok OR ok IS NULL": {0, 2, 3}} {
+		if got := evalText(t, s, rec, text); !slices.Equal(got, want) {
+			t.Errorf("%s: got %v want %v", text, got, want)
+		}
+	}
 }
 
 func TestBindConversions(t *testing.T) {
@@ -289,6 +307,8 @@ func TestBindErrors(t *testing.T) {
 	f("ts3 = TIME '10:00:00'", ErrType, "TIMESTAMP")
 	f("dec = 1e500", ErrType, "exponent outside")
 	f("i64 IN (1, 'a')", ErrType, "a number")
+	f("b AND s", ErrType, `column "s" is STRING: a column alone (position 7) is a condition only when it is BOOLEAN`)
+	f("s BETWEEN 'a' AND 3", ErrType, "quoted string")
 	// Hand-built trees with holes are rejected, not dereferenced.
 	for _, e := range []Expr{nil, &And{L: &IsNull{Column: "b"}}, &Not{}, (*Compare)(nil)} {
 		if _, err := Bind(e, s); !errors.Is(err, ErrType) {

@@ -223,7 +223,16 @@ func genFilter(r *rand.Rand, s *record.Schema, depth int) string {
 		}
 	}
 	c := s.Columns[r.IntN(len(s.Columns))]
-	switch r.IntN(8) {
+	switch r.IntN(9) {
+	case 8:
+		if c.Type.Kind == record.KindBoolean {
+			return c.Name
+		}
+		between := " BETWEEN "
+		if r.IntN(2) == 0 {
+			between = " NOT BETWEEN "
+		}
+		return c.Name + between + genLiteral(r, c) + " AND " + genLiteral(r, c)
 	case 0:
 		return c.Name + " IS NULL"
 	case 1:

@@ -404,15 +404,18 @@ func (p *parser) parsePredicate() (Expr, error) {
 			return nil, p.errf(p.tok.pos, "expected NULL after IS%s", map[bool]string{true: " NOT"}[not])
 		}
 		return &IsNull{Column: left.col, Not: not, Offset: left.pos}, p.next()
-	case p.isKeyword("IN") || p.isKeyword("NOT"):
+	case p.isKeyword("IN") || p.isKeyword("NOT") || p.isKeyword("BETWEEN"):
 		not := p.isKeyword("NOT")
 		if not {
 			if err := p.next(); err != nil {
 				return nil, err
 			}
-			if !p.isKeyword("IN") {
-				return nil, p.errf(p.tok.pos, "expected IN after NOT")
+			if !p.isKeyword("IN") && !p.isKeyword("BETWEEN") {
+				return nil, p.errf(p.tok.pos, "expected IN or BETWEEN after NOT")
 			}
+		}
+		if p.isKeyword("BETWEEN") {
+			return p.parseBetween(left, not)
 		}
 		if !left.isCol {
 			return nil, p.errf(left.pos, "IN applies to a column, not a value")
@@ -449,7 +452,51 @@ func (p *parser) parsePredicate() (Expr, error) {
 		}
 	}
 	if left.isCol {
-		return nil, p.errf(p.tok.pos, "expected an operator (= != <> < <= > >=), IN, NOT IN or IS [NOT] NULL after column %q", left.col)
+		if p.tok.kind == tEOF || p.tok.kind == tRParen || p.isKeyword("AND") || p.isKeyword("OR") {
+			// A column alone is a condition, as in SQL: "ok" means ok = TRUE
+			// (Bind refuses it for a column that is not BOOLEAN).
+			return &Compare{Column: left.col, Op: OpEq, Value: Literal{Kind: LitBool, Text: "TRUE", Offset: left.pos}, Offset: left.pos, Bare: true}, nil
+		}
+		return nil, p.errf(p.tok.pos, "expected an operator (= != <> < <= > >=), IN, NOT IN, BETWEEN or IS [NOT] NULL after column %q", left.col)
 	}
 	return nil, p.errf(p.tok.pos, "expected an operator after the value")
+}
+
+// parseBetween parses the rest of "col [NOT] BETWEEN low AND high" (p.tok
+// is BETWEEN). It is SQL's shorthand for col >= low AND col <= high, and
+// parses to that (under NOT for NOT BETWEEN), so binding, statistics and
+// three-valued evaluation are the comparisons' own.
+func (p *parser) parseBetween(left operand, not bool) (Expr, error) {
+	if !left.isCol {
+		return nil, p.errf(left.pos, "BETWEEN applies to a column, not a value")
+	}
+	bound := func() (Literal, error) {
+		if err := p.next(); err != nil {
+			return Literal{}, err
+		}
+		v, err := p.parseOperand()
+		if err == nil && v.isCol {
+			err = p.errf(v.pos, "the bounds of BETWEEN are values, not columns (quote strings with ')")
+		}
+		return v.lit, err
+	}
+	low, err := bound()
+	if err != nil {
+		return nil, err
+	}
+	if !p.isKeyword("AND") {
+		return nil, p.errf(p.tok.pos, "expected AND between the bounds of BETWEEN")
+	}
+	high, err := bound()
+	if err != nil {
+		return nil, err
+	}
+	var e Expr = &And{
+		L: &Compare{Column: left.col, Op: OpGe, Value: low, Offset: left.pos},
+		R: &Compare{Column: left.col, Op: OpLe, Value: high, Offset: left.pos},
+	}
+	if not {
+		e = &Not{X: e, Offset: left.pos}
+	}
+	return e, nil
 }

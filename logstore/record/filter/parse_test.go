@@ -111,6 +111,16 @@ func TestParse(t *testing.T) {
 	f("a = 1. OR a = 1.e5", "(OR (= a dec:1.) (= a float:1.e5))", "a = 1. OR a = 1.e5")
 	f("a = NULL", "(= a null:NULL)", "")
 	f(" \t\na\n=\n1 ", "(= a int:1)", "a = 1")
+	// BETWEEN is its two comparisons; NOT BETWEEN their negation.
+	f("a BETWEEN 1 AND 3", "(AND (>= a int:1) (<= a int:3))", "a >= 1 AND a <= 3")
+	f("a not between 'x' and 'y' or b = 1", "(OR (NOT (AND (>= a str:x) (<= a str:y))) (= b int:1))", "NOT (a >= 'x' AND a <= 'y') OR b = 1")
+	f("d BETWEEN DATE '2024-01-01' AND DATE '2024-01-31' AND x = 1",
+		"(AND (AND (>= d date:2024-01-01) (<= d date:2024-01-31)) (= x int:1))", "")
+	f(`"between" = 1`, "(= between int:1)", `"between" = 1`)
+	// A column alone is the condition column = TRUE.
+	f("ok", "(= ok bool:TRUE)", "ok")
+	f("NOT ok AND (flag OR x > 1)", "(AND (NOT (= ok bool:TRUE)) (OR (= flag bool:TRUE) (> x int:1)))", "NOT ok AND (flag OR x > 1)")
+	f(`NOT "and"`, "(NOT (= and bool:TRUE))", `NOT "and"`)
 }
 
 func TestParseErrors(t *testing.T) {
@@ -145,7 +155,12 @@ func TestParseErrors(t *testing.T) {
 	f("a IN ()", 6, "expected a column or a value")
 	f("a IN (1 2)", 8, "expected ',' or ')'")
 	f("a IN (b)", 6, "IN lists hold values")
-	f("a NOT 1", 6, "expected IN after NOT")
+	f("a NOT 1", 6, "expected IN or BETWEEN after NOT")
+	f("1 BETWEEN 1 AND 2", 0, "BETWEEN applies to a column")
+	f("a BETWEEN 1", 11, "expected AND between the bounds")
+	f("a BETWEEN 1 OR 2", 12, "expected AND between the bounds")
+	f("a BETWEEN b AND 2", 10, "bounds of BETWEEN are values")
+	f("a BETWEEN 1 AND", 15, "expected a column or a value")
 	f("a = b", 4, "not with another column")
 	f("1 = 2", 0, "needs a column")
 	f("1 IN (2)", 0, "IN applies to a column")
@@ -161,7 +176,8 @@ func TestParseErrors(t *testing.T) {
 	f("a = 12abc", 4, "malformed number")
 	f("a = -", 4, "unexpected character")
 	f("a # 1", 2, "unexpected character")
-	f("a", 1, "expected an operator")
+	f("a 1", 2, "expected an operator")
+	f("a b", 2, "expected an operator")
 	f("NOT", 3, "expected a column or a value")
 	f("AND = 1", 0, "found keyword AND")
 	f("a = 1 OR OR", 9, "found keyword OR")
