@@ -5,7 +5,7 @@ import (
 )
 
 // Expr is a parsed filter expression. The concrete types are *And, *Or,
-// *Not, *Compare, *In and *IsNull. String renders a canonical form that
+// *Not, *Compare, *In, *IsNull and *Like. String renders a canonical form that
 // Parse reads back to the same tree.
 type Expr interface {
 	String() string
@@ -117,6 +117,17 @@ type IsNull struct {
 	Offset int
 }
 
+// Like is `Column [NOT] LIKE 'pattern' [ESCAPE 'c']`: in the pattern, %
+// matches any run of characters and _ exactly one; Escape ("" for none) is
+// one character that makes the %, _ or escape character after it literal.
+type Like struct {
+	Column  string
+	Not     bool
+	Pattern string
+	Escape  string
+	Offset  int
+}
+
 // And is `L AND R`.
 type And struct{ L, R Expr }
 
@@ -132,6 +143,7 @@ type Not struct {
 func (e *Compare) Pos() int { return e.Offset }
 func (e *In) Pos() int      { return e.Offset }
 func (e *IsNull) Pos() int  { return e.Offset }
+func (e *Like) Pos() int    { return e.Offset }
 func (e *And) Pos() int     { return e.L.Pos() }
 func (e *Or) Pos() int      { return e.L.Pos() }
 func (e *Not) Pos() int     { return e.Offset }
@@ -139,6 +151,7 @@ func (e *Not) Pos() int     { return e.Offset }
 func (e *Compare) String() string { return string(e.appendTo(nil)) }
 func (e *In) String() string      { return string(e.appendTo(nil)) }
 func (e *IsNull) String() string  { return string(e.appendTo(nil)) }
+func (e *Like) String() string    { return string(e.appendTo(nil)) }
 func (e *And) String() string     { return string(e.appendTo(nil)) }
 func (e *Or) String() string      { return string(e.appendTo(nil)) }
 func (e *Not) String() string     { return string(e.appendTo(nil)) }
@@ -175,6 +188,20 @@ func (e *IsNull) appendTo(dst []byte) []byte {
 		return append(dst, " IS NOT NULL"...)
 	}
 	return append(dst, " IS NULL"...)
+}
+
+func (e *Like) appendTo(dst []byte) []byte {
+	dst = appendIdent(dst, e.Column)
+	if e.Not {
+		dst = append(dst, " NOT"...)
+	}
+	dst = append(dst, " LIKE "...)
+	dst = appendQuoted(dst, e.Pattern, '\'')
+	if e.Escape != "" {
+		dst = append(dst, " ESCAPE "...)
+		dst = appendQuoted(dst, e.Escape, '\'')
+	}
+	return dst
 }
 
 // precedence: OR 1, AND 2, everything else binds tighter.
@@ -223,7 +250,7 @@ func (e *Not) appendTo(dst []byte) []byte {
 var reserved = map[string]bool{
 	"AND": true, "OR": true, "NOT": true, "IN": true, "IS": true, "NULL": true,
 	"TRUE": true, "FALSE": true, "DATE": true, "TIME": true, "TIMESTAMP": true,
-	"BETWEEN": true,
+	"BETWEEN": true, "LIKE": true,
 }
 
 func isIdentStart(c byte) bool {
@@ -242,6 +269,9 @@ func appendIdent(dst []byte, name string) []byte {
 	}
 	return appendQuoted(dst, name, '"')
 }
+
+// quoteLit quotes s as a filter string literal.
+func quoteLit(s string) string { return string(appendQuoted(nil, s, '\'')) }
 
 func appendQuoted(dst []byte, s string, q byte) []byte {
 	dst = append(dst, q)

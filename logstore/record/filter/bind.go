@@ -103,6 +103,8 @@ type leaf struct {
 	decs   []decimal128.Num
 	strs   []string
 	strSet map[string]struct{} // for long string IN lists
+
+	like *likePattern // LIKE (op and in unused)
 }
 
 // Bind resolves the columns of e against s and converts every literal to
@@ -179,6 +181,19 @@ func (b *binder) bind(e Expr) (node, error) {
 				ErrType, e.Column, t, e.Offset+1)
 		}
 		return b.compare(col, e.Op, e.Value)
+	case *Like:
+		col, err := b.column(e.Column, e.Offset)
+		if err != nil {
+			return nil, err
+		}
+		l, err := b.like(col, e)
+		if err != nil {
+			return nil, err
+		}
+		if e.Not {
+			return &notNode{l}, nil
+		}
+		return l, nil
 	case *In:
 		col, err := b.column(e.Column, e.Offset)
 		if err != nil {
@@ -212,6 +227,8 @@ func isNilExpr(e Expr) bool {
 	case *In:
 		return e == nil
 	case *IsNull:
+		return e == nil
+	case *Like:
 		return e == nil
 	}
 	return false
@@ -311,6 +328,20 @@ func (b *binder) compare(col int, op Op, lit Literal) (node, error) {
 			return nil, typeErr(lit, l.typ, l.name, "a quoted string such as 'abc'")
 		}
 		l.str = lit.Text
+	}
+	return l, nil
+}
+
+func (b *binder) like(col int, e *Like) (*leaf, error) {
+	l, err := b.newLeaf(col)
+	if err != nil {
+		return nil, err
+	}
+	if l.typ.Kind != record.KindString {
+		return nil, fmt.Errorf("%w: column %q is %s: LIKE (position %d) applies to STRING columns", ErrType, l.name, l.typ, e.Offset+1)
+	}
+	if l.like, err = compileLike(e.Pattern, e.Escape); err != nil {
+		return nil, fmt.Errorf("%w: LIKE at position %d: %v", ErrType, e.Offset+1, err)
 	}
 	return l, nil
 }

@@ -1,5 +1,5 @@
 // Package filter parses, binds and evaluates the server-side row filters of
-// Fetch and Scan (`amount > 100 AND city IN ('a','b') OR note IS NULL`).
+// Fetch and Scan (`amount > 100 AND city IN ('a','b') OR note LIKE 'x%'`).
 //
 // The life of a filter:
 //
@@ -10,6 +10,10 @@
 //
 // Invariants:
 //
+//   - LIKE applies to STRING columns; `_` takes one UTF-8 character (a byte
+//     that is not UTF-8 counts as one). MayMatch tests only the pattern's
+//     literal prefix against min/max; Eval on a dictionary column matches
+//     each dictionary value once.
 //   - `a [NOT] BETWEEN x AND y` and a BOOLEAN column alone (`ok`) parse into
 //     comparisons (`[NOT] (a >= x AND a <= y)`, `ok = TRUE`): binding,
 //     statistics and evaluation below treat them as such.

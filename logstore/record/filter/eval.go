@@ -638,6 +638,8 @@ func strKernel[O int32 | int64](l *leaf, offsets []O, data []byte, care, t []uin
 			x := data[lo:hi]
 			var ok bool
 			switch {
+			case l.like != nil:
+				ok = l.like.match(x)
 			case !l.in:
 				ok = cmpResult(compareBytes(x, l.str), l.op)
 			case l.strSet != nil:

@@ -309,6 +309,11 @@ func TestBindErrors(t *testing.T) {
 	f("i64 IN (1, 'a')", ErrType, "a number")
 	f("b AND s", ErrType, `column "s" is STRING: a column alone (position 7) is a condition only when it is BOOLEAN`)
 	f("s BETWEEN 'a' AND 3", ErrType, "quoted string")
+	f("by LIKE 'a%'", ErrType, `column "by" is BYTES: LIKE (position 1) applies to STRING columns`)
+	f("i64 NOT LIKE 'a%'", ErrType, "applies to STRING columns")
+	f("s LIKE 'a!' ESCAPE '!'", ErrType, "ends with the escape character")
+	f("s LIKE 'a!b' ESCAPE '!'", ErrType, "may precede only %, _ or itself")
+	f("s LIKE 'a' ESCAPE '!!'", ErrType, "must be one character")
 	// Hand-built trees with holes are rejected, not dereferenced.
 	for _, e := range []Expr{nil, &And{L: &IsNull{Column: "b"}}, &Not{}, (*Compare)(nil)} {
 		if _, err := Bind(e, s); !errors.Is(err, ErrType) {

@@ -16,7 +16,7 @@ func FuzzParse(f *testing.F) {
 		"t3 = TIME '10:00:00.5' OR f32 > 1e400",
 		"((((a = 1))))", "a IS NOT NULL", "1 < a", "a ! 1", "'unterminated", `"x"`,
 		"dec = 1.505 AND dec IN (1, 2)", "a = -.5e-3",
-		"i64 NOT BETWEEN -1 AND 2.5 OR NOT b", "(b) AND d BETWEEN DATE '2024-01-01' AND '2024-02-01'",
+		"i64 NOT BETWEEN -1 AND 2.5 OR NOT b", "s NOT LIKE 'a!%_%' ESCAPE '!' OR s LIKE ''", "(b) AND d BETWEEN DATE '2024-01-01' AND '2024-02-01'",
 	} {
 		f.Add(s)
 	}

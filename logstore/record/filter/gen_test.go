@@ -6,7 +6,9 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,8 +210,6 @@ func genLiteral(r *rand.Rand, c record.Column) string {
 	return "NULL"
 }
 
-func quoteLit(s string) string { return string(appendQuoted(nil, s, '\'')) }
-
 // genFilter returns random filter text over s.
 func genFilter(r *rand.Rand, s *record.Schema, depth int) string {
 	if depth > 0 {
@@ -225,6 +225,9 @@ func genFilter(r *rand.Rand, s *record.Schema, depth int) string {
 	c := s.Columns[r.IntN(len(s.Columns))]
 	switch r.IntN(9) {
 	case 8:
+		if c.Type.Kind == record.KindString && r.IntN(2) == 0 {
+			return c.Name + genLike(r)
+		}
 		if c.Type.Kind == record.KindBoolean {
 			return c.Name
 		}
@@ -253,6 +256,28 @@ func genFilter(r *rand.Rand, s *record.Schema, depth int) string {
 		return genLiteral(r, c) + " " + op + " " + c.Name
 	}
 	return c.Name + " " + op + " " + genLiteral(r, c)
+}
+
+// genLike returns " [NOT] LIKE 'pattern' [ESCAPE '!']" with pieces of
+// genStrings, wildcards and, with ESCAPE, escaped wildcards.
+func genLike(r *rand.Rand) string {
+	pieces := []string{"a", "b", "é", "'", "%", "%", "_", "it"}
+	escape := r.IntN(4) == 0
+	if escape {
+		pieces = append(pieces, "!%", "!_", "!!")
+	}
+	var p string
+	for n := r.IntN(5); n > 0; n-- {
+		p += pieces[r.IntN(len(pieces))]
+	}
+	out := " LIKE " + quoteLit(p)
+	if r.IntN(3) == 0 {
+		out = " NOT" + out
+	}
+	if escape {
+		out += " ESCAPE '!'"
+	}
+	return out
 }
 
 // tri is a three-valued truth value.
@@ -320,9 +345,50 @@ func (n *naive) eval(t *testing.T, e Expr, row int) tri {
 			return res.not()
 		}
 		return res
+	case *Like:
+		v, null := n.value(t, e.Column, row)
+		if null {
+			return unk
+		}
+		re, err := likeRegexp(e.Pattern, e.Escape)
+		if err != nil {
+			t.Fatalf("naive: %v", err)
+		}
+		res := triOf(re.MatchString(v.(string)))
+		if e.Not {
+			return res.not()
+		}
+		return res
 	}
 	t.Fatalf("naive: unknown node %T", e)
 	return unk
+}
+
+// likeRegexp is LIKE by its definition, as a regular expression: % is
+// .*, _ is one character, everything else (and what the escape character
+// guards) is itself.
+func likeRegexp(pattern, escape string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString(`(?s)\A`)
+	esc := []rune(escape)
+	pending := false
+	for _, r := range pattern {
+		switch {
+		case pending:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+			pending = false
+		case len(esc) == 1 && r == esc[0]:
+			pending = true
+		case r == '%':
+			b.WriteString(".*")
+		case r == '_':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString(`\z`)
+	return regexp.Compile(b.String())
 }
 
 func isNaNCmp(v any, op Op) bool {

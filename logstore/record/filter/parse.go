@@ -404,18 +404,21 @@ func (p *parser) parsePredicate() (Expr, error) {
 			return nil, p.errf(p.tok.pos, "expected NULL after IS%s", map[bool]string{true: " NOT"}[not])
 		}
 		return &IsNull{Column: left.col, Not: not, Offset: left.pos}, p.next()
-	case p.isKeyword("IN") || p.isKeyword("NOT") || p.isKeyword("BETWEEN"):
+	case p.isKeyword("IN") || p.isKeyword("NOT") || p.isKeyword("BETWEEN") || p.isKeyword("LIKE"):
 		not := p.isKeyword("NOT")
 		if not {
 			if err := p.next(); err != nil {
 				return nil, err
 			}
-			if !p.isKeyword("IN") && !p.isKeyword("BETWEEN") {
-				return nil, p.errf(p.tok.pos, "expected IN or BETWEEN after NOT")
+			if !p.isKeyword("IN") && !p.isKeyword("BETWEEN") && !p.isKeyword("LIKE") {
+				return nil, p.errf(p.tok.pos, "expected IN, BETWEEN or LIKE after NOT")
 			}
 		}
-		if p.isKeyword("BETWEEN") {
+		switch {
+		case p.isKeyword("BETWEEN"):
 			return p.parseBetween(left, not)
+		case p.isKeyword("LIKE"):
+			return p.parseLike(left, not)
 		}
 		if !left.isCol {
 			return nil, p.errf(left.pos, "IN applies to a column, not a value")
@@ -457,9 +460,39 @@ func (p *parser) parsePredicate() (Expr, error) {
 			// (Bind refuses it for a column that is not BOOLEAN).
 			return &Compare{Column: left.col, Op: OpEq, Value: Literal{Kind: LitBool, Text: "TRUE", Offset: left.pos}, Offset: left.pos, Bare: true}, nil
 		}
-		return nil, p.errf(p.tok.pos, "expected an operator (= != <> < <= > >=), IN, NOT IN, BETWEEN or IS [NOT] NULL after column %q", left.col)
+		return nil, p.errf(p.tok.pos, "expected an operator (= != <> < <= > >=), [NOT] IN, [NOT] BETWEEN, [NOT] LIKE or IS [NOT] NULL after column %q", left.col)
 	}
 	return nil, p.errf(p.tok.pos, "expected an operator after the value")
+}
+
+// parseLike parses the rest of "col [NOT] LIKE 'pattern' [ESCAPE 'c']"
+// (p.tok is LIKE). ESCAPE is not a reserved word: after the pattern nothing
+// else could follow.
+func (p *parser) parseLike(left operand, not bool) (Expr, error) {
+	if !left.isCol {
+		return nil, p.errf(left.pos, "LIKE applies to a column, not a value")
+	}
+	str := func(what string) (string, error) {
+		if err := p.next(); err != nil {
+			return "", err
+		}
+		if p.tok.kind != tString {
+			return "", p.errf(p.tok.pos, "expected a quoted %s", what)
+		}
+		text := p.tok.text
+		return text, p.next()
+	}
+	e := &Like{Column: left.col, Not: not, Offset: left.pos}
+	var err error
+	if e.Pattern, err = str("pattern after LIKE, such as 'abc%'"); err != nil {
+		return nil, err
+	}
+	if p.tok.kind == tIdent && strings.EqualFold(p.tok.text, "ESCAPE") {
+		if e.Escape, err = str("escape character after ESCAPE, such as '\\'"); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // parseBetween parses the rest of "col [NOT] BETWEEN low AND high" (p.tok

@@ -34,6 +34,15 @@ func tree(e Expr) string {
 			return "(NOTNULL " + e.Column + ")"
 		}
 		return "(NULL " + e.Column + ")"
+	case *Like:
+		op := "(LIKE "
+		if e.Not {
+			op = "(NOTLIKE "
+		}
+		if e.Escape != "" {
+			return op + e.Column + " " + e.Pattern + " esc:" + e.Escape + ")"
+		}
+		return op + e.Column + " " + e.Pattern + ")"
 	}
 	return "?"
 }
@@ -117,6 +126,12 @@ func TestParse(t *testing.T) {
 	f("d BETWEEN DATE '2024-01-01' AND DATE '2024-01-31' AND x = 1",
 		"(AND (AND (>= d date:2024-01-01) (<= d date:2024-01-31)) (= x int:1))", "")
 	f(`"between" = 1`, "(= between int:1)", `"between" = 1`)
+	// LIKE, with an optional escape character.
+	f("name LIKE 'a%'", "(LIKE name a%)", "")
+	f("name not like '%it''s_' or x = 1", "(OR (NOTLIKE name %it's_) (= x int:1))", "name NOT LIKE '%it''s_' OR x = 1")
+	f("name LIKE '50!%%' escape '!' AND escape = 1", "(AND (LIKE name 50!%% esc:!) (= escape int:1))", "name LIKE '50!%%' ESCAPE '!' AND escape = 1")
+	f(`"like" LIKE ''`, "(LIKE like )", `"like" LIKE ''`)
+	f("a LIKE 'x_' ESCAPE ''", "(LIKE a x_)", "a LIKE 'x_'") // no escape character, as PostgreSQL reads it
 	// A column alone is the condition column = TRUE.
 	f("ok", "(= ok bool:TRUE)", "ok")
 	f("NOT ok AND (flag OR x > 1)", "(AND (NOT (= ok bool:TRUE)) (OR (= flag bool:TRUE) (> x int:1)))", "NOT ok AND (flag OR x > 1)")
@@ -155,7 +170,13 @@ func TestParseErrors(t *testing.T) {
 	f("a IN ()", 6, "expected a column or a value")
 	f("a IN (1 2)", 8, "expected ',' or ')'")
 	f("a IN (b)", 6, "IN lists hold values")
-	f("a NOT 1", 6, "expected IN or BETWEEN after NOT")
+	f("a NOT 1", 6, "expected IN, BETWEEN or LIKE after NOT")
+	f("'x' LIKE 'a'", 0, "LIKE applies to a column")
+	f("a LIKE b", 7, "expected a quoted pattern")
+	f("a LIKE 1", 7, "expected a quoted pattern")
+	f("a LIKE 'x' ESCAPE", 17, "expected a quoted escape character")
+	f("a LIKE 'x' ESCAPE 1", 18, "expected a quoted escape character")
+	f("a LIKE 'x' y", 11, "expected AND, OR")
 	f("1 BETWEEN 1 AND 2", 0, "BETWEEN applies to a column")
 	f("a BETWEEN 1", 11, "expected AND between the bounds")
 	f("a BETWEEN 1 OR 2", 12, "expected AND between the bounds")

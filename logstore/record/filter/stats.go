@@ -82,6 +82,9 @@ func (l *leaf) may(st []record.ColumnStats) (bool, bool) {
 		return true, true
 	}
 	s := &st[l.col]
+	if l.like != nil {
+		return l.like.may(s), true
+	}
 	// cmpAt returns cmp(min, v), cmp(max, v) for the literal v (or the i-th
 	// IN value).
 	var cmpAt func(i int) (int, int)
@@ -144,4 +147,14 @@ func (l *leaf) may(st []record.ColumnStats) (bool, bool) {
 	}
 	mayF := !l.inNull && (isFloat || !single)
 	return mayT, mayF
+}
+
+// may is "may TRUE" of LIKE for a batch whose values lie in
+// [MinBytes, MaxBytes]: some value there must start with the prefix.
+func (p *likePattern) may(s *record.ColumnStats) bool {
+	if p.prefix == "" {
+		return true
+	}
+	lo, hi, unbounded := prefixRange(p.prefix)
+	return compareBytes(s.MaxBytes, lo) >= 0 && (unbounded || compareBytes(s.MinBytes, hi) < 0)
 }

@@ -1,0 +1,135 @@
+package filter
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf8"
+)
+
+// likePattern is a compiled LIKE pattern: literal runs, '_' (exactly one
+// character) and '%' (any run of characters, none included).
+type likePattern struct {
+	toks []likeTok
+	// prefix is the literal text before the first wildcard: every match
+	// starts with it, which is what batch statistics can test.
+	prefix string
+}
+
+type likeTok struct {
+	kind likeKind
+	lit  []byte // likeLit
+}
+
+type likeKind uint8
+
+const (
+	likeLit likeKind = iota
+	likeOne          // _
+	likeAny          // %
+)
+
+// compileLike compiles pattern. escape, if not empty, is one character
+// that makes the '%', '_' or escape character after it literal.
+func compileLike(pattern, escape string) (*likePattern, error) {
+	var esc rune = -1
+	if escape != "" {
+		r, n := utf8.DecodeRuneInString(escape)
+		if n != len(escape) || r == utf8.RuneError {
+			return nil, fmt.Errorf("ESCAPE %s must be one character", quoteLit(escape))
+		}
+		esc = r
+	}
+	p := &likePattern{}
+	var lit []byte
+	wild, pending := false, false
+	for i := 0; i < len(pattern); {
+		r, n := utf8.DecodeRuneInString(pattern[i:])
+		text := pattern[i : i+n] // as written, even if not UTF-8
+		i += n
+		switch {
+		case pending:
+			if r != '%' && r != '_' && r != esc {
+				return nil, fmt.Errorf("pattern %s: the escape character may precede only %%, _ or itself", quoteLit(pattern))
+			}
+			pending = false
+		case r == esc:
+			pending = true
+			continue
+		case r == '%' || r == '_':
+			if len(lit) > 0 {
+				p.toks = append(p.toks, likeTok{kind: likeLit, lit: lit})
+				lit = nil
+			}
+			wild = true
+			if r == '_' {
+				p.toks = append(p.toks, likeTok{kind: likeOne})
+			} else if len(p.toks) == 0 || p.toks[len(p.toks)-1].kind != likeAny { // %% is %
+				p.toks = append(p.toks, likeTok{kind: likeAny})
+			}
+			continue
+		}
+		lit = append(lit, text...)
+		if !wild {
+			p.prefix += text
+		}
+	}
+	if pending {
+		return nil, fmt.Errorf("pattern %s ends with the escape character", quoteLit(pattern))
+	}
+	if len(lit) > 0 {
+		p.toks = append(p.toks, likeTok{kind: likeLit, lit: lit})
+	}
+	return p, nil
+}
+
+// match reports whether s matches the whole pattern. '_' takes one UTF-8
+// character (an invalid byte counts as one). On a mismatch it resumes from
+// the last '%' one character further on: the usual wildcard matcher, linear
+// in the text for each '%'.
+func (p *likePattern) match(s []byte) bool {
+	pi, si := 0, 0
+	star, starS := -1, 0
+	for pi < len(p.toks) || si < len(s) {
+		if pi < len(p.toks) {
+			switch t := p.toks[pi]; t.kind {
+			case likeAny:
+				star, starS = pi, si
+				pi++
+				continue
+			case likeOne:
+				if si < len(s) {
+					_, n := utf8.DecodeRune(s[si:])
+					pi, si = pi+1, si+n
+					continue
+				}
+			case likeLit:
+				if bytes.HasPrefix(s[si:], t.lit) {
+					pi, si = pi+1, si+len(t.lit)
+					continue
+				}
+			}
+		}
+		if star < 0 || starS >= len(s) {
+			return false
+		}
+		_, n := utf8.DecodeRune(s[starS:])
+		starS += n
+		pi, si = star+1, starS
+	}
+	return true
+}
+
+// prefixRange returns the strings that start with prefix as [lo, hi): hi
+// is the least string above all of them, or unbounded when the prefix is
+// all 0xff bytes.
+func prefixRange(prefix string) (lo, hi string, unbounded bool) {
+	b := []byte(prefix)
+	for len(b) > 0 && b[len(b)-1] == 0xff {
+		b = b[:len(b)-1]
+	}
+	if len(b) == 0 {
+		return prefix, "", true
+	}
+	b[len(b)-1]++
+	return prefix, string(b), false
+}

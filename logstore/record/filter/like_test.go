@@ -1,0 +1,111 @@
+package filter
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/fluss-node/fluss-node/logstore/record"
+)
+
+func TestLikeMatch(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, escape, s string
+		want               bool
+	}{
+		{"", "", "", true},
+		{"", "", "a", false},
+		{"%", "", "", true},
+		{"%", "", "anything\n", true},
+		{"a%", "", "abc", true},
+		{"a%", "", "ba", false},
+		{"%c", "", "abc", true},
+		{"%b%", "", "abc", true},
+		{"%b%", "", "ac", false},
+		{"a_c", "", "abc", true},
+		{"a_c", "", "ac", false},
+		{"a_c", "", "aéc", true}, // _ is one character, not one byte
+		{"__", "", "é", false},
+		{"%a%a%a", "", "aaa", true},
+		{"%aab", "", "aaaab", true}, // the match resumes after a partial one
+		{"%ab%ab", "", "abab", true},
+		{"%ab%ab", "", "aab", false},
+		{"a%%b", "", "ab", true},
+		{"100!%", "!", "100%", true},
+		{"100!%", "!", "1000", false},
+		{"a!_b", "!", "a_b", true},
+		{"a!_b", "!", "axb", false},
+		{"a!!b", "!", "a!b", true},
+		{"%é_", "", "xxéy", true},
+		{"a\xffb", "", "a\xffb", true}, // bytes that are not UTF-8 match themselves
+		{"a_b", "", "a\xffb", true},    // ... and count as one character
+	} {
+		p, err := compileLike(tt.pattern, tt.escape)
+		if err != nil {
+			t.Fatalf("%q ESCAPE %q: %v", tt.pattern, tt.escape, err)
+		}
+		if got := p.match([]byte(tt.s)); got != tt.want {
+			t.Errorf("%q LIKE %q ESCAPE %q = %v, want %v", tt.s, tt.pattern, tt.escape, got, tt.want)
+		}
+	}
+}
+
+// TestLikeMayMatch: a batch is skipped only when no value in its
+// [min, max] can start with the pattern's literal prefix.
+func TestLikeMayMatch(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, min, max string
+		may               bool
+	}{
+		{"b%", "a", "c", true},
+		{"b%", "bz", "bzz", true},
+		{"b%", "c", "d", false},
+		{"b%", "a", "az", false},
+		{"b%", "a", "b", true},
+		{"b%", "c", "c", false},
+		{"%b", "x", "y", true}, // no prefix: no information
+		{"ab_", "ab", "ab", true},
+		{"ab_", "ac", "ad", false},
+		{"\xff%", "a", "b", false},
+		{"\xff%", "a", "\xff", true},
+		{"a\xff%", "b", "c", false},
+		{"a\xff%", "a\xff\xff", "b", true},
+	} {
+		p, err := compileLike(tt.pattern, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &record.ColumnStats{HasMinMax: true, MinBytes: []byte(tt.min), MaxBytes: []byte(tt.max)}
+		if got := p.may(st); got != tt.may {
+			t.Errorf("%q over [%q, %q]: may %v, want %v", tt.pattern, tt.min, tt.max, got, tt.may)
+		}
+	}
+}
+
+// FuzzLike: the matcher agrees with LIKE's definition as a regular
+// expression, and a match starts with the pattern's prefix.
+func FuzzLike(f *testing.F) {
+	for _, s := range [][3]string{{"a%", "", "abc"}, {"%a_b%", "", "xaéb"}, {"1!%%", "!", "1%x"}, {"%%_%", "", ""}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, pattern, escape, s string) {
+		p, err := compileLike(pattern, escape)
+		if err != nil {
+			return
+		}
+		got := p.match([]byte(s))
+		if got && !strings.HasPrefix(s, p.prefix) {
+			t.Fatalf("%q LIKE %q matched without the prefix %q", s, pattern, p.prefix)
+		}
+		if !utf8.ValidString(pattern) || !utf8.ValidString(s) {
+			return // the reference below reads text only
+		}
+		re, err := likeRegexp(pattern, escape)
+		if err != nil {
+			t.Fatalf("reference for %q: %v", pattern, err)
+		}
+		if want := re.MatchString(s); got != want {
+			t.Fatalf("%q LIKE %q ESCAPE %q = %v, want %v", s, pattern, escape, got, want)
+		}
+	})
+}
