@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/fluss-node/fluss-node/logstore/record"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 )
 
@@ -649,10 +650,6 @@ func skipNumber(data []byte, i int) (int, error) {
 	return i, nil
 }
 
-func isHex(c byte) bool {
-	return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
 // skipString returns the index after the closing quote of the string at i.
 func skipString(data []byte, i int) (int, error) {
 	start := i
@@ -666,20 +663,11 @@ func skipString(data []byte, i int) (int, error) {
 		case c == '"':
 			return i + 1, nil
 		case c == '\\':
-			if i+1 >= len(data) {
-				return i, syntaxErr(data, start, "unterminated string")
+			n, msg := record.JSONEscapeLen(data[i:])
+			if msg != "" {
+				return i, syntaxErr(data, i, msg)
 			}
-			switch data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(data) || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) || !isHex(data[i+5]) {
-					return i, syntaxErr(data, i, "invalid \\u escape")
-				}
-				i += 6
-			default:
-				return i, syntaxErr(data, i, "invalid escape")
-			}
+			i += n
 		case c < 0x20:
 			return i, syntaxErr(data, i, "control character in a string")
 		default:

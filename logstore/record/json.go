@@ -182,7 +182,7 @@ func checkEscapes(rows []byte) error {
 			if rows[i] != '\\' {
 				continue
 			}
-			n, msg := escapeLen(rows[i:])
+			n, msg := JSONEscapeLen(rows[i:])
 			if msg != "" {
 				return fmt.Errorf("%w: rows are not valid JSON: %s at byte %d", ErrBadRow, msg, i)
 			}
@@ -192,9 +192,10 @@ func checkEscapes(rows []byte) error {
 	return nil
 }
 
-// escapeLen returns the length of the escape at the start of b (b[0] is a
-// backslash), or why it is not valid JSON text.
-func escapeLen(b []byte) (int, string) {
+// JSONEscapeLen returns the length of the JSON string escape at the start
+// of b (b[0] is a backslash), or why it is not one RFC 8259 allows or not
+// Unicode text (a UTF-16 surrogate must come as a pair).
+func JSONEscapeLen(b []byte) (int, string) {
 	if len(b) < 2 {
 		return 0, "unterminated escape"
 	}
