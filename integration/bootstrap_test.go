@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fluss-node/fluss-node/logstore"
+	"github.com/fluss-node/fluss-node/node/nodetest"
 )
 
 // bootNode is a clusterNode started from a static config file (node_id,
@@ -51,7 +52,7 @@ func newBootCluster(t *testing.T, viaGossip bool) []*bootNode {
 	nodes := make([]*bootNode, 3)
 	for i := range nodes {
 		nodes[i] = &bootNode{clusterNode: clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)),
-			client: freePort(t), peer: freePort(t), gossip: freePort(t)}}
+			client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr()}}
 	}
 	for i, n := range nodes {
 		var join []string

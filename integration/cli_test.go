@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluss-node/fluss-node/node/nodetest"
 )
 
 // scanIDs parses NDJSON scan output and returns the "id" of every row,
@@ -335,7 +337,7 @@ func TestCLINoServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	addr := freePort(t) // nothing listens there
+	addr := nodetest.FreeAddr() // nothing listens there
 	r := runCLI(t, addr, "", "db", "list")
 	if r.code == 0 || !strings.Contains(r.stderr, "connection refused") || !strings.Contains(r.stderr, "no server listens at "+addr) || !strings.Contains(r.stderr, "--server") {
 		t.Fatalf("exit %d, stderr %q: want a failure naming the address and --server", r.code, r.stderr)
@@ -350,7 +352,7 @@ func TestCLIServerList(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	live := startNode(t, t.TempDir()).addr
-	servers := freePort(t) + "," + live // the first: nothing listens
+	servers := nodetest.FreeAddr() + "," + live // the first: nothing listens
 	mustCLI(t, servers, "", "db", "create", "app")
 	mustCLI(t, servers, "", "table", "create", "app.ev", "--schema", "id BIGINT NOT NULL, kind STRING")
 	mustCLI(t, servers, `{"id":1,"kind":"a"}`+"\n"+`{"id":2,"kind":"b"}`+"\n", "append", "app.ev")

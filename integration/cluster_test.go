@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,41 +14,6 @@ import (
 
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
-
-// freePort returns a loopback address whose port was free a moment ago. It
-// picks from 20000-32767, below Linux's ephemeral range (32768-60999): a
-// port from the ephemeral range can be taken by any outgoing connection
-// (of this or a concurrently running test package) before the node binds
-// it, which made multi-process tests fail with "address already in use".
-func freePort(t *testing.T) string {
-	t.Helper()
-	for range 200 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768))
-		// A port handed out before may not be bound yet (its process is
-		// still starting): never hand it out twice.
-		if _, dup := handedOut.LoadOrStore(addr, true); dup {
-			continue
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		// The gossip listener also binds UDP on the same port.
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			l.Close()
-			continue
-		}
-		u.Close()
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free loopback port in 20000-32767")
-	return ""
-}
-
-// handedOut holds every address freePort returned in this test process.
-var handedOut sync.Map
 
 // clusterNode is one member of a multi-process cluster with fixed addresses,
 // so that it can be killed and restarted in place.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluss-node/fluss-node/node/nodetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -251,7 +252,7 @@ func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
 		if i == 2 {
 			dir = filepath.Join(small, "data")
 		}
-		nodes[i] = &clusterNode{dir: dir, client: freePort(t), peer: freePort(t), gossip: freePort(t), config: config}
+		nodes[i] = &clusterNode{dir: dir, client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr(), config: config}
 		if i > 0 {
 			nodes[i].join = []string{nodes[0].peer}
 		}

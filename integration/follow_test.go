@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluss-node/fluss-node/node/nodetest"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
@@ -21,7 +22,7 @@ func TestFollowingScanResumesAcrossKillNine(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	dir := t.TempDir()
-	ports := []string{"--client-addr", freePort(t), "--peer-addr", freePort(t), "--gossip-addr", freePort(t)}
+	ports := []string{"--client-addr", nodetest.FreeAddr(), "--peer-addr", nodetest.FreeAddr(), "--gossip-addr", nodetest.FreeAddr()}
 	p := startNode(t, dir, ports...)
 	addr := p.addr
 	mustCall(t, addr, "AdminService/CreateDatabase", map[string]any{"name": "f"}, nil)

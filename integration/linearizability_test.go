@@ -16,6 +16,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fluss-node/fluss-node/node/nodetest"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
@@ -94,7 +95,7 @@ func TestPKLinearizableUnderLeaderKills(t *testing.T) {
 	base := t.TempDir()
 	nodes := make([]*clusterNode, 3)
 	for i := range nodes {
-		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: freePort(t), peer: freePort(t), gossip: freePort(t)}
+		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr()}
 		if i > 0 {
 			nodes[i].join = []string{nodes[0].peer}
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluss-node/fluss-node/node/nodetest"
 )
 
 // TestJoinWithATakenNodeIDIsRefused: a node started with the node_id of a
@@ -45,7 +47,7 @@ func TestJoinWithATakenNodeIDIsRefused(t *testing.T) {
 		return err
 	})
 
-	twin := &clusterNode{dir: t.TempDir(), client: freePort(t), peer: freePort(t), gossip: freePort(t)}
+	twin := &clusterNode{dir: t.TempDir(), client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr()}
 	args := []string{"--client-addr", twin.client, "--peer-addr", twin.peer, "--gossip-addr", twin.gossip,
 		"--join", nodes[0].peer, "--node-id", "2"}
 	p, err := startNodeErr(t, 0, twin.dir, args...)

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
+	"github.com/fluss-node/fluss-node/node/nodetest"
 )
 
 // TestTieringThroughTheBinary configures tiering in a config file, writes
@@ -376,7 +377,7 @@ func joinedCluster(t *testing.T, config string) []*clusterNode {
 	}
 	nodes := make([]*clusterNode, 3)
 	for i := range nodes {
-		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: freePort(t), peer: freePort(t), gossip: freePort(t), config: path}
+		nodes[i] = &clusterNode{dir: filepath.Join(base, fmt.Sprint(i+1)), client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr(), config: path}
 		if i > 0 {
 			nodes[i].join = []string{nodes[0].peer}
 		}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/node/membership"
+	"github.com/fluss-node/fluss-node/node/nodetest"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -586,25 +586,6 @@ func TestClusterJoinReplicateFailover(t *testing.T) {
 	}
 }
 
-// freeAddrs returns n distinct free 127.0.0.1 ports.
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
-}
-
 // TestClusterJoinThroughGossipAddress: fresh nodes (no id yet, so no
 // gossip of their own) join through a member's gossip address: node 2
 // through node 1's, node 3 through node 2's, which exists only since node
@@ -782,7 +763,7 @@ func testStaticBootstrap(t *testing.T, gossipSeeds bool) {
 	if err := nodes[2].Close(); err != nil { // node id 1, the bootstrapper
 		t.Fatal(err)
 	}
-	cfgs[2].ClientAddr = "127.0.0.1:0"
+	cfgs[2].ClientAddr = nodetest.FreeAddr()
 	nodes[2] = startCluster(t, cfgs[2])
 	waitFor(t, 20*time.Second, func() bool {
 		return nodes[2].meta.ClusterID() == id && metaVoters(nodes[2]) == 2
@@ -794,8 +775,8 @@ func testStaticBootstrap(t *testing.T, gossipSeeds bool) {
 // It returns the nodes (closed when the test ends), their configurations and
 // each one's Start error.
 func startStatic(t *testing.T, gossipSeeds bool, logger *slog.Logger) ([]*Node, []Config, []error) {
-	peers := freeAddrs(t, 3)
-	gossips := freeAddrs(t, 3)
+	peers := []string{nodetest.FreeAddr(), nodetest.FreeAddr(), nodetest.FreeAddr()}
+	gossips := []string{nodetest.FreeAddr(), nodetest.FreeAddr(), nodetest.FreeAddr()}
 	nodes := make([]*Node, 3)
 	cfgs := make([]Config, 3)
 	t.Cleanup(func() {

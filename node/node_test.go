@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/fluss-node/fluss-node/node/nodetest"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
@@ -38,9 +39,10 @@ func TestMain(m *testing.M) {
 func testConfig(dir string) Config {
 	cfg := Default()
 	cfg.DataDir = dir
-	cfg.ClientAddr = "127.0.0.1:0"
-	cfg.PeerAddr = "127.0.0.1:0"
-	cfg.GossipAddr = "127.0.0.1:0"
+	// Fixed ports, not ":0": a restarted node binds its addresses again.
+	cfg.ClientAddr = nodetest.FreeAddr()
+	cfg.PeerAddr = nodetest.FreeAddr()
+	cfg.GossipAddr = nodetest.FreeAddr()
 	return cfg
 }
 
