@@ -119,17 +119,16 @@ func (p *likePattern) match(s []byte) bool {
 	return true
 }
 
-// prefixRange returns the strings that start with prefix as [lo, hi): hi
-// is the least string above all of them, or unbounded when the prefix is
-// all 0xff bytes.
-func prefixRange(prefix string) (lo, hi string, unbounded bool) {
+// prefixEnd returns the least string above every string that starts with
+// prefix, or unbounded when the prefix is all 0xff bytes (or empty).
+func prefixEnd(prefix string) (end string, unbounded bool) {
 	b := []byte(prefix)
 	for len(b) > 0 && b[len(b)-1] == 0xff {
 		b = b[:len(b)-1]
 	}
 	if len(b) == 0 {
-		return prefix, "", true
+		return "", true
 	}
 	b[len(b)-1]++
-	return prefix, string(b), false
+	return string(b), false
 }

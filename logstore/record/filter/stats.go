@@ -155,6 +155,6 @@ func (p *likePattern) may(s *record.ColumnStats) bool {
 	if p.prefix == "" {
 		return true
 	}
-	lo, hi, unbounded := prefixRange(p.prefix)
-	return compareBytes(s.MaxBytes, lo) >= 0 && (unbounded || compareBytes(s.MinBytes, hi) < 0)
+	end, unbounded := prefixEnd(p.prefix)
+	return compareBytes(s.MaxBytes, p.prefix) >= 0 && (unbounded || compareBytes(s.MinBytes, end) < 0)
 }
