@@ -89,6 +89,9 @@ func BenchmarkEval(b *testing.B) {
 	b.Run("plain", func(b *testing.B) { benchEval(b, "amount > 100 AND city IN ('a','b')", false) })
 	b.Run("dict", func(b *testing.B) { benchEval(b, "amount > 100 AND city IN ('a','b')", true) })
 	b.Run("int-only", func(b *testing.B) { benchEval(b, "amount > 100", false) })
+	b.Run("like-prefix", func(b *testing.B) { benchEval(b, "city LIKE 'be%'", false) })
+	b.Run("like-infix", func(b *testing.B) { benchEval(b, "city LIKE '%r_i%'", false) })
+	b.Run("like-dict", func(b *testing.B) { benchEval(b, "city LIKE '%r_i%'", true) })
 }
 
 func BenchmarkParseBind(b *testing.B) {
