@@ -120,6 +120,10 @@ func testFetchProjectionFilter(t *testing.T, dictionary bool) {
 		}},
 		{nil, "n < 10 AND city != 'c'", func(x row) bool { c, ok := x["city"].(string); return x["n"].(int64) < 10 && ok && c != "c" }},
 		{[]string{"city"}, "id >= 1000000", func(row) bool { return false }},
+		{[]string{"id", "city"}, "city NOT LIKE 'a%' AND n BETWEEN 10 AND 60", func(x row) bool {
+			c, ok := x["city"].(string)
+			return ok && !strings.HasPrefix(c, "a") && x["n"].(int64) >= 10 && x["n"].(int64) <= 60
+		}},
 	} {
 		for _, format := range []flussv1.Format{flussv1.Format_JSON, flussv1.Format_ARROW} {
 			for _, maxRecords := range []int32{0, 7} {
