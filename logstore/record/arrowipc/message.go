@@ -159,9 +159,17 @@ func SplitStream(stream []byte) (schemaMsg []byte, batches [][]byte, err error) 
 		switch {
 		case i == 0 && m.hdrType == hdrSchema:
 			schemaMsg = m.raw
-		case i > 0 && m.hdrType == hdrRecordBatch && len(dictIDs) == 0:
-			batches = append(batches, m.raw)
 		case i > 0 && m.hdrType == hdrRecordBatch:
+			// Checked in the framing it came in: re-framing a legacy
+			// message pads its metadata, which can make a flatbuffer that
+			// overruns the metadata look whole.
+			if _, err := viewMessage(m); err != nil {
+				return nil, nil, fmt.Errorf("stream message %d at byte %d: %w", i, off, err)
+			}
+			if len(dictIDs) == 0 {
+				batches = append(batches, m.raw)
+				break
+			}
 			var body []byte
 			for _, id := range dictIDs {
 				body = appendFramed(body, dicts[id])
