@@ -60,7 +60,7 @@ func (st *state) createDatabase(c *metapb.CreateDatabase) (bool, error) {
 		if c.IgnoreIfExists {
 			return false, nil
 		}
-		return false, fmt.Errorf("database %q: %w", d.Name, ErrDatabaseExists)
+		return false, named(ErrDatabaseExists, "database %q already exists", d.Name)
 	}
 	if err := ValidateDatabaseName(d.Name); err != nil {
 		return false, err
@@ -74,7 +74,7 @@ func (st *state) dropDatabase(c *metapb.DropDatabase) (bool, error) {
 		if c.IgnoreIfNotExists {
 			return false, nil
 		}
-		return false, fmt.Errorf("database %q: %w", c.Name, ErrDatabaseNotFound)
+		return false, named(ErrDatabaseNotFound, "database %q not found", c.Name)
 	}
 	var ids []int64
 	for id, t := range st.tables {
@@ -83,7 +83,11 @@ func (st *state) dropDatabase(c *metapb.DropDatabase) (bool, error) {
 		}
 	}
 	if len(ids) > 0 && !c.Cascade {
-		return false, fmt.Errorf("database %q has %d tables (drop them first or use cascade): %w", c.Name, len(ids), ErrDatabaseNotEmpty)
+		tables := "1 table"
+		if len(ids) > 1 {
+			tables = fmt.Sprintf("%d tables", len(ids))
+		}
+		return false, named(ErrDatabaseNotEmpty, "database %q is not empty: it holds %s (drop them first, or drop the database with cascade)", c.Name, tables)
 	}
 	for _, id := range ids {
 		st.removeTable(id)
@@ -109,13 +113,13 @@ func (st *state) createTable(c *metapb.CreateTable) (int64, bool, error) {
 		return 0, false, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if _, ok := st.databases[t.Database]; !ok {
-		return 0, false, fmt.Errorf("create table %s: database %q: %w", t.FullName(), t.Database, ErrDatabaseNotFound)
+		return 0, false, named(ErrDatabaseNotFound, "database %q not found", t.Database)
 	}
 	if id, ok := st.tableNames[t.FullName()]; ok {
 		if c.IgnoreIfExists {
 			return id, false, nil
 		}
-		return id, false, fmt.Errorf("table %s: %w", t.FullName(), ErrTableExists)
+		return id, false, named(ErrTableExists, "table %s already exists", t.FullName())
 	}
 	if err := ValidateTableName(t.Name); err != nil {
 		return 0, false, err
@@ -188,9 +192,9 @@ func (st *state) dropTable(c *metapb.DropTable) (bool, error) {
 			return false, nil
 		}
 		if _, ok := st.databases[c.Database]; !ok {
-			return false, fmt.Errorf("table %s: database %q: %w", full, c.Database, ErrDatabaseNotFound)
+			return false, named(ErrDatabaseNotFound, "database %q not found", c.Database)
 		}
-		return false, fmt.Errorf("table %s: %w", full, ErrTableNotFound)
+		return false, named(ErrTableNotFound, "table %s not found", full)
 	}
 	st.removeTable(id)
 	return true, nil
@@ -199,13 +203,13 @@ func (st *state) dropTable(c *metapb.DropTable) (bool, error) {
 func (st *state) createPartition(c *metapb.CreatePartition) (int64, bool, error) {
 	t, ok := st.tables[c.TableId]
 	if !ok {
-		return 0, false, fmt.Errorf("create partition %q: table id %d: %w", c.Name, c.TableId, ErrTableNotFound)
+		return 0, false, named(ErrTableNotFound, "create partition %q: table id %d not found", c.Name, c.TableId)
 	}
 	if id, ok := st.partNames[t.ID][c.Name]; ok {
 		if c.IgnoreIfExists {
 			return id, false, nil
 		}
-		return id, false, fmt.Errorf("partition %q of table %s: %w", c.Name, t.FullName(), ErrPartitionExists)
+		return id, false, named(ErrPartitionExists, "partition %q of table %s already exists", c.Name, t.FullName())
 	}
 	name, err := PartitionName(t, c.Values)
 	if err != nil {
@@ -239,14 +243,14 @@ func (st *state) createPartition(c *metapb.CreatePartition) (int64, bool, error)
 func (st *state) dropPartition(c *metapb.DropPartition) (bool, error) {
 	t, ok := st.tables[c.TableId]
 	if !ok {
-		return false, fmt.Errorf("drop partition %q: table id %d: %w", c.Name, c.TableId, ErrTableNotFound)
+		return false, named(ErrTableNotFound, "drop partition %q: table id %d not found", c.Name, c.TableId)
 	}
 	pid, ok := st.partNames[t.ID][c.Name]
 	if !ok {
 		if c.IgnoreIfNotExists {
 			return false, nil
 		}
-		return false, fmt.Errorf("partition %q of table %s: %w", c.Name, t.FullName(), ErrPartitionNotFound)
+		return false, named(ErrPartitionNotFound, "partition %q of table %s not found", c.Name, t.FullName())
 	}
 	delete(st.partitions, pid)
 	delete(st.partNames[t.ID], c.Name)
@@ -268,14 +272,14 @@ func (st *state) setAssignments(pbs []*metapb.Assignment) error {
 		a := assignmentFromPB(p)
 		t, ok := st.tables[a.TableID]
 		if !ok {
-			return fmt.Errorf("assign bucket %d: table id %d: %w", a.Bucket, a.TableID, ErrTableNotFound)
+			return named(ErrTableNotFound, "assign bucket %d: table id %d not found", a.Bucket, a.TableID)
 		}
 		if a.PartitionID == NoPartition {
 			if len(t.PartitionKeys) > 0 {
 				return fmt.Errorf("%w: table %s is partitioned: name a partition for bucket %d", ErrInvalid, t.FullName(), a.Bucket)
 			}
 		} else if pt, ok := st.partitions[a.PartitionID]; !ok || pt.TableID != t.ID {
-			return fmt.Errorf("assign bucket %d: partition id %d of table %s: %w", a.Bucket, a.PartitionID, t.FullName(), ErrPartitionNotFound)
+			return named(ErrPartitionNotFound, "assign bucket %d: partition id %d of table %s not found", a.Bucket, a.PartitionID, t.FullName())
 		}
 		if a.Bucket < 0 || a.Bucket >= t.BucketCount {
 			return fmt.Errorf("%w: table %s has no bucket %d (it has %d)", ErrInvalid, t.FullName(), a.Bucket, t.BucketCount)
@@ -363,7 +367,7 @@ func (st *state) setClusterID(c *metapb.SetClusterID) (bool, error) {
 func (st *state) addColumns(c *metapb.AddColumns) (int32, error) {
 	t, ok := st.tables[c.TableId]
 	if !ok {
-		return 0, fmt.Errorf("add columns: table id %d: %w", c.TableId, ErrTableNotFound)
+		return 0, named(ErrTableNotFound, "add columns: table id %d not found", c.TableId)
 	}
 	add, err := schemaFromPB(&metapb.Schema{Columns: c.Columns})
 	if err != nil {

@@ -2,6 +2,7 @@ package raftmeta
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -177,3 +178,20 @@ var (
 	ErrNodeIDInUse   = errors.New("node id in use")
 	ErrNoActiveNodes = errors.New("no active nodes to place buckets on")
 )
+
+// namedError is a catalog error about one named object. Its message says
+// what is wrong with the object in words ("table shop.orders already
+// exists", not "table shop.orders: table already exists"); errors.Is
+// matches its sentinel, which picks the error code.
+type namedError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *namedError) Error() string { return e.msg }
+func (e *namedError) Unwrap() error { return e.sentinel }
+
+// named returns sentinel with the message format makes of args.
+func named(sentinel error, format string, args ...any) error {
+	return &namedError{sentinel: sentinel, msg: fmt.Sprintf(format, args...)}
+}

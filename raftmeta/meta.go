@@ -394,13 +394,13 @@ func (m *Meta) CreateTable(ctx context.Context, spec TableSpec, ignoreIfExists b
 		return 0, err
 	}
 	if _, err := m.fsm.Database(t.Database); err != nil {
-		return 0, fmt.Errorf("create table %s: %w", t.FullName(), err)
+		return 0, err
 	}
 	if old, err := m.fsm.TableByName(t.Database, t.Name); err == nil {
 		if ignoreIfExists {
 			return old.ID, nil
 		}
-		return 0, fmt.Errorf("table %s: %w", t.FullName(), ErrTableExists)
+		return 0, named(ErrTableExists, "table %s already exists", t.FullName())
 	}
 	t.CreatedAtMs = m.nowMs()
 	var as []*metapb.Assignment
@@ -466,7 +466,7 @@ func (m *Meta) CreatePartition(ctx context.Context, db, table string, values map
 		if ignoreIfExists {
 			return p.ID, nil
 		}
-		return 0, fmt.Errorf("partition %q of table %s: %w", name, t.FullName(), ErrPartitionExists)
+		return 0, named(ErrPartitionExists, "partition %q of table %s already exists", name, t.FullName())
 	}
 	if err := m.checkRetention(t, name, values); err != nil {
 		return 0, err

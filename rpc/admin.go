@@ -65,7 +65,7 @@ func (s *service) CreateDatabase(ctx context.Context, req *connect.Request[fluss
 		return nil, fmt.Errorf("%w: database name is empty", ErrInvalidRequest)
 	}
 	if err := s.b.CreateDatabase(ctx, m.GetName(), m.GetComment(), m.GetIgnoreIfExists()); err != nil {
-		return nil, fmt.Errorf("create database %q: %w", m.GetName(), err)
+		return nil, err
 	}
 	return connect.NewResponse(&flussv1.CreateDatabaseResponse{}), nil
 }
@@ -73,7 +73,7 @@ func (s *service) CreateDatabase(ctx context.Context, req *connect.Request[fluss
 func (s *service) DropDatabase(ctx context.Context, req *connect.Request[flussv1.DropDatabaseRequest]) (*connect.Response[flussv1.DropDatabaseResponse], error) {
 	m := req.Msg
 	if err := s.b.DropDatabase(ctx, m.GetName(), m.GetIgnoreIfNotExists(), m.GetCascade()); err != nil {
-		return nil, fmt.Errorf("drop database %q: %w", m.GetName(), err)
+		return nil, err
 	}
 	return connect.NewResponse(&flussv1.DropDatabaseResponse{}), nil
 }
@@ -163,7 +163,7 @@ func (s *service) CreateTable(ctx context.Context, req *connect.Request[flussv1.
 	}
 	id, err := s.b.CreateTable(ctx, spec, req.Msg.GetIgnoreIfExists())
 	if err != nil {
-		return nil, fmt.Errorf("create table %q: %w", req.Msg.GetTable(), err)
+		return nil, err
 	}
 	return connect.NewResponse(&flussv1.CreateTableResponse{TableId: id}), nil
 }
@@ -199,7 +199,7 @@ func (s *service) GetTable(ctx context.Context, req *connect.Request[flussv1.Get
 func (s *service) ListTables(ctx context.Context, req *connect.Request[flussv1.ListTablesRequest]) (*connect.Response[flussv1.ListTablesResponse], error) {
 	ts, err := s.b.ListTables(ctx, req.Msg.GetDatabase())
 	if err != nil {
-		return nil, fmt.Errorf("list tables of %q: %w", req.Msg.GetDatabase(), err)
+		return nil, err
 	}
 	return connect.NewResponse(&flussv1.ListTablesResponse{Tables: ts}), nil
 }
@@ -213,7 +213,7 @@ func (s *service) DropTable(ctx context.Context, req *connect.Request[flussv1.Dr
 		return nil, fmt.Errorf("%w: cannot drop %q: $%s tables are virtual", ErrInvalidRequest, req.Msg.GetTable(), ref.Virtual)
 	}
 	if err := s.b.DropTable(ctx, ref.full(), req.Msg.GetIgnoreIfNotExists()); err != nil {
-		return nil, fmt.Errorf("drop table %q: %w", ref.full(), err)
+		return nil, err
 	}
 	return connect.NewResponse(&flussv1.DropTableResponse{}), nil
 }

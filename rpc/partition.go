@@ -55,7 +55,7 @@ func (s *service) CreatePartition(ctx context.Context, req *connect.Request[flus
 	}
 	p, err := s.b.CreatePartition(ctx, t.FullName(), m.GetValues(), m.GetIgnoreIfExists())
 	if err != nil {
-		return nil, fmt.Errorf("create partition of %s: %w", t.FullName(), err)
+		return nil, err
 	}
 	return connect.NewResponse(&flussv1.CreatePartitionResponse{Partitions: []*flussv1.Partition{partitionToProto(p)}}), nil
 }
@@ -89,10 +89,10 @@ func (s *service) DropPartition(ctx context.Context, req *connect.Request[flussv
 	}
 	p, err := s.b.Partition(ctx, t.ID, name)
 	if err != nil && !(errors.Is(err, raftmeta.ErrPartitionNotFound) && m.GetIgnoreIfNotExists()) {
-		return nil, fmt.Errorf("drop partition of %s: %w", t.FullName(), err)
+		return nil, err
 	}
 	if err := s.b.DropPartition(ctx, t.FullName(), m.GetValues(), m.GetIgnoreIfNotExists()); err != nil {
-		return nil, fmt.Errorf("drop partition of %s: %w", t.FullName(), err)
+		return nil, err
 	}
 	out := &flussv1.DropPartitionResponse{}
 	if p != nil {
