@@ -27,6 +27,7 @@ require (
 	go.etcd.io/bbolt v1.3.5 // open options (timeout) for raft-boltdb/v2
 	go.uber.org/goleak v1.3.0 // goroutine leak checks in tests
 	golang.org/x/net v0.63.0 // h2c: HTTP/2 without TLS for gRPC on the client port
+	golang.org/x/sync v0.25.0 // semaphore: the client API's gate for large requests (rpc/gate.go)
 	golang.org/x/sys v0.50.0 // flock, fdatasync, fallocate
 	google.golang.org/protobuf v1.36.12 // protobuf messages, protojson
 )
@@ -105,7 +106,6 @@ require (
 	gocloud.dev v0.46.0 // indirect
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect
 	google.golang.org/api v0.295.0 // indirect

@@ -227,6 +227,10 @@ type LimitsConfig struct {
 	// leaders hold at once, queued or in flight, over all buckets; more is
 	// resource_exhausted. Default 1 GiB.
 	MaxPendingWriteBytes int64 `toml:"max_pending_write_bytes"`
+	// MaxInflightRequestBytes bounds the bytes of large request messages
+	// (64 KiB or more) the node's client API works on at once; more wait
+	// their turn. Default 64 MiB.
+	MaxInflightRequestBytes int64 `toml:"max_inflight_request_bytes"`
 }
 
 // RaftConfig tunes the per-bucket Raft groups (DESIGN.md §5).
@@ -291,6 +295,8 @@ func Default() Config {
 			MaxRowsPerRequest:    1_000_000,
 			MaxPendingWriteBytes: 1 << 30,
 			MaxWait:              Duration{30 * time.Second},
+
+			MaxInflightRequestBytes: 64 << 20,
 		},
 		Raft: RaftConfig{
 			HeartbeatTimeout: Duration{time.Second},
@@ -387,6 +393,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxPendingWriteBytes <= 0 {
 		errs = append(errs, fmt.Errorf("limits.max_pending_write_bytes must be > 0, got %d", c.Limits.MaxPendingWriteBytes))
+	}
+	if c.Limits.MaxInflightRequestBytes <= 0 {
+		errs = append(errs, fmt.Errorf("limits.max_inflight_request_bytes must be > 0, got %d", c.Limits.MaxInflightRequestBytes))
 	}
 	if c.Limits.MaxBatchBytes > c.Limits.MaxRequestBytes {
 		errs = append(errs, errors.New("limits.max_batch_bytes must not exceed limits.max_request_bytes"))

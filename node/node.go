@@ -449,6 +449,8 @@ func (n *Node) limits() rpc.Limits {
 		MaxFetchBytes:     int(l.MaxFetchBytes),
 		MaxRowsPerRequest: l.MaxRowsPerRequest,
 		MaxWait:           l.MaxWait.Duration,
+
+		MaxInflightRequestBytes: l.MaxInflightRequestBytes,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
 )
@@ -36,6 +37,10 @@ type Limits struct {
 	MaxRowsPerRequest int
 	// MaxWait bounds a Fetch long-poll (maxWaitMs). Default 30 s.
 	MaxWait time.Duration
+	// MaxInflightRequestBytes bounds the bytes of large request messages
+	// (64 KiB or more) the handlers work on at once; more wait (gate.go).
+	// Default 64 MiB (one request of max_request_bytes at a time).
+	MaxInflightRequestBytes int64
 }
 
 // DefaultLimits returns the documented defaults.
@@ -46,6 +51,8 @@ func DefaultLimits() Limits {
 		MaxFetchBytes:     16 << 20,
 		MaxRowsPerRequest: 1_000_000,
 		MaxWait:           30 * time.Second,
+
+		MaxInflightRequestBytes: 64 << 20,
 	}
 }
 
@@ -65,6 +72,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxWait <= 0 {
 		l.MaxWait = d.MaxWait
+	}
+	if l.MaxInflightRequestBytes <= 0 {
+		l.MaxInflightRequestBytes = d.MaxInflightRequestBytes
 	}
 	return l
 }
@@ -113,13 +123,15 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 	lim = lim.withDefaults()
 	s := &service{b: b, lim: lim, log: logger}
 	m := newMetrics(reg)
+	gate := newRequestGate(lim.MaxInflightRequestBytes)
+	registerGateMetric(reg, gate)
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(lim.MaxRequestBytes),
 		// Compressing a small response (an Append result is a few dozen
 		// bytes) costs a gzip writer reset per call, which dominated the
 		// CPU of small writes, and saves nothing.
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithInterceptors(&interceptor{m: m, log: logger}),
+		connect.WithInterceptors(&interceptor{m: m, log: logger, gate: gate}),
 	}
 	if ho.auth != nil {
 		// Inside the metrics interceptor, so that refusals are counted.
@@ -210,6 +222,15 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
+// registerGateMetric exports how many bytes of large requests the handlers
+// hold. A registry shared by several handlers (tests) keeps the first.
+func registerGateMetric(reg *prometheus.Registry, g *requestGate) {
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "fluss", Subsystem: "rpc", Name: "inflight_request_bytes",
+		Help: "Bytes of large request messages (64 KiB or more) being handled, against limits.max_inflight_request_bytes.",
+	}, func() float64 { return float64(g.Held()) }))
+}
+
 func (m *metrics) observe(procedure, code string, d time.Duration) {
 	m.requests.WithLabelValues(procedure, code).Inc()
 	m.latency.WithLabelValues(procedure, code).Observe(d.Seconds())
@@ -227,14 +248,24 @@ func codeLabel(err *connect.Error) string {
 // fail while connect-go decodes them (malformed input, over
 // MaxRequestBytes) never reach a handler and are not counted here.
 type interceptor struct {
-	m   *metrics
-	log *slog.Logger
+	m    *metrics
+	log  *slog.Logger
+	gate *requestGate // large requests wait here before their handler runs
 }
 
 func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		start := time.Now()
-		res, err := next(ctx, req)
+		var size int
+		if m, ok := req.Any().(proto.Message); ok {
+			size = proto.Size(m)
+		}
+		leave, err := i.gate.enter(ctx, size)
+		var res connect.AnyResponse
+		if err == nil {
+			res, err = next(ctx, req)
+			leave()
+		}
 		var ce *connect.Error
 		if err != nil {
 			ce = toConnectErrorLog(err, i.log)

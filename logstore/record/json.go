@@ -25,6 +25,9 @@ var ErrBadRow = errors.New("bad row")
 
 var jsonParsers fastjson.ParserPool
 
+// maxPooledParserInput: parsers that parsed more JSON are not kept.
+const maxPooledParserInput = 256 << 10
+
 // DecodeJSONRows converts rows, a JSON array of objects {"column": value},
 // into an Arrow record with schema s.ArrowSchema(). Conversions are exact
 // (FORMAT.md §2); errors wrap ErrBadRow. mem nil means the Go allocator. The
@@ -96,7 +99,11 @@ func decodeJSONRows(s *Schema, rows []byte, target []int, mem memory.Allocator) 
 // decodeJSON decodes rows into a pooled decoder's column buffers.
 func decodeJSON(s *Schema, rows []byte, target []int) (JSONRows, error) {
 	p := jsonParsers.Get()
-	defer jsonParsers.Put(p)
+	// A parser keeps the values of its largest input (tens of bytes per
+	// JSON value): pool only those that parsed a modest request.
+	if len(rows) <= maxPooledParserInput {
+		defer jsonParsers.Put(p)
+	}
 	v, err := p.ParseBytes(rows)
 	if err != nil {
 		return JSONRows{}, fmt.Errorf("%w: rows are not valid JSON: %v", ErrBadRow, err)
