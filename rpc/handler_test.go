@@ -206,7 +206,7 @@ func TestBadInput(t *testing.T) {
 	// Rows in a proto request skip the JSON codec's syntax check; the row
 	// decoder still refuses what it would otherwise store altered.
 	c := client.New(e.url)
-	for _, rows := range []string{`[{"id":1,"city":"\q"}]`, `[{"id":1,"city":"\udfff"}]`} {
+	for _, rows := range []string{`[{"id":1,"city":"\q"}]`, `[{"id":1,"city":"\udfff"}]`, "[{\"id\":1,\"city\":\"a\tb\"}]", "[{\"id\":1,\"ci\x01ty\":\"x\"}]"} {
 		_, err := c.Append(context.Background(), "shop.orders", []byte(rows))
 		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "rows are not valid JSON") {
 			t.Errorf("proto Append of %s: %v", rows, err)

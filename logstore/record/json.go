@@ -108,8 +108,8 @@ func decodeJSON(s *Schema, rows []byte, target []int) (JSONRows, error) {
 	if err != nil {
 		return JSONRows{}, fmt.Errorf("%w: rows are not valid JSON: %v", ErrBadRow, err)
 	}
-	if bytes.IndexByte(rows, '\\') >= 0 {
-		if err := checkEscapes(rows); err != nil {
+	if bytes.IndexByte(rows, '\\') >= 0 || hasControlByte(rows) {
+		if err := checkStrings(rows); err != nil {
 			return JSONRows{}, err
 		}
 	}
@@ -172,21 +172,36 @@ func (d *jsonDecoder) decode(arr []*fastjson.Value, target []int) error {
 	return nil
 }
 
-// checkEscapes finds the first escape in the strings of rows that RFC 8259
-// does not allow or that is no Unicode text: an unknown escape, \u without
-// four hex digits, a UTF-16 surrogate without its other half. fastjson
-// unescapes such an escape by keeping it as written, which would store a
-// value the client never sent (a lone "\ud800" would become six
-// characters). rows has parsed as JSON, so outside a string every '"'
-// opens one.
-func checkEscapes(rows []byte) error {
+// hasControlByte reports whether b holds a byte below 0x20: whitespace
+// between tokens, or a raw control character inside a string.
+func hasControlByte(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkStrings finds the first thing in the strings of rows that RFC 8259
+// does not allow and fastjson lets through: an unknown escape, \u without
+// four hex digits, a UTF-16 surrogate without its other half (no Unicode
+// text), or a raw control character (U+0000-U+001F must be escaped).
+// fastjson unescapes a bad escape by keeping it as written, which would
+// store a value the client never sent (a lone "\ud800" would become six
+// characters), and keeps raw control characters, which the JSON codec of
+// the client API refuses: a proto request would store what a JSON one
+// cannot. rows has parsed as JSON, so outside a string every '"' opens one.
+func checkStrings(rows []byte) error {
 	for i := 0; i < len(rows); i++ {
 		open := bytes.IndexByte(rows[i:], '"')
 		if open < 0 {
 			return nil
 		}
 		for i += open + 1; i < len(rows) && rows[i] != '"'; i++ {
-			if rows[i] != '\\' {
+			if c := rows[i]; c < 0x20 {
+				return fmt.Errorf("%w: rows are not valid JSON: control character U+%04X in a string at byte %d (write it escaped, as \\u%04x)", ErrBadRow, c, i, c)
+			} else if c != '\\' {
 				continue
 			}
 			n, msg := JSONEscapeLen(rows[i:])

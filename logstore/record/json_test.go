@@ -513,6 +513,9 @@ func FuzzDecodeJSONRows(f *testing.F) {
 			return
 		}
 		defer rec.Release()
+		if !json.Valid(data) {
+			t.Fatalf("accepted rows encoding/json finds invalid: %q", data)
+		}
 		if err := ValidateRecord(s, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -579,6 +582,12 @@ func TestJSONEscapes(t *testing.T) {
 		}
 		rec.Release()
 	}
+	// Whitespace between tokens is not a control character in a string.
+	pretty, err := DecodeJSONRows(s, []byte("[\n  {\"bi\": 1,\n\t\"s\": \"x\"}\r\n]"), nil)
+	if err != nil {
+		t.Fatalf("pretty-printed rows: %v", err)
+	}
+	pretty.Release()
 	for _, tt := range []struct{ row, msg string }{
 		{`{"bi":1,"s":"\ud800"}`, `unpaired UTF-16 surrogate \ud800 at byte 14`},
 		{`{"bi":1,"s":"x\udfff"}`, `unpaired UTF-16 surrogate \udfff at byte 15`},
@@ -590,6 +599,9 @@ func TestJSONEscapes(t *testing.T) {
 		{`{"bi":1,"s":"\u12"}`, `"\\u12\"}" is not \u and four hex digits`},
 		{`{"b\qi":1}`, `unknown escape "\\q"`},
 		{`{"bi":1,"by":"\ud800"}`, `unpaired UTF-16 surrogate`},
+		{"{\"bi\":1,\"s\":\"a\nb\"}", `control character U+000A in a string at byte 15 (write it escaped, as \u000a)`},
+		{"{\"bi\":1,\"s\":\"\\u0041\x00\"}", `control character U+0000 in a string at byte 20`},
+		{"{\"b\ti\":1}", `control character U+0009 in a string at byte 4`},
 	} {
 		_, err := DecodeJSONRows(s, []byte("["+tt.row+"]"), nil)
 		if !errors.Is(err, ErrBadRow) || !strings.Contains(err.Error(), tt.msg) {
