@@ -263,8 +263,10 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		leave, err := i.gate.enter(ctx, size)
 		var res connect.AnyResponse
 		if err == nil {
-			res, err = next(ctx, req)
-			leave()
+			res, err = func() (connect.AnyResponse, error) {
+				defer leave() // a panicking handler must not keep its bytes
+				return next(ctx, req)
+			}()
 		}
 		var ce *connect.Error
 		if err != nil {
