@@ -71,7 +71,7 @@ func (n *Node) setNodeState(ctx context.Context, nd *raftmeta.Node) error {
 		n.logger.Info("node state changed", "id", int32(nd.ID), "from", m.State, "to", nd.State)
 		return nil
 	}
-	return fmt.Errorf("node %d is not in the catalog (see `fluss-node cluster status`): %w", nd.ID, raftmeta.ErrNodeNotFound)
+	return raftmeta.Named(raftmeta.ErrNodeNotFound, "node %d is not in the catalog (see `fluss-node cluster status`)", nd.ID)
 }
 
 // Rebalance implements rpc.ClusterAdmin.

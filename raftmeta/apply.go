@@ -60,7 +60,7 @@ func (st *state) createDatabase(c *metapb.CreateDatabase) (bool, error) {
 		if c.IgnoreIfExists {
 			return false, nil
 		}
-		return false, named(ErrDatabaseExists, "database %q already exists", d.Name)
+		return false, Named(ErrDatabaseExists, "database %q already exists", d.Name)
 	}
 	if err := ValidateDatabaseName(d.Name); err != nil {
 		return false, err
@@ -74,7 +74,7 @@ func (st *state) dropDatabase(c *metapb.DropDatabase) (bool, error) {
 		if c.IgnoreIfNotExists {
 			return false, nil
 		}
-		return false, named(ErrDatabaseNotFound, "database %q not found", c.Name)
+		return false, Named(ErrDatabaseNotFound, "database %q not found", c.Name)
 	}
 	var ids []int64
 	for id, t := range st.tables {
@@ -87,7 +87,7 @@ func (st *state) dropDatabase(c *metapb.DropDatabase) (bool, error) {
 		if len(ids) > 1 {
 			tables = fmt.Sprintf("%d tables", len(ids))
 		}
-		return false, named(ErrDatabaseNotEmpty, "database %q is not empty: it holds %s (drop them first, or drop the database with cascade)", c.Name, tables)
+		return false, Named(ErrDatabaseNotEmpty, "database %q is not empty: it holds %s (drop them first, or drop the database with cascade)", c.Name, tables)
 	}
 	for _, id := range ids {
 		st.removeTable(id)
@@ -113,13 +113,13 @@ func (st *state) createTable(c *metapb.CreateTable) (int64, bool, error) {
 		return 0, false, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if _, ok := st.databases[t.Database]; !ok {
-		return 0, false, named(ErrDatabaseNotFound, "database %q not found", t.Database)
+		return 0, false, Named(ErrDatabaseNotFound, "database %q not found", t.Database)
 	}
 	if id, ok := st.tableNames[t.FullName()]; ok {
 		if c.IgnoreIfExists {
 			return id, false, nil
 		}
-		return id, false, named(ErrTableExists, "table %s already exists", t.FullName())
+		return id, false, Named(ErrTableExists, "table %s already exists", t.FullName())
 	}
 	if err := ValidateTableName(t.Name); err != nil {
 		return 0, false, err
@@ -192,9 +192,9 @@ func (st *state) dropTable(c *metapb.DropTable) (bool, error) {
 			return false, nil
 		}
 		if _, ok := st.databases[c.Database]; !ok {
-			return false, named(ErrDatabaseNotFound, "database %q not found", c.Database)
+			return false, Named(ErrDatabaseNotFound, "database %q not found", c.Database)
 		}
-		return false, named(ErrTableNotFound, "table %s not found", full)
+		return false, Named(ErrTableNotFound, "table %s not found", full)
 	}
 	st.removeTable(id)
 	return true, nil
@@ -203,13 +203,13 @@ func (st *state) dropTable(c *metapb.DropTable) (bool, error) {
 func (st *state) createPartition(c *metapb.CreatePartition) (int64, bool, error) {
 	t, ok := st.tables[c.TableId]
 	if !ok {
-		return 0, false, named(ErrTableNotFound, "create partition %q: table id %d not found", c.Name, c.TableId)
+		return 0, false, Named(ErrTableNotFound, "create partition %q: table id %d not found", c.Name, c.TableId)
 	}
 	if id, ok := st.partNames[t.ID][c.Name]; ok {
 		if c.IgnoreIfExists {
 			return id, false, nil
 		}
-		return id, false, named(ErrPartitionExists, "partition %q of table %s already exists", c.Name, t.FullName())
+		return id, false, Named(ErrPartitionExists, "partition %q of table %s already exists", c.Name, t.FullName())
 	}
 	name, err := PartitionName(t, c.Values)
 	if err != nil {
@@ -243,14 +243,14 @@ func (st *state) createPartition(c *metapb.CreatePartition) (int64, bool, error)
 func (st *state) dropPartition(c *metapb.DropPartition) (bool, error) {
 	t, ok := st.tables[c.TableId]
 	if !ok {
-		return false, named(ErrTableNotFound, "drop partition %q: table id %d not found", c.Name, c.TableId)
+		return false, Named(ErrTableNotFound, "drop partition %q: table id %d not found", c.Name, c.TableId)
 	}
 	pid, ok := st.partNames[t.ID][c.Name]
 	if !ok {
 		if c.IgnoreIfNotExists {
 			return false, nil
 		}
-		return false, named(ErrPartitionNotFound, "partition %q of table %s not found", c.Name, t.FullName())
+		return false, Named(ErrPartitionNotFound, "partition %q of table %s not found", c.Name, t.FullName())
 	}
 	delete(st.partitions, pid)
 	delete(st.partNames[t.ID], c.Name)
@@ -272,14 +272,14 @@ func (st *state) setAssignments(pbs []*metapb.Assignment) error {
 		a := assignmentFromPB(p)
 		t, ok := st.tables[a.TableID]
 		if !ok {
-			return named(ErrTableNotFound, "assign bucket %d: table id %d not found", a.Bucket, a.TableID)
+			return Named(ErrTableNotFound, "assign bucket %d: table id %d not found", a.Bucket, a.TableID)
 		}
 		if a.PartitionID == NoPartition {
 			if len(t.PartitionKeys) > 0 {
 				return fmt.Errorf("%w: table %s is partitioned: name a partition for bucket %d", ErrInvalid, t.FullName(), a.Bucket)
 			}
 		} else if pt, ok := st.partitions[a.PartitionID]; !ok || pt.TableID != t.ID {
-			return named(ErrPartitionNotFound, "assign bucket %d: partition id %d of table %s not found", a.Bucket, a.PartitionID, t.FullName())
+			return Named(ErrPartitionNotFound, "assign bucket %d: partition id %d of table %s not found", a.Bucket, a.PartitionID, t.FullName())
 		}
 		if a.Bucket < 0 || a.Bucket >= t.BucketCount {
 			return fmt.Errorf("%w: table %s has no bucket %d (it has %d)", ErrInvalid, t.FullName(), a.Bucket, t.BucketCount)
@@ -337,7 +337,7 @@ func (st *state) registerNode(p *metapb.Node) error {
 func (st *state) setNodeState(c *metapb.SetNodeState) error {
 	n, ok := st.nodes[NodeID(c.Id)]
 	if !ok {
-		return fmt.Errorf("set state of node %d: %w", c.Id, ErrNodeNotFound)
+		return Named(ErrNodeNotFound, "set state of node %d: node not found", c.Id)
 	}
 	if !validNodeState(NodeState(c.State)) {
 		return fmt.Errorf("%w: node %d: state %q is not joining, active, draining or left", ErrInvalid, c.Id, c.State)
@@ -367,7 +367,7 @@ func (st *state) setClusterID(c *metapb.SetClusterID) (bool, error) {
 func (st *state) addColumns(c *metapb.AddColumns) (int32, error) {
 	t, ok := st.tables[c.TableId]
 	if !ok {
-		return 0, named(ErrTableNotFound, "add columns: table id %d not found", c.TableId)
+		return 0, Named(ErrTableNotFound, "add columns: table id %d not found", c.TableId)
 	}
 	add, err := schemaFromPB(&metapb.Schema{Columns: c.Columns})
 	if err != nil {

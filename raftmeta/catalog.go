@@ -191,7 +191,8 @@ type namedError struct {
 func (e *namedError) Error() string { return e.msg }
 func (e *namedError) Unwrap() error { return e.sentinel }
 
-// named returns sentinel with the message format makes of args.
-func named(sentinel error, format string, args ...any) error {
+// Named returns sentinel with the message format makes of args: an error
+// that names what it is about in its own words and still matches sentinel.
+func Named(sentinel error, format string, args ...any) error {
 	return &namedError{sentinel: sentinel, msg: fmt.Sprintf(format, args...)}
 }

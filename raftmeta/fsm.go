@@ -281,7 +281,7 @@ func (f *FSM) Database(name string) (Database, error) {
 	defer f.mu.RUnlock()
 	d, ok := f.st.databases[name]
 	if !ok {
-		return Database{}, named(ErrDatabaseNotFound, "database %q not found", name)
+		return Database{}, Named(ErrDatabaseNotFound, "database %q not found", name)
 	}
 	return *d, nil
 }
@@ -291,7 +291,7 @@ func (f *FSM) Tables(db string) ([]*Table, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if _, ok := f.st.databases[db]; !ok {
-		return nil, named(ErrDatabaseNotFound, "database %q not found", db)
+		return nil, Named(ErrDatabaseNotFound, "database %q not found", db)
 	}
 	var out []*Table
 	for _, t := range f.st.tables {
@@ -322,9 +322,9 @@ func (f *FSM) TableByName(db, name string) (*Table, error) {
 		return f.st.tables[id], nil
 	}
 	if _, ok := f.st.databases[db]; !ok {
-		return nil, named(ErrDatabaseNotFound, "table %s.%s not found: database %q not found", db, name, db)
+		return nil, Named(ErrDatabaseNotFound, "table %s.%s not found: database %q not found", db, name, db)
 	}
-	return nil, named(ErrTableNotFound, "table %s.%s not found", db, name)
+	return nil, Named(ErrTableNotFound, "table %s.%s not found", db, name)
 }
 
 // TableByID returns the table with the given id. The result is immutable.
@@ -334,7 +334,7 @@ func (f *FSM) TableByID(id int64) (*Table, error) {
 	if t, ok := f.st.tables[id]; ok {
 		return t, nil
 	}
-	return nil, named(ErrTableNotFound, "table id %d not found", id)
+	return nil, Named(ErrTableNotFound, "table id %d not found", id)
 }
 
 // Partitions lists a table's partitions, sorted by name.
@@ -342,7 +342,7 @@ func (f *FSM) Partitions(tableID int64) ([]*Partition, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if _, ok := f.st.tables[tableID]; !ok {
-		return nil, named(ErrTableNotFound, "table id %d not found", tableID)
+		return nil, Named(ErrTableNotFound, "table id %d not found", tableID)
 	}
 	names := f.st.partNames[tableID]
 	out := make([]*Partition, 0, len(names))
@@ -358,12 +358,12 @@ func (f *FSM) PartitionByName(tableID int64, name string) (*Partition, error) {
 	defer f.mu.RUnlock()
 	t, ok := f.st.tables[tableID]
 	if !ok {
-		return nil, named(ErrTableNotFound, "table id %d not found", tableID)
+		return nil, Named(ErrTableNotFound, "table id %d not found", tableID)
 	}
 	if id, ok := f.st.partNames[tableID][name]; ok {
 		return f.st.partitions[id], nil
 	}
-	return nil, named(ErrPartitionNotFound, "partition %q of table %s not found", name, t.FullName())
+	return nil, Named(ErrPartitionNotFound, "partition %q of table %s not found", name, t.FullName())
 }
 
 // Assignments lists every bucket assignment, sorted by (table, partition,
@@ -403,7 +403,7 @@ func (f *FSM) Node(id NodeID) (Node, error) {
 	defer f.mu.RUnlock()
 	n, ok := f.st.nodes[id]
 	if !ok {
-		return Node{}, fmt.Errorf("node %d: %w", id, ErrNodeNotFound)
+		return Node{}, Named(ErrNodeNotFound, "node %d not found", id)
 	}
 	return n, nil
 }

@@ -400,7 +400,7 @@ func (m *Meta) CreateTable(ctx context.Context, spec TableSpec, ignoreIfExists b
 		if ignoreIfExists {
 			return old.ID, nil
 		}
-		return 0, named(ErrTableExists, "table %s already exists", t.FullName())
+		return 0, Named(ErrTableExists, "table %s already exists", t.FullName())
 	}
 	t.CreatedAtMs = m.nowMs()
 	var as []*metapb.Assignment
@@ -466,7 +466,7 @@ func (m *Meta) CreatePartition(ctx context.Context, db, table string, values map
 		if ignoreIfExists {
 			return p.ID, nil
 		}
-		return 0, named(ErrPartitionExists, "partition %q of table %s already exists", name, t.FullName())
+		return 0, Named(ErrPartitionExists, "partition %q of table %s already exists", name, t.FullName())
 	}
 	if err := m.checkRetention(t, name, values); err != nil {
 		return 0, err
