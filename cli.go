@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -367,6 +368,26 @@ func readNDJSON(r io.Reader, batch int, send func([][]byte) error) error {
 	return send(rows)
 }
 
+// parseFrom parses scan's --from: earliest, latest, ts:MILLIS (epoch
+// milliseconds) or ts:TIME (RFC 3339, with its zone: 2026-12-06T16:00:00Z).
+func parseFrom(from string) (flussv1.ScanRequest_From, int64, error) {
+	switch f := strings.ToLower(from); {
+	case f == "earliest":
+		return flussv1.ScanRequest_EARLIEST, 0, nil
+	case f == "latest":
+		return flussv1.ScanRequest_LATEST, 0, nil
+	case strings.HasPrefix(f, "ts:"):
+		v := from[len("ts:"):]
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return flussv1.ScanRequest_TIMESTAMP, ms, nil
+		}
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return flussv1.ScanRequest_TIMESTAMP, t.UnixMilli(), nil
+		}
+	}
+	return 0, 0, fmt.Errorf("--from %q: want earliest, latest, ts:MILLIS (epoch milliseconds) or ts:TIME (RFC 3339 with a zone, e.g. ts:2026-12-06T16:00:00Z)", from)
+}
+
 func scanCmd() *cobra.Command {
 	var from, columns, where, partition string
 	var limit int64
@@ -379,26 +400,16 @@ func scanCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &flussv1.ScanRequest{Table: args[0], Columns: splitList(columns), Filter: where, Follow: follow, Partition: partition}
-			switch f := strings.ToLower(from); {
-			case f == "earliest":
-				req.From = flussv1.ScanRequest_EARLIEST
-			case f == "latest":
-				req.From = flussv1.ScanRequest_LATEST
-			case strings.HasPrefix(f, "ts:"):
-				ms, err := strconv.ParseInt(f[3:], 10, 64)
-				if err != nil {
-					return fmt.Errorf("--from %q: want earliest, latest or ts:MILLIS", from)
-				}
-				req.From, req.TimestampMs = flussv1.ScanRequest_TIMESTAMP, ms
-			default:
-				return fmt.Errorf("--from %q: want earliest, latest or ts:MILLIS", from)
+			var err error
+			if req.From, req.TimestampMs, err = parseFrom(from); err != nil {
+				return err
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
 			var n int64
-			err := newClient().Scan(ctx, req, func(r *flussv1.ScanResponse) error {
+			err = newClient().Scan(ctx, req, func(r *flussv1.ScanResponse) error {
 				var rows []json.RawMessage
 				if len(r.Rows) > 0 {
 					if err := json.Unmarshal(r.Rows, &rows); err != nil {
@@ -428,7 +439,7 @@ func scanCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest or ts:MILLIS")
+	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest, ts:MILLIS or ts:TIME (RFC 3339, e.g. ts:2026-12-06T16:00:00Z)")
 	f.StringVar(&columns, "columns", "", "columns to read, comma-separated (default all)")
 	f.StringVar(&where, "where", "", `filter in SQL: comparisons, [NOT] IN, [NOT] BETWEEN, [NOT] LIKE, IS [NOT] NULL, AND/OR/NOT, e.g. "amount > 100 AND city IN ('a','b') AND name LIKE 'an%'" (README: Filters)`)
 	f.Int64Var(&limit, "limit", 0, "stop after this many rows (0: no limit)")

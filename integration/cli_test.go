@@ -138,6 +138,10 @@ func TestCLIEndToEnd(t *testing.T) {
 	if ids := scanIDs(t, cli("", "scan", "app.ev", "--from", "ts:"+strconv.FormatInt(then+1, 10)).stdout); !slices.Equal(ids, []int{9}) {
 		t.Errorf("scan --from ts:%d: ids %v, want [9]", then+1, ids)
 	}
+	at := time.UnixMilli(then + 1).In(time.FixedZone("", 3600)).Format(time.RFC3339Nano)
+	if ids := scanIDs(t, cli("", "scan", "app.ev", "--from", "ts:"+at).stdout); !slices.Equal(ids, []int{9}) {
+		t.Errorf("scan --from ts:%s: ids %v, want [9]", at, ids)
+	}
 
 	// Follow: the existing rows, then rows appended while it runs.
 	t.Run("follow", func(t *testing.T) {
