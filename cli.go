@@ -274,6 +274,9 @@ func printTable(w io.Writer, name string, t *flussv1.GetTableResponse, layout []
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	if len(keys) > 0 {
+		fmt.Fprintln(w, "properties:")
+	}
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %s = %s\n", k, t.Properties[k])
 	}

@@ -86,7 +86,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	desc := cli("", "table", "describe", "app.ev").stdout
 	for _, s := range []string{"table app.ev", "id ", "BIGINT", "NOT NULL", "kind", "STRING", "n ", "INT",
-		"buckets: 3 by id", "table.log.ttl = 24h", "table.log.arrow.compression.type = ZSTD"} {
+		"buckets: 3 by id", "properties:\n", "table.log.ttl = 24h", "table.log.arrow.compression.type = ZSTD"} {
 		if !strings.Contains(desc, s) {
 			t.Errorf("table describe does not show %q:\n%s", s, desc)
 		}
