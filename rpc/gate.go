@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"connectrpc.com/connect"
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/protobuf/proto"
 )
 
 // gateMinBytes: requests smaller than this pass the gate without being
@@ -52,3 +54,30 @@ func (g *requestGate) enter(ctx context.Context, n int) (leave func(), err error
 
 // Held is the bytes of the requests inside the gate now.
 func (g *requestGate) Held() int64 { return g.held.Load() }
+
+// gateInterceptor passes every unary request through the gate, sized by
+// its message. Streams (Scan) send small requests and are not gated.
+type gateInterceptor struct{ g *requestGate }
+
+func (gi gateInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		var size int
+		if m, ok := req.Any().(proto.Message); ok {
+			size = proto.Size(m)
+		}
+		leave, err := gi.g.enter(ctx, size)
+		if err != nil {
+			return nil, err
+		}
+		defer leave() // also when the handler panics
+		return next(ctx, req)
+	}
+}
+
+func (gateInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (gateInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}

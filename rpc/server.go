@@ -12,7 +12,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
 )
@@ -131,12 +130,14 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 		// bytes) costs a gzip writer reset per call, which dominated the
 		// CPU of small writes, and saves nothing.
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithInterceptors(&interceptor{m: m, log: logger, gate: gate}),
+		connect.WithInterceptors(&interceptor{m: m, log: logger}),
 	}
 	if ho.auth != nil {
 		// Inside the metrics interceptor, so that refusals are counted.
 		opts = append(opts, connect.WithInterceptors(authInterceptor{}))
 	}
+	// Innermost: a request refused above takes nothing of the gate.
+	opts = append(opts, connect.WithInterceptors(gateInterceptor{gate}))
 	for _, c := range Codecs() {
 		opts = append(opts, connect.WithCodec(c))
 	}
@@ -248,26 +249,14 @@ func codeLabel(err *connect.Error) string {
 // fail while connect-go decodes them (malformed input, over
 // MaxRequestBytes) never reach a handler and are not counted here.
 type interceptor struct {
-	m    *metrics
-	log  *slog.Logger
-	gate *requestGate // large requests wait here before their handler runs
+	m   *metrics
+	log *slog.Logger
 }
 
 func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		start := time.Now()
-		var size int
-		if m, ok := req.Any().(proto.Message); ok {
-			size = proto.Size(m)
-		}
-		leave, err := i.gate.enter(ctx, size)
-		var res connect.AnyResponse
-		if err == nil {
-			res, err = func() (connect.AnyResponse, error) {
-				defer leave() // a panicking handler must not keep its bytes
-				return next(ctx, req)
-			}()
-		}
+		res, err := next(ctx, req)
 		var ce *connect.Error
 		if err != nil {
 			ce = toConnectErrorLog(err, i.log)
