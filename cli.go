@@ -444,7 +444,7 @@ func scanCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest, ts:MILLIS or ts:TIME (RFC 3339, e.g. ts:2026-12-06T16:00:00Z)")
 	f.StringVar(&columns, "columns", "", "columns to read, comma-separated (default all)")
-	f.StringVar(&where, "where", "", `filter in SQL: comparisons, [NOT] IN, [NOT] BETWEEN, [NOT] LIKE, IS [NOT] NULL, AND/OR/NOT, e.g. "amount > 100 AND city IN ('a','b') AND name LIKE 'an%'" (README: Filters)`)
+	f.StringVar(&where, "where", "", `filter in SQL: comparisons, [NOT] IN, [NOT] BETWEEN, [NOT] [I]LIKE, IS [NOT] NULL, AND/OR/NOT, e.g. "amount > 100 AND city IN ('a','b') AND name LIKE 'an%'" (README: Filters)`)
 	f.Int64Var(&limit, "limit", 0, "stop after this many rows (0: no limit)")
 	f.BoolVar(&follow, "follow", false, "keep reading new rows until interrupted")
 	f.StringVar(&partition, "partition", "", "read only this partition of a partitioned table (default all; following, also the partitions created meanwhile)")

@@ -124,6 +124,10 @@ func testFetchProjectionFilter(t *testing.T, dictionary bool) {
 			c, ok := x["city"].(string)
 			return ok && !strings.HasPrefix(c, "a") && x["n"].(int64) >= 10 && x["n"].(int64) <= 60
 		}},
+		{[]string{"city"}, "city ILIKE 'B' OR city NOT ILIKE '%C%'", func(x row) bool {
+			c, ok := x["city"].(string)
+			return ok && c != "c"
+		}},
 	} {
 		for _, format := range []flussv1.Format{flussv1.Format_JSON, flussv1.Format_ARROW} {
 			for _, maxRecords := range []int32{0, 7} {

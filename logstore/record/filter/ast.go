@@ -120,9 +120,12 @@ type IsNull struct {
 // Like is `Column [NOT] LIKE 'pattern' [ESCAPE 'c']`: in the pattern, %
 // matches any run of characters and _ exactly one; Escape ("" for none) is
 // one character that makes the %, _ or escape character after it literal.
+// Fold is ILIKE: letters match regardless of case (Unicode simple case
+// folding, as strings.EqualFold).
 type Like struct {
 	Column  string
 	Not     bool
+	Fold    bool
 	Pattern string
 	Escape  string
 	Offset  int
@@ -195,7 +198,11 @@ func (e *Like) appendTo(dst []byte) []byte {
 	if e.Not {
 		dst = append(dst, " NOT"...)
 	}
-	dst = append(dst, " LIKE "...)
+	if e.Fold {
+		dst = append(dst, " ILIKE "...)
+	} else {
+		dst = append(dst, " LIKE "...)
+	}
 	dst = appendQuoted(dst, e.Pattern, '\'')
 	if e.Escape != "" {
 		dst = append(dst, " ESCAPE "...)
@@ -250,7 +257,7 @@ func (e *Not) appendTo(dst []byte) []byte {
 var reserved = map[string]bool{
 	"AND": true, "OR": true, "NOT": true, "IN": true, "IS": true, "NULL": true,
 	"TRUE": true, "FALSE": true, "DATE": true, "TIME": true, "TIMESTAMP": true,
-	"BETWEEN": true, "LIKE": true,
+	"BETWEEN": true, "LIKE": true, "ILIKE": true,
 }
 
 func isIdentStart(c byte) bool {

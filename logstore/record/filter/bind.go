@@ -337,11 +337,15 @@ func (b *binder) like(col int, e *Like) (*leaf, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.typ.Kind != record.KindString {
-		return nil, fmt.Errorf("%w: column %q is %s: LIKE (position %d) applies to STRING columns", ErrType, l.name, l.typ, e.Offset+1)
+	op := "LIKE"
+	if e.Fold {
+		op = "ILIKE"
 	}
-	if l.like, err = compileLike(e.Pattern, e.Escape); err != nil {
-		return nil, fmt.Errorf("%w: LIKE at position %d: %v", ErrType, e.Offset+1, err)
+	if l.typ.Kind != record.KindString {
+		return nil, fmt.Errorf("%w: column %q is %s: %s (position %d) applies to STRING columns", ErrType, l.name, l.typ, op, e.Offset+1)
+	}
+	if l.like, err = compileLike(e.Pattern, e.Escape, e.Fold); err != nil {
+		return nil, fmt.Errorf("%w: %s at position %d: %v", ErrType, op, e.Offset+1, err)
 	}
 	return l, nil
 }

@@ -13,7 +13,9 @@
 //   - LIKE applies to STRING columns; `_` takes one UTF-8 character (a byte
 //     that is not UTF-8 counts as one). MayMatch tests only the pattern's
 //     literal prefix against min/max; Eval on a dictionary column matches
-//     each dictionary value once.
+//     each dictionary value once. ILIKE compares literals character by
+//     character under simple case folding (strings.EqualFold's rule) and
+//     has no prefix for MayMatch.
 //   - `a [NOT] BETWEEN x AND y` and a BOOLEAN column alone (`ok`) parse into
 //     comparisons (`[NOT] (a >= x AND a <= y)`, `ok = TRUE`): binding,
 //     statistics and evaluation below treat them as such.

@@ -311,6 +311,8 @@ func TestBindErrors(t *testing.T) {
 	f("s BETWEEN 'a' AND 3", ErrType, "quoted string")
 	f("by LIKE 'a%'", ErrType, `column "by" is BYTES: LIKE (position 1) applies to STRING columns`)
 	f("i64 NOT LIKE 'a%'", ErrType, "applies to STRING columns")
+	f("by ILIKE 'a%'", ErrType, `column "by" is BYTES: ILIKE (position 1) applies to STRING columns`)
+	f("s ILIKE 'a!' ESCAPE '!'", ErrType, "ILIKE at position 1: pattern 'a!' ends with the escape character")
 	f("s LIKE 'a!' ESCAPE '!'", ErrType, "ends with the escape character")
 	f("s LIKE 'a!b' ESCAPE '!'", ErrType, "may precede only %, _ or itself")
 	f("s LIKE 'a' ESCAPE '!!'", ErrType, "must be one character")

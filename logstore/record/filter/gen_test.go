@@ -258,10 +258,11 @@ func genFilter(r *rand.Rand, s *record.Schema, depth int) string {
 	return c.Name + " " + op + " " + genLiteral(r, c)
 }
 
-// genLike returns " [NOT] LIKE 'pattern' [ESCAPE '!']" with pieces of
-// genStrings, wildcards and, with ESCAPE, escaped wildcards.
+// genLike returns " [NOT] [I]LIKE 'pattern' [ESCAPE '!']" with pieces of
+// genStrings (in either case), wildcards and, with ESCAPE, escaped
+// wildcards.
 func genLike(r *rand.Rand) string {
-	pieces := []string{"a", "b", "é", "'", "%", "%", "_", "it"}
+	pieces := []string{"a", "b", "é", "'", "%", "%", "_", "it", "B", "É", "IT"}
 	escape := r.IntN(4) == 0
 	if escape {
 		pieces = append(pieces, "!%", "!_", "!!")
@@ -271,6 +272,9 @@ func genLike(r *rand.Rand) string {
 		p += pieces[r.IntN(len(pieces))]
 	}
 	out := " LIKE " + quoteLit(p)
+	if r.IntN(3) == 0 {
+		out = " ILIKE " + quoteLit(p)
+	}
 	if r.IntN(3) == 0 {
 		out = " NOT" + out
 	}
@@ -350,7 +354,7 @@ func (n *naive) eval(t *testing.T, e Expr, row int) tri {
 		if null {
 			return unk
 		}
-		re, err := likeRegexp(e.Pattern, e.Escape)
+		re, err := likeRegexp(e.Pattern, e.Escape, e.Fold)
 		if err != nil {
 			t.Fatalf("naive: %v", err)
 		}
@@ -366,9 +370,12 @@ func (n *naive) eval(t *testing.T, e Expr, row int) tri {
 
 // likeRegexp is LIKE by its definition, as a regular expression: % is
 // .*, _ is one character, everything else (and what the escape character
-// guards) is itself.
-func likeRegexp(pattern, escape string) (*regexp.Regexp, error) {
+// guards) is itself; with fold (ILIKE), in any case.
+func likeRegexp(pattern, escape string, fold bool) (*regexp.Regexp, error) {
 	var b strings.Builder
+	if fold {
+		b.WriteString(`(?i)`)
+	}
 	b.WriteString(`(?s)\A`)
 	esc := []rune(escape)
 	pending := false

@@ -3,6 +3,7 @@ package filter
 import (
 	"bytes"
 	"fmt"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -10,8 +11,10 @@ import (
 // character) and '%' (any run of characters, none included).
 type likePattern struct {
 	toks []likeTok
+	fold bool // ILIKE: literals match regardless of case
 	// prefix is the literal text before the first wildcard: every match
-	// starts with it, which is what batch statistics can test.
+	// starts with it, which is what batch statistics can test. Empty for
+	// ILIKE (a match may start with the prefix in any case).
 	prefix string
 }
 
@@ -29,8 +32,9 @@ const (
 )
 
 // compileLike compiles pattern. escape, if not empty, is one character
-// that makes the '%', '_' or escape character after it literal.
-func compileLike(pattern, escape string) (*likePattern, error) {
+// that makes the '%', '_' or escape character after it literal. fold makes
+// literals match regardless of case (ILIKE).
+func compileLike(pattern, escape string, fold bool) (*likePattern, error) {
 	var esc rune = -1
 	if escape != "" {
 		r, n := utf8.DecodeRuneInString(escape)
@@ -39,7 +43,7 @@ func compileLike(pattern, escape string) (*likePattern, error) {
 		}
 		esc = r
 	}
-	p := &likePattern{}
+	p := &likePattern{fold: fold}
 	var lit []byte
 	wild, pending := false, false
 	for i := 0; i < len(pattern); {
@@ -69,7 +73,7 @@ func compileLike(pattern, escape string) (*likePattern, error) {
 			continue
 		}
 		lit = append(lit, text...)
-		if !wild {
+		if !wild && !fold {
 			p.prefix += text
 		}
 	}
@@ -103,8 +107,12 @@ func (p *likePattern) match(s []byte) bool {
 					continue
 				}
 			case likeLit:
-				if bytes.HasPrefix(s[si:], t.lit) {
-					pi, si = pi+1, si+len(t.lit)
+				n, ok := len(t.lit), bytes.HasPrefix(s[si:], t.lit)
+				if p.fold {
+					n, ok = hasPrefixFold(s[si:], t.lit)
+				}
+				if ok {
+					pi, si = pi+1, si+n
 					continue
 				}
 			}
@@ -117,6 +125,46 @@ func (p *likePattern) match(s []byte) bool {
 		pi, si = star+1, starS
 	}
 	return true
+}
+
+// hasPrefixFold reports whether s starts with lit under simple case
+// folding, character by character as strings.EqualFold compares, and how
+// many bytes of s that prefix takes (folded characters may differ in
+// length: K and the Kelvin sign). Invalid UTF-8 matches itself byte for
+// byte.
+func hasPrefixFold(s, lit []byte) (int, bool) {
+	si := 0
+	for li := 0; li < len(lit); {
+		if si >= len(s) {
+			return 0, false
+		}
+		lr, ln := utf8.DecodeRune(lit[li:])
+		sr, sn := utf8.DecodeRune(s[si:])
+		switch {
+		case lr == utf8.RuneError && ln == 1 || sr == utf8.RuneError && sn == 1:
+			if ln != sn || lit[li] != s[si] {
+				return 0, false
+			}
+		case !equalFold(lr, sr):
+			return 0, false
+		}
+		li, si = li+ln, si+sn
+	}
+	return si, true
+}
+
+// equalFold reports whether a and b are the same character under simple
+// case folding.
+func equalFold(a, b rune) bool {
+	if a == b {
+		return true
+	}
+	for r := unicode.SimpleFold(a); r != a; r = unicode.SimpleFold(r) {
+		if r == b {
+			return true
+		}
+	}
+	return false
 }
 
 // prefixEnd returns the least string above every string that starts with

@@ -40,12 +40,44 @@ func TestLikeMatch(t *testing.T) {
 		{"a\xffb", "", "a\xffb", true}, // bytes that are not UTF-8 match themselves
 		{"a_b", "", "a\xffb", true},    // ... and count as one character
 	} {
-		p, err := compileLike(tt.pattern, tt.escape)
+		p, err := compileLike(tt.pattern, tt.escape, false)
 		if err != nil {
 			t.Fatalf("%q ESCAPE %q: %v", tt.pattern, tt.escape, err)
 		}
 		if got := p.match([]byte(tt.s)); got != tt.want {
 			t.Errorf("%q LIKE %q ESCAPE %q = %v, want %v", tt.s, tt.pattern, tt.escape, got, tt.want)
+		}
+	}
+}
+
+func TestILikeMatch(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, s  string
+		like, ilike bool
+	}{
+		{"abc", "ABC", false, true},
+		{"A%", "abc", false, true},
+		{"%É_", "xxéY", false, true},
+		{"straße", "STRASSE", false, false}, // simple folding: ß is not ss
+		{"k", "\u212a", false, true},        // the Kelvin sign folds to k (3 bytes against 1)
+		{"\u212a%", "kelvin", false, true},
+		{"%σ", "ΟΔΟΣ", false, true}, // σ, ς and Σ are one orbit
+		{"a\xffb", "A\xffB", false, true},
+		{"a\xffb", "a\xfeb", false, false},
+		{"%aB%", "xxAbxx", false, true},
+		{"%ab", "abAB", false, true},
+		{"a_c", "AXC", false, true},
+		{"abc", "abd", false, false},
+	} {
+		for _, fold := range []bool{false, true} {
+			p, err := compileLike(tt.pattern, "", fold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[bool]bool{false: tt.like, true: tt.ilike}[fold]
+			if got := p.match([]byte(tt.s)); got != want {
+				t.Errorf("%q LIKE %q (fold %v) = %v, want %v", tt.s, tt.pattern, fold, got, want)
+			}
 		}
 	}
 }
@@ -71,13 +103,18 @@ func TestLikeMayMatch(t *testing.T) {
 		{"a\xff%", "b", "c", false},
 		{"a\xff%", "a\xff\xff", "b", true},
 	} {
-		p, err := compileLike(tt.pattern, "")
+		p, err := compileLike(tt.pattern, "", false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st := &record.ColumnStats{HasMinMax: true, MinBytes: []byte(tt.min), MaxBytes: []byte(tt.max)}
 		if got := p.may(st); got != tt.may {
 			t.Errorf("%q over [%q, %q]: may %v, want %v", tt.pattern, tt.min, tt.max, got, tt.may)
+		}
+		// ILIKE has no prefix in byte order: a value may start with it in
+		// any case, so no batch is skipped.
+		if p, _ := compileLike(tt.pattern, "", true); !p.may(st) {
+			t.Errorf("%q ILIKE over [%q, %q]: may false", tt.pattern, tt.min, tt.max)
 		}
 	}
 }
@@ -89,7 +126,9 @@ func FuzzLike(f *testing.F) {
 		f.Add(s[0], s[1], s[2])
 	}
 	f.Fuzz(func(t *testing.T, pattern, escape, s string) {
-		p, err := compileLike(pattern, escape)
+		// The same input is tried as LIKE and as ILIKE.
+		fold := len(s)%2 == 1
+		p, err := compileLike(pattern, escape, fold)
 		if err != nil {
 			return
 		}
@@ -100,12 +139,12 @@ func FuzzLike(f *testing.F) {
 		if !utf8.ValidString(pattern) || !utf8.ValidString(s) {
 			return // the reference below reads text only
 		}
-		re, err := likeRegexp(pattern, escape)
+		re, err := likeRegexp(pattern, escape, fold)
 		if err != nil {
 			t.Fatalf("reference for %q: %v", pattern, err)
 		}
 		if want := re.MatchString(s); got != want {
-			t.Fatalf("%q LIKE %q ESCAPE %q = %v, want %v", s, pattern, escape, got, want)
+			t.Fatalf("%q LIKE %q ESCAPE %q (fold %v) = %v, want %v", s, pattern, escape, fold, got, want)
 		}
 	})
 }

@@ -404,20 +404,20 @@ func (p *parser) parsePredicate() (Expr, error) {
 			return nil, p.errf(p.tok.pos, "expected NULL after IS%s", map[bool]string{true: " NOT"}[not])
 		}
 		return &IsNull{Column: left.col, Not: not, Offset: left.pos}, p.next()
-	case p.isKeyword("IN") || p.isKeyword("NOT") || p.isKeyword("BETWEEN") || p.isKeyword("LIKE"):
+	case p.isKeyword("IN") || p.isKeyword("NOT") || p.isKeyword("BETWEEN") || p.isKeyword("LIKE") || p.isKeyword("ILIKE"):
 		not := p.isKeyword("NOT")
 		if not {
 			if err := p.next(); err != nil {
 				return nil, err
 			}
-			if !p.isKeyword("IN") && !p.isKeyword("BETWEEN") && !p.isKeyword("LIKE") {
-				return nil, p.errf(p.tok.pos, "expected IN, BETWEEN or LIKE after NOT")
+			if !p.isKeyword("IN") && !p.isKeyword("BETWEEN") && !p.isKeyword("LIKE") && !p.isKeyword("ILIKE") {
+				return nil, p.errf(p.tok.pos, "expected IN, BETWEEN, LIKE or ILIKE after NOT")
 			}
 		}
 		switch {
 		case p.isKeyword("BETWEEN"):
 			return p.parseBetween(left, not)
-		case p.isKeyword("LIKE"):
+		case p.isKeyword("LIKE"), p.isKeyword("ILIKE"):
 			return p.parseLike(left, not)
 		}
 		if !left.isCol {
@@ -460,17 +460,18 @@ func (p *parser) parsePredicate() (Expr, error) {
 			// (Bind refuses it for a column that is not BOOLEAN).
 			return &Compare{Column: left.col, Op: OpEq, Value: Literal{Kind: LitBool, Text: "TRUE", Offset: left.pos}, Offset: left.pos, Bare: true}, nil
 		}
-		return nil, p.errf(p.tok.pos, "expected an operator (= != <> < <= > >=), [NOT] IN, [NOT] BETWEEN, [NOT] LIKE or IS [NOT] NULL after column %q", left.col)
+		return nil, p.errf(p.tok.pos, "expected an operator (= != <> < <= > >=), [NOT] IN, [NOT] BETWEEN, [NOT] [I]LIKE or IS [NOT] NULL after column %q", left.col)
 	}
 	return nil, p.errf(p.tok.pos, "expected an operator after the value")
 }
 
-// parseLike parses the rest of "col [NOT] LIKE 'pattern' [ESCAPE 'c']"
-// (p.tok is LIKE). ESCAPE is not a reserved word: after the pattern nothing
-// else could follow.
+// parseLike parses the rest of "col [NOT] [I]LIKE 'pattern' [ESCAPE 'c']"
+// (p.tok is LIKE or ILIKE). ESCAPE is not a reserved word: after the
+// pattern nothing else could follow.
 func (p *parser) parseLike(left operand, not bool) (Expr, error) {
+	op := strings.ToUpper(p.tok.text)
 	if !left.isCol {
-		return nil, p.errf(left.pos, "LIKE applies to a column, not a value")
+		return nil, p.errf(left.pos, "%s applies to a column, not a value", op)
 	}
 	str := func(what string) (string, error) {
 		if err := p.next(); err != nil {
@@ -482,9 +483,9 @@ func (p *parser) parseLike(left operand, not bool) (Expr, error) {
 		text := p.tok.text
 		return text, p.next()
 	}
-	e := &Like{Column: left.col, Not: not, Offset: left.pos}
+	e := &Like{Column: left.col, Not: not, Fold: op == "ILIKE", Offset: left.pos}
 	var err error
-	if e.Pattern, err = str("pattern after LIKE, such as 'abc%'"); err != nil {
+	if e.Pattern, err = str("pattern after " + op + ", such as 'abc%'"); err != nil {
 		return nil, err
 	}
 	if p.tok.kind == tIdent && strings.EqualFold(p.tok.text, "ESCAPE") {

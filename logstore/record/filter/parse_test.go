@@ -36,8 +36,11 @@ func tree(e Expr) string {
 		return "(NULL " + e.Column + ")"
 	case *Like:
 		op := "(LIKE "
+		if e.Fold {
+			op = "(ILIKE "
+		}
 		if e.Not {
-			op = "(NOTLIKE "
+			op = "(NOT" + op[1:]
 		}
 		if e.Escape != "" {
 			return op + e.Column + " " + e.Pattern + " esc:" + e.Escape + ")"
@@ -132,6 +135,10 @@ func TestParse(t *testing.T) {
 	f("name LIKE '50!%%' escape '!' AND escape = 1", "(AND (LIKE name 50!%% esc:!) (= escape int:1))", "name LIKE '50!%%' ESCAPE '!' AND escape = 1")
 	f(`"like" LIKE ''`, "(LIKE like )", `"like" LIKE ''`)
 	f("a LIKE 'x_' ESCAPE ''", "(LIKE a x_)", "a LIKE 'x_'") // no escape character, as PostgreSQL reads it
+	// ILIKE: LIKE regardless of case.
+	f("name ilike 'A%'", "(ILIKE name A%)", "name ILIKE 'A%'")
+	f("name NOT ILIKE '%x!_' ESCAPE '!' OR n", "(OR (NOTILIKE name %x!_ esc:!) (= n bool:TRUE))", "name NOT ILIKE '%x!_' ESCAPE '!' OR n")
+	f(`"ilike" ILIKE 'a'`, "(ILIKE ilike a)", `"ilike" ILIKE 'a'`)
 	// A column alone is the condition column = TRUE.
 	f("ok", "(= ok bool:TRUE)", "ok")
 	f("NOT ok AND (flag OR x > 1)", "(AND (NOT (= ok bool:TRUE)) (OR (= flag bool:TRUE) (> x int:1)))", "NOT ok AND (flag OR x > 1)")
@@ -170,8 +177,10 @@ func TestParseErrors(t *testing.T) {
 	f("a IN ()", 6, "expected a column or a value")
 	f("a IN (1 2)", 8, "expected ',' or ')'")
 	f("a IN (b)", 6, "IN lists hold values")
-	f("a NOT 1", 6, "expected IN, BETWEEN or LIKE after NOT")
+	f("a NOT 1", 6, "expected IN, BETWEEN, LIKE or ILIKE after NOT")
 	f("'x' LIKE 'a'", 0, "LIKE applies to a column")
+	f("'x' ILIKE 'a'", 0, "ILIKE applies to a column")
+	f("a ILIKE 1", 8, "expected a quoted pattern after ILIKE")
 	f("a LIKE b", 7, "expected a quoted pattern")
 	f("a LIKE 1", 7, "expected a quoted pattern")
 	f("a LIKE 'x' ESCAPE", 17, "expected a quoted escape character")
