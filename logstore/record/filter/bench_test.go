@@ -92,6 +92,8 @@ func BenchmarkEval(b *testing.B) {
 	b.Run("like-prefix", func(b *testing.B) { benchEval(b, "city LIKE 'be%'", false) })
 	b.Run("like-infix", func(b *testing.B) { benchEval(b, "city LIKE '%r_i%'", false) })
 	b.Run("like-dict", func(b *testing.B) { benchEval(b, "city LIKE '%r_i%'", true) })
+	b.Run("ilike-prefix", func(b *testing.B) { benchEval(b, "city ILIKE 'BE%'", false) })
+	b.Run("ilike-infix", func(b *testing.B) { benchEval(b, "city ILIKE '%R_I%'", false) })
 }
 
 func BenchmarkParseBind(b *testing.B) {

@@ -138,6 +138,14 @@ func hasPrefixFold(s, lit []byte) (int, bool) {
 		if si >= len(s) {
 			return 0, false
 		}
+		if c, d := lit[li], s[si]; c|d < utf8.RuneSelf {
+			// Two ASCII characters fold together only as ASCII letters.
+			if lc := c | 0x20; c != d && (lc != d|0x20 || lc < 'a' || lc > 'z') {
+				return 0, false
+			}
+			li, si = li+1, si+1
+			continue
+		}
 		lr, ln := utf8.DecodeRune(lit[li:])
 		sr, sn := utf8.DecodeRune(s[si:])
 		switch {
