@@ -372,8 +372,13 @@ func readNDJSON(r io.Reader, batch int, send func([][]byte) error) error {
 }
 
 // parseFrom parses scan's --from: earliest, latest, ts:MILLIS (epoch
-// milliseconds) or ts:TIME (RFC 3339, with its zone: 2026-12-06T16:00:00Z).
+// milliseconds), ts:TIME (RFC 3339, with its zone: 2026-12-06T16:00:00Z)
+// or ago:DURATION (that long before now: ago:15m).
 func parseFrom(from string) (flussv1.ScanRequest_From, int64, error) {
+	return parseFromAt(from, time.Now())
+}
+
+func parseFromAt(from string, now time.Time) (flussv1.ScanRequest_From, int64, error) {
 	switch f := strings.ToLower(from); {
 	case f == "earliest":
 		return flussv1.ScanRequest_EARLIEST, 0, nil
@@ -387,8 +392,12 @@ func parseFrom(from string) (flussv1.ScanRequest_From, int64, error) {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			return flussv1.ScanRequest_TIMESTAMP, t.UnixMilli(), nil
 		}
+	case strings.HasPrefix(f, "ago:"):
+		if d, err := time.ParseDuration(f[len("ago:"):]); err == nil && d >= 0 {
+			return flussv1.ScanRequest_TIMESTAMP, now.Add(-d).UnixMilli(), nil
+		}
 	}
-	return 0, 0, fmt.Errorf("--from %q: want earliest, latest, ts:MILLIS (epoch milliseconds) or ts:TIME (RFC 3339 with a zone, e.g. ts:2026-12-06T16:00:00Z)", from)
+	return 0, 0, fmt.Errorf("--from %q: want earliest, latest, ts:MILLIS (epoch milliseconds), ts:TIME (RFC 3339 with a zone, e.g. ts:2026-12-06T16:00:00Z) or ago:DURATION (e.g. ago:15m)", from)
 }
 
 func scanCmd() *cobra.Command {
@@ -442,7 +451,7 @@ func scanCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest, ts:MILLIS or ts:TIME (RFC 3339, e.g. ts:2026-12-06T16:00:00Z)")
+	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest, ts:MILLIS, ts:TIME (RFC 3339, e.g. ts:2026-12-06T16:00:00Z) or ago:DURATION (e.g. ago:15m)")
 	f.StringVar(&columns, "columns", "", "columns to read, comma-separated (default all)")
 	f.StringVar(&where, "where", "", `filter in SQL: comparisons, [NOT] IN, [NOT] BETWEEN, [NOT] [I]LIKE, IS [NOT] NULL, AND/OR/NOT, e.g. "amount > 100 AND city IN ('a','b') AND name LIKE 'an%'" (README: Filters)`)
 	f.Int64Var(&limit, "limit", 0, "stop after this many rows (0: no limit)")

@@ -142,6 +142,12 @@ func TestCLIEndToEnd(t *testing.T) {
 	if ids := scanIDs(t, cli("", "scan", "app.ev", "--from", "ts:"+at).stdout); !slices.Equal(ids, []int{9}) {
 		t.Errorf("scan --from ts:%s: ids %v, want [9]", at, ids)
 	}
+	if ids := scanIDs(t, cli("", "scan", "app.ev", "--from", "ago:1h").stdout); !slices.Equal(ids, seq(1, 9)) {
+		t.Errorf("scan --from ago:1h: ids %v, want 1..9", ids)
+	}
+	if ids := scanIDs(t, cli("", "scan", "app.ev", "--from", "ago:0s").stdout); len(ids) != 0 {
+		t.Errorf("scan --from ago:0s: ids %v, want none", ids)
+	}
 
 	// Follow: the existing rows, then rows appended while it runs.
 	t.Run("follow", func(t *testing.T) {
