@@ -526,3 +526,35 @@ func TestLeaveNoticeFirst(t *testing.T) {
 		t.Fatalf("after coming back and vanishing: %v, want dead", m.Status)
 	}
 }
+
+// TestConcurrentStateChanges: state and meta changes from several
+// goroutines at once (a node's register loop and its Close do this) are
+// safe, and the last one wins. memberlist's UpdateNode reads the local
+// node's state without its lock, so concurrent calls raced (-race).
+func TestConcurrentStateChanges(t *testing.T) {
+	nodes := startCluster(t, 2)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for range 5 {
+				if i%2 == 0 {
+					_ = nodes[1].SetState(StateActive)
+				} else {
+					meta := testMeta(2)
+					meta.State = StateDraining
+					_ = nodes[1].UpdateMeta(meta)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := nodes[1].SetState(StateActive); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if m, _ := memberByID(nodes[0].Members(), 2); m.State != StateActive {
+			return fmt.Errorf("node 1 sees node 2 %q", m.State)
+		}
+		return nil
+	})
+}

@@ -71,6 +71,10 @@ type Membership struct {
 	ml     *memberlist.Memberlist // set once after memberlist.Create
 
 	life sync.Mutex // serializes Leave and Shutdown (memberlist panics on Leave after Shutdown)
+	// update serializes memberlist's UpdateNode: it reads the local node's
+	// state without memberlist's lock while another call's aliveNode writes
+	// it. Taken before mu, never while holding it.
+	update sync.Mutex
 
 	mu         sync.Mutex
 	local      Meta
@@ -284,6 +288,8 @@ func (m *Membership) UpdateMeta(meta Meta) error {
 }
 
 func (m *Membership) updateMeta(change func(*Meta)) error {
+	m.update.Lock()
+	defer m.update.Unlock()
 	m.mu.Lock()
 	if m.shut {
 		m.mu.Unlock()
