@@ -107,9 +107,12 @@ func (p *likePattern) match(s []byte) bool {
 					continue
 				}
 			case likeLit:
-				n, ok := len(t.lit), bytes.HasPrefix(s[si:], t.lit)
+				var n int
+				var ok bool
 				if p.fold {
 					n, ok = hasPrefixFold(s[si:], t.lit)
+				} else {
+					n, ok = len(t.lit), bytes.HasPrefix(s[si:], t.lit)
 				}
 				if ok {
 					pi, si = pi+1, si+n
