@@ -529,8 +529,9 @@ func TestLeaveNoticeFirst(t *testing.T) {
 
 // TestConcurrentStateChanges: state and meta changes from several
 // goroutines at once (a node's register loop and its Close do this) are
-// safe, and the last one wins. memberlist's UpdateNode reads the local
-// node's state without its lock, so concurrent calls raced (-race).
+// safe (CI runs it under -race: memberlist's UpdateNode reads the local
+// node's state without its lock, so concurrent calls raced), and a change
+// made after them reaches the peer.
 func TestConcurrentStateChanges(t *testing.T) {
 	nodes := startCluster(t, 2)
 	var wg sync.WaitGroup
