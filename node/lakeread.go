@@ -168,7 +168,7 @@ func (n *Node) fetchLeader(ctx context.Context, id raftmeta.BucketID, r *replica
 	case !below:
 		return batches, hw, lakeStart, nil
 	case offset < lakeStart:
-		return nil, hw, lakeStart, fmt.Errorf("%w: %v: offset %d, the lake and the log hold [%d, %d)", replica.ErrOffsetOutOfRange, id, offset, lakeStart, hw)
+		return nil, hw, lakeStart, fmt.Errorf("%w: the lake and the log hold offsets [%d, %d)", replica.ErrOffsetOutOfRange, lakeStart, hw)
 	}
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20 // as the log's Fetch

@@ -414,7 +414,8 @@ func (r *Replica) submit(ctx context.Context, req *appendReq) (int64, int32, err
 // before offset. When offset is the high watermark (or beyond it but within
 // the stored log, e.g. while a restarted replica replays) it waits up to
 // maxWait for data and returns no batches if none came. Offsets below the
-// log start or beyond the stored log get ErrOffsetOutOfRange.
+// log start or beyond the stored log get ErrOffsetOutOfRange, whose message
+// names the range the log holds (callers name the bucket and the offset).
 //
 // Fetch is served by the leader only (see ServingReads); FetchLocal reads
 // this replica's own applied state, wherever it is.
@@ -449,7 +450,7 @@ func (r *Replica) FetchLocal(ctx context.Context, offset int64, maxBytes int, ma
 			logStart = r.LogStartOffset()
 		}
 		if offset < logStart || (offset > hw && offset > r.log.NextOffset()) {
-			return nil, hw, logStart, fmt.Errorf("%w: %v: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, r.cfg.ID, offset, logStart, hw)
+			return nil, hw, logStart, fmt.Errorf("%w: the log holds offsets [%d, %d)", ErrOffsetOutOfRange, logStart, hw)
 		}
 		if offset < hw {
 			break
