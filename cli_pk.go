@@ -106,24 +106,35 @@ func deleteCmd() *cobra.Command {
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
 			c := newClient()
-			var total int64
+			var sent, removed int64
 			err := flagOrStdin(cmd, "key", keyFlags, batch, func(keys [][]byte) error {
 				if len(keys) == 0 {
 					return nil
 				}
 				res, err := c.Delete(ctx, args[0], client.JSONArray(keys))
 				for _, r := range res {
-					total += int64(r.Count)
+					sent += int64(r.Count)
+					removed += int64(r.ChangelogRecords)
 				}
 				return err
 			})
-			fmt.Fprintf(cmd.ErrOrStderr(), "deleted %s\n", plural(total, "key"))
+			fmt.Fprintln(cmd.ErrOrStderr(), deletedLine(sent, removed))
 			return err
 		},
 	}
 	cmd.Flags().StringArrayVar(&keyFlags, "key", nil, `a primary key as a JSON object, e.g. '{"id":1}' (repeatable); stdin is not read then`)
 	cmd.Flags().IntVar(&batch, "batch", 1000, "keys per request")
 	return cmd
+}
+
+// deletedLine says what a delete did: of the keys sent, how many removed a
+// row (the delete of an absent key, or on a table whose
+// table.delete.behavior is ignore, changes nothing).
+func deletedLine(sent, removed int64) string {
+	if removed == sent {
+		return "deleted " + plural(sent, "key")
+	}
+	return fmt.Sprintf("deleted %d of %s; %d removed nothing (absent, or the table ignores deletes)", removed, plural(sent, "key"), sent-removed)
 }
 
 func lookupCmd() *cobra.Command {

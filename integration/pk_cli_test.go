@@ -96,7 +96,9 @@ func TestPKCLI(t *testing.T) {
 	if got := cli("{\"id\": 2}\n", "delete", "app.users").stderr; !strings.Contains(got, "deleted 1 key\n") {
 		t.Errorf("delete from stdin: stderr %q, want \"deleted 1 key\"", got)
 	}
-	cli("", "delete", "app.users", "--key", `{"id": 6}`)
+	if got := cli("", "delete", "app.users", "--key", `{"id": 6}`, "--key", `{"id": 2}`, "--key", `{"id": 99}`).stderr; !strings.Contains(got, "deleted 1 of 3 keys; 2 removed nothing (absent, or the table ignores deletes)\n") {
+		t.Errorf("delete of a present and two absent keys: stderr %q", got)
+	}
 	rows = lookup(`{"id": 2}`, `{"id": 6}`, `{"id": 1}`)
 	if rows[0] != nil || rows[1] != nil || rows[2]["name"] != "u1" {
 		t.Errorf("lookup after delete = %v, want null, null, u1", rows)

@@ -212,16 +212,30 @@ func TestPKTableEndToEnd(t *testing.T) {
 	ctx, c := withDB(t, n)
 	createPKTable(t, ctx, c, "cart", nil)
 
-	if _, err := c.Upsert(ctx, "db.cart", []byte(`[
+	// counts checks a write's results summed over its buckets: rows stored
+	// and the $changelog records they made.
+	counts := func(what string, res []*flussv1.WriteResult, err error, rows, changes int32) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var n, cl int32
+		for _, r := range res {
+			n += r.GetCount()
+			cl += r.GetChangelogRecords()
+		}
+		if n != rows || cl != changes {
+			t.Fatalf("%s: count %d, changelogRecords %d; want %d and %d", what, n, cl, rows, changes)
+		}
+	}
+	res, err := c.Upsert(ctx, "db.cart", []byte(`[
 		{"user_id":1,"item":10,"qty":2,"note":"a"},
 		{"user_id":1,"item":11,"qty":1,"note":"b"},
-		{"user_id":2,"item":10,"qty":5,"note":"c"}]`), nil); err != nil {
-		t.Fatal(err)
-	}
+		{"user_id":2,"item":10,"qty":5,"note":"c"}]`), nil)
+	counts("three inserts", res, err, 3, 3)
 	// Partial update: only qty changes, note keeps its value.
-	if _, err := c.Upsert(ctx, "db.cart", []byte(`[{"user_id":1,"item":10,"qty":7}]`), []string{"user_id", "item", "qty"}); err != nil {
-		t.Fatal(err)
-	}
+	res, err = c.Upsert(ctx, "db.cart", []byte(`[{"user_id":1,"item":10,"qty":7}]`), []string{"user_id", "item", "qty"})
+	counts("an update", res, err, 1, 2)
 	lookup := func(keys string, cols ...string) string {
 		t.Helper()
 		got, err := c.Lookup(ctx, "db.cart", []byte(keys), cols)
@@ -244,9 +258,8 @@ func TestPKTableEndToEnd(t *testing.T) {
 	if len(pr) != 2 || string(pr[0].GetRows()) != `[{"user_id":1,"item":10,"qty":7,"note":"a"},{"user_id":1,"item":11,"qty":1,"note":"b"}]` || string(pr[1].GetRows()) != `[]` {
 		t.Fatalf("prefix lookup: %v", pr)
 	}
-	if _, err := c.Delete(ctx, "db.cart", []byte(`[{"user_id":1,"item":11}]`)); err != nil {
-		t.Fatal(err)
-	}
+	res, err = c.Delete(ctx, "db.cart", []byte(`[{"user_id":1,"item":11},{"user_id":9,"item":9}]`))
+	counts("a delete of a present and an absent key", res, err, 2, 1)
 	if got := lookup(`[{"user_id":1,"item":11}]`); got != `[null]` {
 		t.Fatalf("deleted key: %s", got)
 	}

@@ -230,11 +230,13 @@ func (s *service) writePK(ctx context.Context, t *raftmeta.Table, rec arrow.Reco
 	for i, p := range parts {
 		wg.Go(func() {
 			pw := &PKWrite{Rows: p.rows, TargetCols: w.TargetCols, Delete: w.Delete}
-			if _, err := s.b.Write(ctx, bucketOf(t, p.part, p.bucket), pw, writerID, seq); err != nil {
+			res, err := s.b.Write(ctx, bucketOf(t, p.part, p.bucket), pw, writerID, seq)
+			if err != nil {
 				errs[i] = fmt.Errorf("write to %s: %w", where(t, p.part, p.bucket), err)
 				return
 			}
-			results[i] = &flussv1.WriteResult{Partition: partitionName(p.part), Bucket: p.bucket, Count: int32(len(p.rows))}
+			results[i] = &flussv1.WriteResult{Partition: partitionName(p.part), Bucket: p.bucket,
+				Count: int32(len(p.rows)), ChangelogRecords: res.Count}
 		})
 	}
 	wg.Wait()

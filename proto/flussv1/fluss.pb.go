@@ -2614,12 +2614,20 @@ func (x *UpsertRequest) GetBatchSequence() int32 {
 }
 
 type WriteResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bucket        int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Partition     string                 `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// Rows (or keys) of the request stored for this bucket.
+	Count     int32  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Partition string `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Records the write added to the bucket's $changelog: an insert 1, an
+	// update 2 (-U and +U; 1 with table.changelog.image=WAL), the delete of a
+	// present key 1. A delete of an absent key (or on a table with
+	// table.delete.behavior=ignore), or a row the merge engine kept out, adds
+	// none, so a Delete's changelog_records is the number of rows it removed.
+	// A retried request gets the first attempt's figure.
+	ChangelogRecords int32 `protobuf:"varint,4,opt,name=changelog_records,json=changelogRecords,proto3" json:"changelog_records,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WriteResult) Reset() {
@@ -2671,6 +2679,13 @@ func (x *WriteResult) GetPartition() string {
 		return x.Partition
 	}
 	return ""
+}
+
+func (x *WriteResult) GetChangelogRecords() int32 {
+	if x != nil {
+		return x.ChangelogRecords
+	}
+	return 0
 }
 
 type UpsertResponse struct {
@@ -3797,11 +3812,12 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x04rows\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\x04rows\x12%\n" +
 	"\x0etarget_columns\x18\x03 \x03(\tR\rtargetColumns\x12\x1b\n" +
 	"\twriter_id\x18\x04 \x01(\x03R\bwriterId\x12%\n" +
-	"\x0ebatch_sequence\x18\x05 \x01(\x05R\rbatchSequence\"Y\n" +
+	"\x0ebatch_sequence\x18\x05 \x01(\x05R\rbatchSequence\"\x86\x01\n" +
 	"\vWriteResult\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x1c\n" +
-	"\tpartition\x18\x03 \x01(\tR\tpartition\"A\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12+\n" +
+	"\x11changelog_records\x18\x04 \x01(\x05R\x10changelogRecords\"A\n" +
 	"\x0eUpsertResponse\x12/\n" +
 	"\aresults\x18\x01 \x03(\v2\x15.fluss.v1.WriteResultR\aresults\"\x83\x01\n" +
 	"\rDeleteRequest\x12\x14\n" +
