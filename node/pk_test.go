@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,8 +65,14 @@ func createPKTableNote(t *testing.T, ctx context.Context, c *client.Client, name
 // as JSON objects, bucket by bucket.
 func scanAll(t *testing.T, ctx context.Context, c *client.Client, table string) []map[string]any {
 	t.Helper()
+	return scanJSON(t, ctx, c, &flussv1.ScanRequest{Table: table, From: flussv1.ScanRequest_EARLIEST})
+}
+
+// scanJSON runs a bounded Scan in JSON and returns its rows.
+func scanJSON(t *testing.T, ctx context.Context, c *client.Client, req *flussv1.ScanRequest) []map[string]any {
+	t.Helper()
 	var out []map[string]any
-	err := c.Scan(ctx, &flussv1.ScanRequest{Table: table, From: flussv1.ScanRequest_EARLIEST}, func(r *flussv1.ScanResponse) error {
+	err := c.Scan(ctx, req, func(r *flussv1.ScanResponse) error {
 		if len(r.GetRows()) == 0 {
 			return nil
 		}
@@ -77,7 +84,7 @@ func scanAll(t *testing.T, ctx context.Context, c *client.Client, table string) 
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("scan %s: %v", table, err)
+		t.Fatalf("scan %s (filter %q): %v", req.GetTable(), req.GetFilter(), err)
 	}
 	return out
 }
@@ -92,8 +99,16 @@ type bucketRecord struct {
 // every response with their bucket (the caller releases them).
 func scanArrow(t *testing.T, ctx context.Context, c *client.Client, table string, columns []string) []bucketRecord {
 	t.Helper()
+	return scanArrowReq(t, ctx, c, &flussv1.ScanRequest{Table: table, From: flussv1.ScanRequest_EARLIEST, Columns: columns})
+}
+
+// scanArrowReq runs a bounded Scan in Arrow format (req.Format is set
+// here) and returns its record batches with their bucket.
+func scanArrowReq(t *testing.T, ctx context.Context, c *client.Client, req *flussv1.ScanRequest) []bucketRecord {
+	t.Helper()
+	req.Format = flussv1.Format_ARROW
 	var out []bucketRecord
-	err := c.Scan(ctx, &flussv1.ScanRequest{Table: table, From: flussv1.ScanRequest_EARLIEST, Format: flussv1.Format_ARROW, Columns: columns}, func(r *flussv1.ScanResponse) error {
+	err := c.Scan(ctx, req, func(r *flussv1.ScanResponse) error {
 		if len(r.GetArrow()) == 0 {
 			return nil
 		}
@@ -110,9 +125,78 @@ func scanArrow(t *testing.T, ctx context.Context, c *client.Client, table string
 		return rd.Err()
 	})
 	if err != nil {
-		t.Fatalf("scan %s as Arrow: %v", table, err)
+		t.Fatalf("scan %s as Arrow (filter %q): %v", req.GetTable(), req.GetFilter(), err)
 	}
 	return out
+}
+
+// checkBinlogFilters reads db.cart$binlog (as TestPKTableEndToEnd leaves
+// it: three inserts, an update of qty 2 to 7, the delete of a row of qty 1
+// and note b) with filters, in JSON and in Arrow, and checks each against
+// the unfiltered $binlog filtered here: a filter sees $binlog's change
+// types and the changed row's values (the after image; a delete's before
+// image).
+func checkBinlogFilters(t *testing.T, ctx context.Context, c *client.Client) {
+	t.Helper()
+	all := scanAll(t, ctx, c, "db.cart$binlog")
+	changed := func(r map[string]any) map[string]any {
+		if after, ok := r["after"].(map[string]any); ok {
+			return after
+		}
+		return r["before"].(map[string]any)
+	}
+	for _, tc := range []struct {
+		filter string
+		keep   func(r map[string]any) bool
+		want   int
+	}{
+		{"_change_type = 'update'", func(r map[string]any) bool { return r["_change_type"] == "update" }, 1},
+		{"qty >= 5", func(r map[string]any) bool { return changed(r)["qty"].(float64) >= 5 }, 2},
+		{"qty < 5 AND _change_type <> 'insert'", func(r map[string]any) bool {
+			return changed(r)["qty"].(float64) < 5 && r["_change_type"] != "insert"
+		}, 1},
+		{"note = 'b'", func(r map[string]any) bool { return changed(r)["note"] == "b" }, 2},
+		// The -U row of the update holds qty 2, its +U 7: the update is out.
+		{"qty = 2", func(r map[string]any) bool { return changed(r)["qty"].(float64) == 2 }, 1},
+		{"_change_type IS NULL OR _change_type = '+U'", func(map[string]any) bool { return false }, 0},
+	} {
+		var want []string
+		for _, r := range all {
+			if tc.keep(r) {
+				b, _ := json.Marshal(r)
+				want = append(want, string(b))
+			}
+		}
+		var got []string
+		for _, r := range scanJSON(t, ctx, c, &flussv1.ScanRequest{Table: "db.cart$binlog", From: flussv1.ScanRequest_EARLIEST, Filter: tc.filter}) {
+			b, _ := json.Marshal(r)
+			got = append(got, string(b))
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if len(want) != tc.want || !slices.Equal(got, want) {
+			t.Fatalf("$binlog where %s:\n got %v\nwant %v (%d rows)", tc.filter, got, want, tc.want)
+		}
+		var kinds []string
+		for _, br := range scanArrowReq(t, ctx, c, &flussv1.ScanRequest{Table: "db.cart$binlog", From: flussv1.ScanRequest_EARLIEST, Filter: tc.filter}) {
+			ct := br.rec.Column(0).(*array.String)
+			for i := range ct.Len() {
+				kinds = append(kinds, ct.Value(i))
+			}
+			br.rec.Release()
+		}
+		var wantKinds []string
+		for _, r := range want {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(r), &m)
+			wantKinds = append(wantKinds, m["_change_type"].(string))
+		}
+		slices.Sort(kinds)
+		slices.Sort(wantKinds)
+		if !slices.Equal(kinds, wantKinds) {
+			t.Fatalf("Arrow $binlog where %s: change types %v, want %v", tc.filter, kinds, wantKinds)
+		}
+	}
 }
 
 // checkArrowBinlog reads db.cart$binlog as JSON and as Arrow and checks
@@ -298,6 +382,7 @@ func TestPKTableEndToEnd(t *testing.T) {
 		t.Fatalf("binlog kinds %v (%d rows)", kinds, len(bl))
 	}
 	checkArrowBinlog(t, ctx, c)
+	checkBinlogFilters(t, ctx, c)
 
 	// Bad input: the right code, nothing stored.
 	yes := false

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -182,6 +183,30 @@ func (p *readPlan) decodeView(b *record.Batch) (arrow.Record, error) {
 
 // binlogChange is the _change_type of a $binlog row.
 var binlogChange = map[string]string{"+I": "insert", "+U": "update", "-D": "delete"}
+
+// binlogFilterRecord is rec (a changelog batch decoded in the view's
+// columns) as a filter on $binlog sees it: _change_type in $binlog's words
+// (insert, update, delete; null for a -U row, which is no $binlog row of its
+// own), and the data columns of the row that changed: the after image of an
+// insert or update, the before image of a delete. The caller releases it.
+func binlogFilterRecord(rec arrow.Record) arrow.Record {
+	ct := rec.Column(0).(*array.String)
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	b.Reserve(ct.Len())
+	for i := range ct.Len() {
+		if kind, ok := binlogChange[ct.Value(i)]; ok {
+			b.Append(kind)
+		} else {
+			b.AppendNull()
+		}
+	}
+	kinds := b.NewArray()
+	defer kinds.Release()
+	cols := slices.Clone(rec.Columns())
+	cols[0] = kinds
+	return array.NewRecord(rec.Schema(), cols, rec.NumRows())
+}
 
 // appendBinlog appends the $binlog rows of the selected changelog rows of
 // rec (the view's columns) as members of an open JSON array, and returns

@@ -88,11 +88,6 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 		sch = changelogSchema(sch)
 	}
 	p := &readPlan{t: t, view: v, sch: sch, arrow: format == flussv1.Format_ARROW}
-	if v == viewBinlog {
-		if strings.TrimSpace(filterExpr) != "" {
-			return nil, fmt.Errorf("%w: filters on $binlog are not supported; filter $changelog instead", ErrInvalidRequest)
-		}
-	}
 	switch format {
 	case flussv1.Format_JSON, flussv1.Format_ARROW:
 	default:
@@ -282,7 +277,12 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, bsch *record.Schema,
 	sel := (*selp)[:0]
 	end := to
 	if p.filter != nil {
-		if sel, err = p.filter.Eval(rec, colIndex, sel); err != nil {
+		frec := rec
+		if p.view == viewBinlog {
+			frec = binlogFilterRecord(rec)
+			defer frec.Release()
+		}
+		if sel, err = p.filter.Eval(frec, colIndex, sel); err != nil {
 			return 0, fmt.Errorf("filter on stored batch at offset %d: %v", b.BaseOffset, err)
 		}
 		// Keep rows in [from, to); stop at maxRecords.
@@ -290,6 +290,9 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, bsch *record.Schema,
 		for _, r := range sel {
 			if int64(r) < from || int64(r) >= to {
 				continue
+			}
+			if frec != rec && frec.Column(0).IsNull(int(r)) {
+				continue // -U: no $binlog row of its own
 			}
 			if maxRecords > 0 && o.records+k >= maxRecords {
 				end = int64(r)
