@@ -172,6 +172,13 @@ func (p *parser) next() error {
 		for i < len(s) && isIdentPart(s[i]) {
 			i++
 		}
+		if i+1 < len(s) && s[i] == '.' && isIdentStart(s[i+1]) {
+			j := i + 2
+			for j < len(s) && isIdentPart(s[j]) {
+				j++
+			}
+			return p.errf(start, "%s is a qualified name: name the column alone (%s), or put a name with a dot in double quotes", s[start:j], s[i+1:j])
+		}
 		p.pos = i
 		word := s[start:i]
 		if up := strings.ToUpper(word); reserved[up] {

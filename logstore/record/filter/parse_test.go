@@ -206,6 +206,7 @@ func TestParseErrors(t *testing.T) {
 	f("a = 12abc", 4, "malformed number")
 	f("a = -", 4, "unexpected character")
 	f("a # 1", 2, "unexpected character")
+	f("x = 1 AND after.qty > 1", 10, "after.qty is a qualified name: name the column alone (qty)")
 	f("a 1", 2, "expected an operator")
 	f("a b", 2, "expected an operator")
 	f("NOT", 3, "expected a column or a value")
