@@ -183,6 +183,25 @@ func TestPKTableDictionary(t *testing.T) {
 	if updates != 1 {
 		t.Fatalf("%d binlog updates of user 1, want 1", updates)
 	}
+	// Filters on the dictionary-encoded column, by its images too.
+	for filter, want := range map[string]string{
+		"note = 'late'": "update 1/2",
+		"before.note = 'none' AND after.note = 'late'":     "update 1/2",
+		"after.note IS NULL AND _change_type = 'update'":   "update 2/0",
+		"_change_type = 'delete' AND before.note = 'none'": "delete 3/4",
+	} {
+		var got []string
+		for _, r := range scanJSON(t, ctx, c, &flussv1.ScanRequest{Table: "db.cart$binlog", From: flussv1.ScanRequest_EARLIEST, Filter: filter}) {
+			img, _ := r["after"].(map[string]any)
+			if img == nil {
+				img = r["before"].(map[string]any)
+			}
+			got = append(got, fmt.Sprintf("%v %v/%v", r["_change_type"], img["user_id"], img["item"]))
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("$binlog where %s: %v, want [%s]", filter, got, want)
+		}
+	}
 	for _, br := range scanArrow(t, ctx, c, "db.cart$binlog", nil) {
 		after := br.rec.Schema().Field(4).Type.(*arrow.StructType)
 		if f, _ := after.FieldByName("note"); !arrow.TypeEqual(f.Type, arrow.BinaryTypes.String) || f.HasMetadata() {

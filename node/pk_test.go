@@ -159,6 +159,13 @@ func checkBinlogFilters(t *testing.T, ctx context.Context, c *client.Client) {
 		// The -U row of the update holds qty 2, its +U 7: the update is out.
 		{"qty = 2", func(r map[string]any) bool { return changed(r)["qty"].(float64) == 2 }, 1},
 		{"_change_type IS NULL OR _change_type = '+U'", func(map[string]any) bool { return false }, 0},
+		// The images by name: null where a change has none.
+		{"before.qty = 2 AND after.qty = 7", func(r map[string]any) bool { return r["_change_type"] == "update" }, 1},
+		{"before.qty IS NULL", func(r map[string]any) bool { return r["before"] == nil }, 3},
+		{"after.note = 'b'", func(r map[string]any) bool { return r["_change_type"] == "insert" && changed(r)["note"] == "b" }, 1},
+		{"before.note = 'b' OR after.qty > 6", func(r map[string]any) bool {
+			return r["_change_type"] == "delete" || r["_change_type"] == "update"
+		}, 2},
 	} {
 		var want []string
 		for _, r := range all {

@@ -184,28 +184,131 @@ func (p *readPlan) decodeView(b *record.Batch) (arrow.Record, error) {
 // binlogChange is the _change_type of a $binlog row.
 var binlogChange = map[string]string{"+I": "insert", "+U": "update", "-D": "delete"}
 
+// binlogFilterSchemas caches binlogFilterSchema per view schema.
+var binlogFilterSchemas record.Memo[*record.Schema, *record.Schema]
+
+// binlogFilterSchema is what a filter on $binlog binds to: the changelog
+// view's columns sch (changelogSchema), then before.C and after.C for each
+// of the table's columns C, nullable (an insert has no before image, a
+// delete no after image). binlogFilterRecord builds its rows.
+func binlogFilterSchema(sch *record.Schema) *record.Schema {
+	return binlogFilterSchemas.Get(sch, func() *record.Schema {
+		data := sch.Columns[3:]
+		cols := make([]record.Column, 0, len(sch.Columns)+2*len(data))
+		cols = append(cols, sch.Columns...)
+		for _, image := range []string{"before.", "after."} {
+			for _, c := range data {
+				c.Name, c.Nullable = image+c.Name, true
+				cols = append(cols, c)
+			}
+		}
+		return &record.Schema{ID: sch.ID, Columns: cols}
+	})
+}
+
 // binlogFilterRecord is rec (a changelog batch decoded in the view's
-// columns) as a filter on $binlog sees it: _change_type in $binlog's words
-// (insert, update, delete; null for a -U row, which is no $binlog row of its
-// own), and the data columns of the row that changed: the after image of an
-// insert or update, the before image of a delete. The caller releases it.
-func binlogFilterRecord(rec arrow.Record) arrow.Record {
+// columns) as a filter on $binlog sees it, in binlogFilterSchema's columns:
+// _change_type in $binlog's words (insert, update, delete; null for a -U
+// row, which is no $binlog row of its own), the data columns of the row
+// that changed (the after image of an insert or update, the before image
+// of a delete), and, with images, each row's before and after images (an
+// update's before image is its -U row). The caller releases it.
+func binlogFilterRecord(rec arrow.Record, images bool) (arrow.Record, error) {
 	ct := rec.Column(0).(*array.String)
+	n := ct.Len()
 	b := array.NewStringBuilder(memory.DefaultAllocator)
 	defer b.Release()
-	b.Reserve(ct.Len())
-	for i := range ct.Len() {
-		if kind, ok := binlogChange[ct.Value(i)]; ok {
+	b.Reserve(n)
+	var before, after []int // row of each image, -1 for none
+	if images {
+		before, after = make([]int, n), make([]int, n)
+	}
+	for i := range n {
+		kind, ok := binlogChange[ct.Value(i)]
+		if ok {
 			b.Append(kind)
 		} else {
 			b.AppendNull()
+		}
+		if !images {
+			continue
+		}
+		before[i], after[i] = -1, -1
+		switch {
+		case kind == "insert":
+			after[i] = i
+		case kind == "update":
+			after[i] = i
+			if i > 0 && ct.Value(i-1) == "-U" {
+				before[i] = i - 1
+			}
+		case kind == "delete":
+			before[i] = i
 		}
 	}
 	kinds := b.NewArray()
 	defer kinds.Release()
 	cols := slices.Clone(rec.Columns())
 	cols[0] = kinds
-	return array.NewRecord(rec.Schema(), cols, rec.NumRows())
+	schema := rec.Schema()
+	if images {
+		data := make([]int, len(cols)-3)
+		fields := slices.Clone(schema.Fields())
+		for i := range data {
+			data[i] = 3 + i
+		}
+		for _, img := range []struct {
+			prefix string
+			rows   []int
+		}{{"before.", before}, {"after.", after}} {
+			arrs, err := imageColumns(rec, data, img.rows)
+			if err != nil {
+				return nil, err // the other image's arrays: released by their defer
+			}
+			defer releaseArrays(arrs)
+			cols = append(cols, arrs...)
+			for _, c := range data {
+				f := schema.Field(c)
+				f.Name, f.Nullable = img.prefix+f.Name, true
+				fields = append(fields, f)
+			}
+		}
+		schema = arrow.NewSchema(fields, nil)
+	}
+	return array.NewRecord(schema, cols, int64(n)), nil
+}
+
+// imageColumns returns columns cols of rec at rows idx, null where idx is
+// -1 (whatever the row's own value).
+func imageColumns(rec arrow.Record, cols, idx []int) ([]arrow.Array, error) {
+	n := len(idx)
+	taken, valid, _, err := takeImage(rec, cols, idx)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseArrays(taken)
+	out := make([]arrow.Array, len(taken))
+	for i, a := range taken {
+		d := a.Data()
+		off := d.Offset()
+		bits := make([]byte, bitutil.BytesForBits(int64(off+n)))
+		if v := d.Buffers()[0]; v != nil && d.NullN() > 0 {
+			bitutil.BitmapAnd(v.Bytes(), valid, int64(off), 0, bits, int64(off), int64(n))
+		} else {
+			bitutil.CopyBitmap(valid, 0, n, bits, off)
+		}
+		bufs := slices.Clone(d.Buffers())
+		bufs[0] = memory.NewBufferBytes(bits)
+		var nd arrow.ArrayData
+		if dict := d.Dictionary(); dict != nil {
+			nd = array.NewDataWithDictionary(d.DataType(), n, bufs, array.UnknownNullCount, off, dict.(*array.Data))
+		} else {
+			nd = array.NewData(d.DataType(), n, bufs, d.Children(), array.UnknownNullCount, off)
+		}
+		out[i] = array.MakeFromData(nd)
+		nd.Release()
+	}
+	return out, nil
 }
 
 // appendBinlog appends the $binlog rows of the selected changelog rows of
@@ -378,23 +481,7 @@ func takeColumns(rec arrow.Record, cols, idx []int) ([]arrow.Array, error) {
 // imageArray is the struct array of columns cols of rec at rows idx, null
 // where idx is -1.
 func imageArray(rec arrow.Record, cols, idx []int, typ *arrow.StructType) (arrow.Array, error) {
-	n := len(idx)
-	take := make([]int, n)
-	valid := memory.NewResizableBuffer(memory.DefaultAllocator)
-	defer valid.Release()
-	valid.Resize(int(bitutil.BytesForBits(int64(n))))
-	bits := valid.Bytes()
-	clear(bits)
-	nulls := 0
-	for i, r := range idx {
-		if r < 0 {
-			nulls++ // take row 0 under the null: any value will do
-			continue
-		}
-		take[i] = r
-		bitutil.SetBit(bits, i)
-	}
-	children, err := takeColumns(rec, cols, take)
+	children, valid, nulls, err := takeImage(rec, cols, idx)
 	if err != nil {
 		return nil, err
 	}
@@ -403,9 +490,28 @@ func imageArray(rec arrow.Record, cols, idx []int, typ *arrow.StructType) (arrow
 	for i, c := range children {
 		childData[i] = c.Data()
 	}
-	data := array.NewData(typ, n, []*memory.Buffer{valid}, childData, nulls, 0)
+	data := array.NewData(typ, len(idx), []*memory.Buffer{memory.NewBufferBytes(valid)}, childData, nulls, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
+}
+
+// takeImage returns columns cols of rec at rows idx (row 0 where idx is
+// -1: any value will do under a null), the validity bitmap of idx (a bit
+// for each row that is not -1) and its null count.
+func takeImage(rec arrow.Record, cols, idx []int) ([]arrow.Array, []byte, int, error) {
+	take := make([]int, len(idx))
+	valid := make([]byte, bitutil.BytesForBits(int64(len(idx))))
+	nulls := 0
+	for i, r := range idx {
+		if r < 0 {
+			nulls++
+			continue
+		}
+		take[i] = r
+		bitutil.SetBit(valid, i)
+	}
+	taken, err := takeColumns(rec, cols, take)
+	return taken, valid, nulls, err
 }
 
 func releaseArrays(arrs []arrow.Array) {

@@ -31,6 +31,8 @@ type readPlan struct {
 	filter *filter.Filter
 	need   []int // out ∪ filter columns, ascending: what gets decoded
 	arrow  bool
+	// images: the filter (on $binlog) names before.C or after.C.
+	images bool
 
 	outSchema *arrow.Schema // Arrow schema of the output columns
 	outMsg    []byte        // its encapsulated schema message
@@ -118,11 +120,17 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 		if err != nil {
 			return nil, fmt.Errorf("filter %s: %w", quoteClipped(filterExpr), err)
 		}
-		if p.filter, err = filter.Bind(e, sch); err != nil {
+		bindSch := sch
+		if v == viewBinlog {
+			bindSch = binlogFilterSchema(sch)
+		}
+		if p.filter, err = filter.Bind(e, bindSch); err != nil {
 			return nil, fmt.Errorf("filter %s: %w", quoteClipped(filterExpr), err)
 		}
 		for _, c := range p.filter.Columns() {
-			if !slices.Contains(p.need, c) {
+			if c >= len(sch.Columns) {
+				p.images = true // before.C, after.C: built from the view's columns
+			} else if !slices.Contains(p.need, c) {
 				p.need = append(p.need, c)
 			}
 		}
@@ -277,12 +285,16 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, bsch *record.Schema,
 	sel := (*selp)[:0]
 	end := to
 	if p.filter != nil {
-		frec := rec
+		frec, fcol := rec, colIndex
 		if p.view == viewBinlog {
-			frec = binlogFilterRecord(rec)
+			// In binlogFilterSchema's order, which extends the view's.
+			if frec, err = binlogFilterRecord(rec, p.images); err != nil {
+				return 0, err
+			}
 			defer frec.Release()
+			fcol = func(c int) int { return c }
 		}
-		if sel, err = p.filter.Eval(frec, colIndex, sel); err != nil {
+		if sel, err = p.filter.Eval(frec, fcol, sel); err != nil {
 			return 0, fmt.Errorf("filter on stored batch at offset %d: %v", b.BaseOffset, err)
 		}
 		// Keep rows in [from, to); stop at maxRecords.

@@ -267,9 +267,13 @@ func isIdentStart(c byte) bool {
 func isIdentPart(c byte) bool { return isIdentStart(c) || (c >= '0' && c <= '9') }
 
 func appendIdent(dst []byte, name string) []byte {
-	bare := name != "" && isIdentStart(name[0]) && !reserved[strings.ToUpper(name)]
-	for i := 1; bare && i < len(name); i++ {
-		bare = isIdentPart(name[i])
+	parts := strings.Split(name, ".")
+	bare := len(parts) > 1 || !reserved[strings.ToUpper(name)] // a qualified name's parts are no keywords
+	for _, part := range parts {
+		bare = bare && part != "" && isIdentStart(part[0])
+		for i := 1; bare && i < len(part); i++ {
+			bare = isIdentPart(part[i])
+		}
 	}
 	if bare {
 		return append(dst, name...)

@@ -33,6 +33,9 @@
 //     literal rounded to float32, DOUBLE columns against the nearest float64;
 //     NaN follows IEEE-754 (every comparison false except !=).
 //   - TIMESTAMP_LTZ string literals without an offset are read as UTC.
+//   - A qualified name (`after.qty`, parts of letters, digits and '_') is
+//     one column name, bound like any other: the schema a caller binds to
+//     supplies such columns ($binlog's images), no other does.
 //   - MayMatch is conservative: it returns false only when no row of the
 //     batch can make the predicate TRUE. It tracks, per node, "may be TRUE"
 //     and "may be FALSE" so that NOT is exact.

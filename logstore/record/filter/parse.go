@@ -172,16 +172,19 @@ func (p *parser) next() error {
 		for i < len(s) && isIdentPart(s[i]) {
 			i++
 		}
-		if i+1 < len(s) && s[i] == '.' && isIdentStart(s[i+1]) {
-			j := i + 2
-			for j < len(s) && isIdentPart(s[j]) {
-				j++
+		// A qualified name (after.qty: a field of $binlog's after image)
+		// is one identifier; its parts are never keywords.
+		qualified := false
+		for i+1 < len(s) && s[i] == '.' && isIdentStart(s[i+1]) {
+			qualified = true
+			i += 2
+			for i < len(s) && isIdentPart(s[i]) {
+				i++
 			}
-			return p.errf(start, "%s is a qualified name: name the column alone (%s), or put a name with a dot in double quotes", s[start:j], s[i+1:j])
 		}
 		p.pos = i
 		word := s[start:i]
-		if up := strings.ToUpper(word); reserved[up] {
+		if up := strings.ToUpper(word); !qualified && reserved[up] {
 			p.tok = token{kind: tKeyword, text: up, pos: start}
 		} else {
 			p.tok = token{kind: tIdent, text: word, pos: start}
