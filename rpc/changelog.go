@@ -184,6 +184,26 @@ func (p *readPlan) decodeView(b *record.Batch) (arrow.Record, error) {
 // binlogChange is the _change_type of a $binlog row.
 var binlogChange = map[string]string{"+I": "insert", "+U": "update", "-D": "delete"}
 
+// binlogRow says what changelog row r (ct: its _change_type column) is in
+// $binlog: the change's kind and the rows of its before and after images,
+// -1 for none. An update's before image is the -U row in front of it (the
+// leader always emits the pair adjacent in one batch). ok is false for the
+// -U row itself, which is no $binlog row of its own.
+func binlogRow(ct *array.String, r int) (kind string, before, after int, ok bool) {
+	kind, ok = binlogChange[ct.Value(r)]
+	before, after = -1, -1
+	switch {
+	case !ok:
+	case kind == "delete":
+		before = r
+	case kind == "update" && r > 0 && ct.Value(r-1) == "-U":
+		before, after = r-1, r
+	default:
+		after = r
+	}
+	return kind, before, after, ok
+}
+
 // binlogFilterSchemas caches binlogFilterSchema per view schema.
 var binlogFilterSchemas record.Memo[*record.Schema, *record.Schema]
 
@@ -224,26 +244,14 @@ func binlogFilterRecord(rec arrow.Record, images bool) (arrow.Record, error) {
 		before, after = make([]int, n), make([]int, n)
 	}
 	for i := range n {
-		kind, ok := binlogChange[ct.Value(i)]
+		kind, bi, ai, ok := binlogRow(ct, i)
 		if ok {
 			b.Append(kind)
 		} else {
 			b.AppendNull()
 		}
-		if !images {
-			continue
-		}
-		before[i], after[i] = -1, -1
-		switch {
-		case kind == "insert":
-			after[i] = i
-		case kind == "update":
-			after[i] = i
-			if i > 0 && ct.Value(i-1) == "-U" {
-				before[i] = i - 1
-			}
-		case kind == "delete":
-			before[i] = i
+		if images {
+			before[i], after[i] = bi, ai
 		}
 	}
 	kinds := b.NewArray()
@@ -329,6 +337,9 @@ func (p *readPlan) appendBinlog(dst []byte, rec arrow.Record, outCols []int, sel
 		}
 	}
 	image := func(dst []byte, r int) []byte {
+		if r < 0 {
+			return append(dst, "null"...)
+		}
 		start := len(dst)
 		dst = record.AppendJSONRows(dst, rec, r, r+1, &record.JSONOptions{Columns: dataCols, Names: dataNames})
 		n := copy(dst[start:], dst[start+1:len(dst)-1]) // "[{..}]" → "{..}"
@@ -336,11 +347,11 @@ func (p *readPlan) appendBinlog(dst []byte, rec arrow.Record, outCols []int, sel
 	}
 	k := 0
 	for _, r32 := range sel {
-		r := int(r32)
-		kind, ok := binlogChange[ct.Value(r)]
+		kind, before, after, ok := binlogRow(ct, int(r32))
 		if !ok {
 			continue // -U: written with its +U
 		}
+		r := int(r32)
 		if !first || k > 0 {
 			dst = append(dst, ',')
 		}
@@ -353,20 +364,9 @@ func (p *readPlan) appendBinlog(dst []byte, rec arrow.Record, outCols []int, sel
 		n := copy(dst[start:], dst[start+2:len(dst)-2]) // "[{a,b}]" → "a,b"
 		dst = dst[:start+n]
 		dst = append(dst, `,"before":`...)
-		switch {
-		case kind == "delete":
-			dst = image(dst, r)
-		case kind == "update" && r > 0 && ct.Value(r-1) == "-U":
-			dst = image(dst, r-1)
-		default:
-			dst = append(dst, "null"...)
-		}
+		dst = image(dst, before)
 		dst = append(dst, `,"after":`...)
-		if kind == "delete" {
-			dst = append(dst, "null"...)
-		} else {
-			dst = image(dst, r)
-		}
+		dst = image(dst, after)
 		dst = append(dst, '}')
 	}
 	return dst, k
@@ -410,21 +410,12 @@ func (p *readPlan) binlogRecord(rec arrow.Record, outCols []int, sel []int32) (a
 	defer kinds.Release()
 	var rows, before, after []int // before/after: -1 for no image
 	for _, r32 := range sel {
-		r := int(r32)
-		kind, ok := binlogChange[ct.Value(r)]
+		kind, b, a, ok := binlogRow(ct, int(r32))
 		if !ok {
 			continue // -U: written with its +U
 		}
 		kinds.Append(kind)
-		rows = append(rows, r)
-		switch {
-		case kind == "delete":
-			before, after = append(before, r), append(after, -1)
-		case kind == "update" && r > 0 && ct.Value(r-1) == "-U":
-			before, after = append(before, r-1), append(after, r)
-		default:
-			before, after = append(before, -1), append(after, r)
-		}
+		rows, before, after = append(rows, int(r32)), append(before, b), append(after, a)
 	}
 	if len(rows) == 0 {
 		return nil, nil
