@@ -252,3 +252,28 @@ func BenchmarkJSONRowsAppendBatch1Row(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeJSONLarge decodes 20,000 sample rows (~4 MB of JSON) as
+// a request does above maxPooledParserInput (row by row), and with the
+// whole parse for comparison of time only: its parser, pooled here with
+// the values of the whole array, is never used on such sizes.
+func BenchmarkDecodeJSONLarge(b *testing.B) {
+	s := SampleSchema()
+	js := SampleJSON(20000, 1)
+	for _, tc := range []struct {
+		name   string
+		decode func(*Schema, []byte, []int) (JSONRows, error)
+	}{{"row-by-row", decodeJSONRowByRow}, {"whole", decodeJSONWhole}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(js)))
+			for b.Loop() {
+				r, err := tc.decode(s, js, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Release()
+			}
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -506,13 +508,23 @@ func FuzzDecodeJSONRows(f *testing.F) {
 	types := schemaTypes(s)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := DecodeJSONRows(s, data, nil)
+		// The row-by-row parse of large row sets accepts and refuses the
+		// same rows, and decodes them the same.
+		byRow, rerr := decodeRowByRow(s, data)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("whole parse: %v; row by row: %v", err, rerr)
+		}
 		if err != nil {
-			if !errors.Is(err, ErrBadRow) {
-				t.Fatalf("error %v does not wrap ErrBadRow", err)
+			if !errors.Is(err, ErrBadRow) || !errors.Is(rerr, ErrBadRow) {
+				t.Fatalf("errors %v and %v do not both wrap ErrBadRow", err, rerr)
 			}
 			return
 		}
 		defer rec.Release()
+		defer byRow.Release()
+		if !array.RecordApproxEqual(rec, byRow, array.WithNaNsEqual(true), array.WithAbsTolerance(0)) {
+			t.Fatalf("row-by-row decode of %q differs", data)
+		}
 		if !json.Valid(data) {
 			t.Fatalf("accepted rows encoding/json finds invalid: %q", data)
 		}
@@ -534,6 +546,16 @@ func FuzzDecodeJSONRows(f *testing.F) {
 }
 
 var _ arrow.Record // keep import when trimming tests
+
+// decodeRowByRow decodes rows with decodeJSONRowByRow, whatever their size.
+func decodeRowByRow(s *Schema, rows []byte) (arrow.Record, error) {
+	r, err := decodeJSONRowByRow(s, rows, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	return r.Record(nil), nil
+}
 
 // checkStringsAsEncodingJSON: every value of the STRING column ci that the
 // decoder accepted is the string encoding/json reads from the same rows.
@@ -631,6 +653,73 @@ func TestRowErrorsClipLongValues(t *testing.T) {
 		}
 		if msg := err.Error(); len(msg) > 300 || !strings.Contains(msg, "… (1000") {
 			t.Errorf("row %.40s…: error of %d bytes: %.300s", row, len(msg), msg)
+		}
+	}
+}
+
+// TestDecodeJSONLargeRowSets: row sets over maxPooledParserInput are parsed
+// one row at a time; they decode as the whole parse does, and their errors
+// name the row or the byte.
+func TestDecodeJSONLargeRowSets(t *testing.T) {
+	s := allTypesSchema(t)
+	var rows []string
+	size := 0
+	for i := 0; size <= 2*maxPooledParserInput; i++ {
+		r := fmt.Sprintf(`{"bi": %d, "s": "row \"%d\" \u00e4\\n", "dec2": "%d.25", "dt": "2026-12-06", "d": %d.5e-3}`, i, i, i%1000, i)
+		if i%7 == 0 {
+			r = fmt.Sprintf(` {"bi":%d,"s":null,"b":true,"ts3":"2026-12-06T10:00:00.123"}`+"\n", i)
+		}
+		rows = append(rows, r)
+		size += len(r) + 1
+	}
+	data := []byte("[\n" + strings.Join(rows, ",") + "\n] ")
+	got, err := DecodeJSONRows(s, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	whole, err := decodeJSONWhole(s, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := whole.Record(nil)
+	whole.Release()
+	defer want.Release()
+	if got.NumRows() != int64(len(rows)) || !array.RecordEqual(got, want) {
+		t.Fatalf("row-by-row decode of %d rows (%d bytes) differs from the whole parse", len(rows), len(data))
+	}
+
+	last := len(rows) - 1
+	mid := len(data)/2 + bytes.Index(data[len(data)/2:], []byte("},")) + 2 // a row starts here
+	withRow := func(i int, row string) []byte {
+		r := slices.Clone(rows)
+		r[i] = row
+		return []byte("[" + strings.Join(r, ",") + "]")
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"wrong type in the last row", withRow(last, `{"bi": "x"}`), fmt.Sprintf("row %d, column \"bi\"", last)},
+		{"not JSON in a row", withRow(1500, `{"bi": 1,}`), "rows are not valid JSON: row 1500:"},
+		{"a row that is no object", withRow(3, `[1]`), "row 3: not an object but array"},
+		{"raw control character", withRow(last, "{\"bi\": 1, \"s\": \"a\tb\"}"), "control character U+0009"},
+		{"bad escape", withRow(2, `{"bi": 1, "s": "\x"}`), `unknown escape`},
+		{"missing ]", data[:len(data)-3], "unterminated array"},
+		{"after the array", append(slices.Clone(data), '1'), "unexpected data after the array"},
+		{"empty element", []byte(strings.Replace(string(data), "},", "},,", 1)), "expected a value"},
+		{"no array", []byte(`{"rows": ` + string(data) + `}`), "rows must be a JSON array of objects"},
+		{"unterminated string", append(slices.Clone(data[:mid]), `{"s": "abc`...), "unterminated string"},
+	} {
+		rec, err := DecodeJSONRows(s, tc.data, nil)
+		if err == nil {
+			rec.Release()
+			t.Errorf("%s: accepted", tc.name)
+			continue
+		}
+		if !errors.Is(err, ErrBadRow) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an ErrBadRow saying %q", tc.name, err, tc.want)
 		}
 	}
 }
