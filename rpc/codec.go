@@ -387,19 +387,23 @@ func checkRows(raw []byte, fd protoreflect.FieldDescriptor, nullOK bool) ([]byte
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil, fmt.Errorf("%w: field %q must be a JSON array of row objects like [{\"id\":1}]", ErrBadJSON, fd.JSONName())
 	}
-	elems, err := scanArray(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: field %q: %v", ErrBadJSON, fd.JSONName(), err)
-	}
-	for i, e := range elems {
+	var notObject error
+	n, err := eachElement(raw, func(i int, e []byte) bool {
 		switch {
 		case e[0] == '{':
 		case nullOK && e[0] == 'n':
 		default:
-			return nil, fmt.Errorf("%w: field %q: element %d is not a JSON object (each row is {\"column\": value})", ErrBadJSON, fd.JSONName(), i)
+			notObject = fmt.Errorf("%w: field %q: element %d is not a JSON object (each row is {\"column\": value})", ErrBadJSON, fd.JSONName(), i)
+			return false
 		}
-	}
-	if len(elems) == 0 {
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: field %q: %v", ErrBadJSON, fd.JSONName(), err)
+	case notObject != nil:
+		return nil, notObject
+	case n == 0:
 		return nil, nil
 	}
 	return bytes.Clone(raw), nil
@@ -487,32 +491,48 @@ func scanObject(data []byte) ([]keyVal, error) {
 // scanArray splits an already validated JSON array (a value scanObject
 // returned) into its elements.
 func scanArray(data []byte) ([][]byte, error) {
+	var out [][]byte
+	_, err := eachElement(data, func(_ int, e []byte) bool {
+		out = append(out, e)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachElement calls fn with each element of the JSON array data, in order,
+// until fn returns false, and returns how many elements it passed. A
+// syntax error is reported only up to where fn stopped it.
+func eachElement(data []byte, fn func(i int, elem []byte) bool) (int, error) {
 	i := skipWS(data, 0)
 	if i >= len(data) || data[i] != '[' {
-		return nil, syntaxErr(data, i, "expected a JSON array")
+		return 0, syntaxErr(data, i, "expected a JSON array")
 	}
-	var out [][]byte
 	i = skipWS(data, i+1)
 	if i < len(data) && data[i] == ']' {
-		return out, nil
+		return 0, nil
 	}
-	for {
+	for n := 0; ; n++ {
 		i = skipWS(data, i)
 		vs := i
 		ve, err := skipValue(data, i, 1)
 		if err != nil {
-			return nil, err
+			return n, err
 		}
-		out = append(out, data[vs:ve])
+		if !fn(n, data[vs:ve]) {
+			return n + 1, nil
+		}
 		i = skipWS(data, ve)
 		if i >= len(data) {
-			return nil, syntaxErr(data, i, "unterminated array")
+			return n + 1, syntaxErr(data, i, "unterminated array")
 		}
 		if data[i] == ']' {
-			return out, nil
+			return n + 1, nil
 		}
 		if data[i] != ',' {
-			return nil, syntaxErr(data, i, "expected ',' or ']' in an array")
+			return n + 1, syntaxErr(data, i, "expected ',' or ']' in an array")
 		}
 		i++
 	}
