@@ -130,6 +130,34 @@ func scanArrowReq(t *testing.T, ctx context.Context, c *client.Client, req *flus
 	return out
 }
 
+// checkBinlogMaxRecords fetches db.cart$binlog one row per Fetch: the -U
+// half of an update does not count against maxRecords, so every Fetch
+// before the end returns exactly one row, and all rows arrive once.
+func checkBinlogMaxRecords(t *testing.T, ctx context.Context, c *client.Client, want int) {
+	t.Helper()
+	got := 0
+	for b := int32(0); b < 4; b++ {
+		for off := int64(0); ; {
+			resp, err := c.Fetch(ctx, &flussv1.FetchRequest{Table: "db.cart$binlog", Bucket: b, Offset: off, MaxRecords: 1})
+			if err != nil {
+				t.Fatalf("fetch bucket %d at %d: %v", b, off, err)
+			}
+			if off >= resp.GetHighWatermark() {
+				break
+			}
+			var rows []map[string]any
+			if err := json.Unmarshal(resp.GetRows(), &rows); err != nil || len(rows) != 1 {
+				t.Fatalf("fetch bucket %d at %d with maxRecords 1: %s (%v), want one row", b, off, resp.GetRows(), err)
+			}
+			got++
+			off = resp.GetNextOffset()
+		}
+	}
+	if got != want {
+		t.Fatalf("fetched %d $binlog rows one by one, want %d", got, want)
+	}
+}
+
 // checkBinlogFilters reads db.cart$binlog (as TestPKTableEndToEnd leaves
 // it: three inserts, an update of qty 2 to 7, the delete of a row of qty 1
 // and note b) with filters, in JSON and in Arrow, and checks each against
@@ -397,6 +425,7 @@ func TestPKTableEndToEnd(t *testing.T) {
 	}
 	checkArrowBinlog(t, ctx, c)
 	checkBinlogFilters(t, ctx, c)
+	checkBinlogMaxRecords(t, ctx, c, kinds["insert"]+kinds["update"]+kinds["delete"])
 
 	// Bad input: the right code, nothing stored.
 	yes := false

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
@@ -224,7 +225,7 @@ func (p *readPlan) convert(batches [][]byte, offset int64, maxRecords, maxBytes 
 		}
 		from := max(o.nextOffset-b.BaseOffset, 0)
 		to := count
-		if maxRecords > 0 && p.filter == nil {
+		if maxRecords > 0 && p.filter == nil && p.view != viewBinlog {
 			to = min(to, from+int64(maxRecords-o.records))
 		}
 		bsch, err := p.batchSchema(&b)
@@ -315,7 +316,21 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, bsch *record.Schema,
 		}
 		sel = sel[:k]
 	} else {
+		// $binlog: a -U row is no row of its own, so it does not count
+		// against maxRecords (convert does not cap to for it).
+		var ct *array.String
+		if p.view == viewBinlog && maxRecords > 0 {
+			ct = rec.Column(0).(*array.String)
+		}
+		k := 0
 		for r := from; r < to; r++ {
+			if ct != nil && ct.Value(int(r)) != "-U" {
+				if o.records+k >= maxRecords {
+					end = r
+					break
+				}
+				k++
+			}
 			sel = append(sel, int32(r))
 		}
 	}
