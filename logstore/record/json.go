@@ -105,7 +105,9 @@ func decodeJSON(s *Schema, rows []byte, target []int) (JSONRows, error) {
 	return decodeJSONWhole(s, rows, target)
 }
 
-// decodeJSONWhole parses rows in one go, then decodes the values.
+// decodeJSONWhole parses rows in one go, then decodes the values. rows are
+// at most maxPooledParserInput here (decodeJSON), so the parser, which
+// keeps the values of its largest input, goes back to the pool.
 func decodeJSONWhole(s *Schema, rows []byte, target []int) (JSONRows, error) {
 	p := jsonParsers.Get()
 	defer jsonParsers.Put(p)
