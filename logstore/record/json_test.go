@@ -689,6 +689,28 @@ func TestDecodeJSONLargeRowSets(t *testing.T) {
 		t.Fatalf("row-by-row decode of %d rows (%d bytes) differs from the whole parse", len(rows), len(data))
 	}
 
+	// Partial rows (upserts of some columns): the same, and a column
+	// outside the target is named.
+	target := []int{s.Index("bi"), s.Index("s"), s.Index("dec2"), s.Index("dt"), s.Index("d"), s.Index("b"), s.Index("ts3")}
+	gotPartial, err := DecodeJSONRowsPartial(s, data, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gotPartial.Release()
+	wholePartial, err := decodeJSONWhole(s, data, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPartial := wholePartial.Record(nil)
+	wholePartial.Release()
+	defer wantPartial.Release()
+	if !array.RecordEqual(gotPartial, wantPartial) {
+		t.Fatal("row-by-row partial decode differs from the whole parse")
+	}
+	if _, err := DecodeJSONRowsPartial(s, data, target[:4], nil); err == nil || !strings.Contains(err.Error(), `row 0: column "b" is not one of the target columns`) {
+		t.Fatalf("partial decode with a column outside the target: %v", err)
+	}
+
 	last := len(rows) - 1
 	mid := len(data)/2 + bytes.Index(data[len(data)/2:], []byte("},")) + 2 // a row starts here
 	withRow := func(i int, row string) []byte {
