@@ -18,10 +18,10 @@ const gateMinBytes = 64 << 10
 // requestGate bounds the bytes of large requests the node works on at once
 // (limits.max_inflight_request_bytes). A request message is already read
 // when it reaches a handler, but turning it into batches takes many times
-// its size: a JSON body becomes parsed values and then Arrow column
-// buffers (~15-20x the body at the peak, with the garbage the collector
-// has not freed yet), so a handful of concurrent 64 MiB JSON requests
-// would take gigabytes. A large request therefore waits here, in arrival
+// its size: a JSON body becomes Arrow column buffers and an encoded
+// batch (~8x the body at the peak, with the garbage the collector has not
+// freed yet, though large row sets are parsed one row at a time), so a
+// handful of concurrent 64 MiB JSON requests would take gigabytes. A large request therefore waits here, in arrival
 // order, until the requests before it have answered; a request larger
 // than the whole budget goes through alone. Waiting ends with the
 // request's context (its deadline, or the client going away).
