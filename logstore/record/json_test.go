@@ -673,40 +673,26 @@ func TestDecodeJSONLargeRowSets(t *testing.T) {
 		size += len(r) + 1
 	}
 	data := []byte("[\n" + strings.Join(rows, ",") + "\n] ")
-	got, err := DecodeJSONRows(s, data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Release()
-	whole, err := decodeJSONWhole(s, data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := whole.Record(nil)
-	whole.Release()
-	defer want.Release()
-	if got.NumRows() != int64(len(rows)) || !array.RecordEqual(got, want) {
-		t.Fatalf("row-by-row decode of %d rows (%d bytes) differs from the whole parse", len(rows), len(data))
-	}
-
-	// Partial rows (upserts of some columns): the same, and a column
-	// outside the target is named.
+	// Whole rows, and partial rows (upserts of some columns).
 	target := []int{s.Index("bi"), s.Index("s"), s.Index("dec2"), s.Index("dt"), s.Index("d"), s.Index("b"), s.Index("ts3")}
-	gotPartial, err := DecodeJSONRowsPartial(s, data, target, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, target := range [][]int{nil, target} {
+		got, err := decodeJSONRows(s, data, target, nil) // row by row: data is over the threshold
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := decodeJSONWhole(s, data, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := whole.Record(nil)
+		whole.Release()
+		if got.NumRows() != int64(len(rows)) || !array.RecordEqual(got, want) {
+			t.Fatalf("row-by-row decode of %d rows (%d bytes, target %v) differs from the whole parse", len(rows), len(data), target)
+		}
+		got.Release()
+		want.Release()
 	}
-	defer gotPartial.Release()
-	wholePartial, err := decodeJSONWhole(s, data, target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantPartial := wholePartial.Record(nil)
-	wholePartial.Release()
-	defer wantPartial.Release()
-	if !array.RecordEqual(gotPartial, wantPartial) {
-		t.Fatal("row-by-row partial decode differs from the whole parse")
-	}
+	// A column outside the target is named.
 	if _, err := DecodeJSONRowsPartial(s, data, target[:4], nil); err == nil || !strings.Contains(err.Error(), `row 0: column "b" is not one of the target columns`) {
 		t.Fatalf("partial decode with a column outside the target: %v", err)
 	}
