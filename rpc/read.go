@@ -324,12 +324,14 @@ func (p *readPlan) convertSlow(o *readOut, b *record.Batch, bsch *record.Schema,
 		}
 		k := 0
 		for r := from; r < to; r++ {
-			if ct != nil && ct.Value(int(r)) != "-U" {
-				if o.records+k >= maxRecords {
-					end = r
-					break
+			if ct != nil {
+				if _, _, _, own := binlogRow(ct, int(r)); own {
+					if o.records+k >= maxRecords {
+						end = r
+						break
+					}
+					k++
 				}
-				k++
 			}
 			sel = append(sel, int32(r))
 		}
