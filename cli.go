@@ -69,7 +69,7 @@ func dbCmd() *cobra.Command {
 			defer cancel()
 			_, err := newClient().Admin().CreateDatabase(ctx, connect.NewRequest(&flussv1.CreateDatabaseRequest{
 				Name: args[0], Comment: comment, IgnoreIfExists: ifNotExists}))
-			return err
+			return reportDDL(cmd, err, ifNotExists, "created database "+args[0], "database "+args[0]+" exists")
 		},
 	}
 	create.Flags().StringVar(&comment, "comment", "", "database comment")
@@ -79,7 +79,8 @@ func dbCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
-			return newClient().DropDatabase(ctx, args[0], ifExists, cascade)
+			err := newClient().DropDatabase(ctx, args[0], ifExists, cascade)
+			return reportDDL(cmd, err, ifExists, "dropped database "+args[0], "database "+args[0]+" does not exist")
 		},
 	}
 	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the database does not exist")
@@ -98,6 +99,21 @@ func dbCmd() *cobra.Command {
 	}
 	cmd.AddCommand(create, drop, list)
 	return cmd
+}
+
+// reportDDL prints what a successful create or drop did. With
+// --if-not-exists or --if-exists the server does not say whether it acted, so
+// the line states only what holds now.
+func reportDDL(cmd *cobra.Command, err error, conditional bool, did, holds string) error {
+	if err != nil {
+		return err
+	}
+	if conditional {
+		fmt.Fprintln(cmd.OutOrStdout(), holds)
+	} else {
+		fmt.Fprintln(cmd.OutOrStdout(), did)
+	}
+	return nil
 }
 
 func tableCmd() *cobra.Command {
@@ -152,11 +168,9 @@ func tableCmd() *cobra.Command {
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
 			id, err := newClient().CreateTable(ctx, req)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created %s (table id %d)\n", args[0], id)
-			return nil
+			return reportDDL(cmd, err, ifNotExists,
+				fmt.Sprintf("created %s (table id %d)", args[0], id),
+				fmt.Sprintf("table %s exists (table id %d)", args[0], id))
 		},
 	}
 	f := create.Flags()
@@ -205,7 +219,8 @@ func tableCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
-			return newClient().DropTable(ctx, args[0], ifExists)
+			err := newClient().DropTable(ctx, args[0], ifExists)
+			return reportDDL(cmd, err, ifExists, "dropped table "+args[0], "table "+args[0]+" does not exist")
 		},
 	}
 	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the table does not exist")

@@ -48,7 +48,9 @@ func partitionCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
-			return newClient().DropPartition(ctx, args[0], values, ifExists)
+			err = newClient().DropPartition(ctx, args[0], values, ifExists)
+			name := strings.Join(args[1:], ",") + " of " + args[0]
+			return reportDDL(cmd, err, ifExists, "dropped partition "+name, "partition "+name+" does not exist")
 		},
 	}
 	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the partition does not exist")

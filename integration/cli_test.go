@@ -68,12 +68,22 @@ func TestCLIEndToEnd(t *testing.T) {
 	cli := func(stdin string, args ...string) cliResult { t.Helper(); return mustCLI(t, addr, stdin, args...) }
 
 	// Databases.
-	cli("", "db", "create", "app")
+	if got := cli("", "db", "create", "app").stdout; got != "created database app\n" {
+		t.Errorf("db create = %q", got)
+	}
+	if got := cli("", "db", "create", "app", "--if-not-exists").stdout; got != "database app exists\n" {
+		t.Errorf("db create --if-not-exists of an existing database = %q", got)
+	}
 	cli("", "db", "create", "scratch")
 	if got := cli("", "db", "list").stdout; !strings.Contains(got, "app\n") || !strings.Contains(got, "scratch\n") {
 		t.Errorf("db list = %q, want app and scratch", got)
 	}
-	cli("", "db", "drop", "scratch")
+	if got := cli("", "db", "drop", "scratch").stdout; got != "dropped database scratch\n" {
+		t.Errorf("db drop = %q", got)
+	}
+	if got := cli("", "db", "drop", "scratch", "--if-exists").stdout; got != "database scratch does not exist\n" {
+		t.Errorf("db drop --if-exists of a dropped database = %q", got)
+	}
 	if got := cli("", "db", "list").stdout; strings.Contains(got, "scratch") || !strings.Contains(got, "app\n") {
 		t.Errorf("db list after drop = %q, want app without scratch", got)
 	}
@@ -255,7 +265,12 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 
 	// Drop.
-	cli("", "table", "drop", "app.ev")
+	if got := cli("", "table", "drop", "app.ev").stdout; got != "dropped table app.ev\n" {
+		t.Errorf("table drop = %q", got)
+	}
+	if got := cli("", "table", "drop", "app.ev", "--if-exists").stdout; got != "table app.ev does not exist\n" {
+		t.Errorf("table drop --if-exists of a dropped table = %q", got)
+	}
 	if got := cli("", "table", "list", "app").stdout; got != "" {
 		t.Errorf("table list after drop = %q, want nothing", got)
 	}

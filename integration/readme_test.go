@@ -369,6 +369,9 @@ func TestReadmePartitionExamples(t *testing.T) {
 	if want := `{"id":1,"day":"2026-12-03","page":"/"}`; strings.TrimSpace(outs[3]) != want {
 		t.Errorf("scan printed %q, want %s", outs[3], want)
 	}
+	if want := "dropped partition day=2026-12-03 of shop.visits\n"; outs[5] != want {
+		t.Errorf("partition drop printed %q, want %q", outs[5], want)
+	}
 	if !strings.Contains(outs[6], "2026-12-04") || strings.Contains(outs[6], "2026-12-03") {
 		t.Errorf("partition list after create and drop printed %q, want 2026-12-04 only", outs[6])
 	}
