@@ -52,6 +52,7 @@ func benchCmd() *cobra.Command {
 	f.DurationVar(&p.Duration, "duration", 10*time.Second, "how long to send")
 	f.BoolVar(&p.Wide, "wide", false, "20 columns instead of 10")
 	f.BoolVar(&p.Dictionary, "dictionary", false, "store the low-cardinality strings (event_type, country) dictionary-encoded")
+	f.StringVar(&p.Spread, "spread", "turn", "how requests choose buckets: turn (request i of client w to bucket (w + i·clients) mod buckets: evenly spread, each client on one bucket when clients is a multiple of buckets) or random (as rows of a table bucketed by a key)")
 	f.BoolVar(&p.Direct, "direct", true, "send each request straight to its bucket's leader (the Go client's routing); --direct=false sends all to --server, which forwards")
 	f.StringVar(&p.Protocol, "protocol", "proto", "proto (Connect over HTTP/1.1), grpc (gRPC over shared h2c connections), h2c (Connect proto over shared h2c connections) or json (Connect JSON)")
 	f.BoolVar(&p.Appender, "appender", false, "with --format json --batch 1: the clients are goroutines appending single rows through one shared batching client (client.Appender), as an application using Fluss's append writer does")

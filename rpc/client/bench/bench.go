@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -60,6 +61,13 @@ type ProduceConfig struct {
 	Inflight int
 	// Linger is the Appender's Linger (0: its default; negative: none).
 	Linger time.Duration
+	// Spread is how requests choose their bucket: "turn" ("" too) sends
+	// worker w's i-th request to bucket (w + i·Clients) mod Buckets, so the
+	// requests in flight are spread evenly (with Clients a multiple of
+	// Buckets each client keeps to one bucket, and at Clients = Buckets no
+	// two requests ever meet in a bucket); "random" draws each request's
+	// bucket at random, as rows land in a table bucketed by a key.
+	Spread string
 }
 
 // Result is the outcome of a run.
@@ -275,7 +283,13 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 	if cfg.Linger != 0 && !cfg.Appender {
 		return nil, fmt.Errorf("--appender-linger %v: only with --appender", cfg.Linger)
 	}
+	if cfg.Spread != "" && cfg.Spread != "turn" && cfg.Spread != "random" {
+		return nil, fmt.Errorf("--spread %q: want turn or random", cfg.Spread)
+	}
 	if cfg.Appender {
+		if cfg.Spread != "" && cfg.Spread != "turn" {
+			return nil, fmt.Errorf("--spread: with --appender the shared client chooses buckets")
+		}
 		if cfg.Format != "json" || cfg.BatchRows != 1 {
 			return nil, fmt.Errorf("--appender sends single JSON rows: want --format json --batch 1")
 		}
@@ -294,9 +308,10 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 		// ("grpc", "h2c"), whose HTTP/2 connections multiplex the
 		// workers' requests.
 		c := client.New(cfg.Server, opts...)
+		bucketOf := bucketChooser(cfg, w)
 		return func(ctx context.Context, i int) (int, error) {
 			p := data[(w+i)%len(data)]
-			bucket := int32((w + i*cfg.Clients) % cfg.Buckets)
+			bucket := bucketOf(i)
 			req := &flussv1.AppendRequest{Table: cfg.Table, Bucket: &bucket}
 			if cfg.Format == "json" {
 				req.Rows = p
@@ -307,6 +322,16 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 			return len(p), err
 		}
 	}, nil
+}
+
+// bucketChooser returns the bucket of worker w's i-th request by
+// cfg.Spread.
+func bucketChooser(cfg ProduceConfig, w int) func(i int) int32 {
+	if cfg.Spread == "random" {
+		rnd := rand.New(rand.NewPCG(uint64(w), 0))
+		return func(int) int32 { return rnd.Int32N(int32(cfg.Buckets)) }
+	}
+	return func(i int) int32 { return int32((w + i*cfg.Clients) % cfg.Buckets) }
 }
 
 // protocolOptions maps ProduceConfig.Protocol to client options.
@@ -383,6 +408,9 @@ func PrintProduce(w io.Writer, cfg ProduceConfig, r *Result) {
 	}
 	if cfg.Appender {
 		format += ", one shared Appender (requests/s: acknowledged appends)"
+	}
+	if cfg.Spread == "random" {
+		format += ", buckets at random"
 	}
 	fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.0f | %.0f | %.1f | %s | %s | %d | %s |\n",
 		format, comp, cfg.Clients, cfg.BatchRows, cfg.Buckets,

@@ -8,7 +8,7 @@ import (
 )
 
 // An in-flight or linger setting for a batching client the run does not
-// use, or a negative in-flight count, is refused before anything is sent
+// use, a negative in-flight count, or an unknown or unusable --spread is refused before anything is sent
 // (the server address here has nothing listening).
 func TestInflightFlagsNeedTheirClient(t *testing.T) {
 	ctx := context.Background()
@@ -26,6 +26,14 @@ func TestInflightFlagsNeedTheirClient(t *testing.T) {
 	if _, err := Produce(ctx, linger); err == nil || !strings.Contains(err.Error(), "--appender-linger") {
 		t.Errorf("Produce(Linger without Appender) = %v, want an --appender-linger error", err)
 	}
+	for _, cfg := range []ProduceConfig{
+		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Spread: "keyed"},
+		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Appender: true, Spread: "random"},
+	} {
+		if _, err := Produce(ctx, cfg); err == nil || !strings.Contains(err.Error(), "--spread") {
+			t.Errorf("Produce(Spread %q, Appender %v) = %v, want a --spread error", cfg.Spread, cfg.Appender, err)
+		}
+	}
 	if _, err := Lookup(ctx, PKConfig{Server: nowhere, Keys: 10, BatchedLinger: time.Millisecond}); err == nil || !strings.Contains(err.Error(), "--batched-linger") {
 		t.Errorf("Lookup(BatchedLinger without Batched) = %v, want a --batched-linger error", err)
 	}
@@ -36,6 +44,38 @@ func TestInflightFlagsNeedTheirClient(t *testing.T) {
 		_, err := Lookup(ctx, cfg)
 		if err == nil || !strings.Contains(err.Error(), "--batched-inflight") {
 			t.Errorf("Lookup(Batched %v, BatchedInflight %d) = %v, want a --batched-inflight error", cfg.Batched, cfg.BatchedInflight, err)
+		}
+	}
+}
+
+// With --spread turn the requests in flight are spread evenly: with as many
+// clients as buckets each client keeps to its own bucket, with fewer they
+// take the buckets in turn. With random each client reaches every bucket.
+func TestBucketChooser(t *testing.T) {
+	const buckets, requests = 8, 400
+	spreads := func(cfg ProduceConfig, w int) map[int32]int {
+		seen := map[int32]int{}
+		next := bucketChooser(cfg, w)
+		for i := range requests {
+			b := next(i)
+			if b < 0 || b >= buckets {
+				t.Fatalf("%+v worker %d request %d: bucket %d of %d", cfg, w, i, b, buckets)
+			}
+			seen[b]++
+		}
+		return seen
+	}
+	for w := range buckets {
+		if got := spreads(ProduceConfig{Buckets: buckets, Clients: buckets}, w); len(got) != 1 || got[int32(w)] != requests {
+			t.Errorf("turn, %d clients: worker %d sent to %v, want bucket %d only", buckets, w, got, w)
+		}
+	}
+	if got := spreads(ProduceConfig{Buckets: buckets, Clients: 2}, 1); len(got) != buckets/2 || got[1] != requests/4 || got[7] != requests/4 {
+		t.Errorf("turn, 2 clients: worker 1 sent to %v, want buckets 1, 3, 5, 7 in turn", got)
+	}
+	for w := range 2 {
+		if got := spreads(ProduceConfig{Buckets: buckets, Clients: buckets, Spread: "random"}, w); len(got) != buckets {
+			t.Errorf("random: worker %d sent to %v, want every bucket", w, got)
 		}
 	}
 }
