@@ -2,12 +2,18 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
 )
 
 // gateMinBytes: requests smaller than this pass the gate without being
@@ -16,19 +22,26 @@ import (
 const gateMinBytes = 64 << 10
 
 // requestGate bounds the bytes of large requests the node works on at once
-// (limits.max_inflight_request_bytes). A request message is already read
-// when it reaches a handler, but turning it into batches takes many times
-// its size: a JSON body becomes Arrow column buffers and an encoded
-// batch (~8x the body at the peak, with the garbage the collector has not
-// freed yet, though large row sets are parsed one row at a time), so a
-// handful of concurrent 64 MiB JSON requests would take gigabytes. A large request therefore waits here, in arrival
-// order, until the requests before it have answered; a request larger
-// than the whole budget goes through alone. Waiting ends with the
-// request's context (its deadline, or the client going away).
+// (limits.max_inflight_request_bytes). Turning a request into batches takes
+// many times its size: a JSON body becomes Arrow column buffers and an
+// encoded batch (~8x the body at the peak, with the garbage the collector
+// has not freed yet, though large row sets are parsed one row at a time),
+// so a handful of concurrent 64 MiB JSON requests would take gigabytes. A
+// large request therefore waits here, in arrival order, until the requests
+// before it have answered; a request larger than the whole budget goes
+// through alone. Waiting ends with the request's context (its deadline, or
+// the client going away).
+//
+// A request enters once, as early as its size is known: a unary Connect
+// request with an uncompressed body of declared length before its body is
+// read (gateBody), any other after its message is decoded
+// (gateInterceptor), so that requests waiting for their turn hold no
+// memory when they can.
 type requestGate struct {
-	sem   *semaphore.Weighted
-	limit int64
-	held  atomic.Int64 // bytes of the requests inside, for the metric
+	sem     *semaphore.Weighted
+	limit   int64
+	held    atomic.Int64 // bytes of the requests inside, for the metric
+	waiting atomic.Int64 // requests waiting to enter, for the metric
 }
 
 func newRequestGate(limit int64) *requestGate {
@@ -42,7 +55,10 @@ func (g *requestGate) enter(ctx context.Context, n int) (leave func(), err error
 		return func() {}, nil
 	}
 	w := min(int64(n), g.limit)
-	if err := g.sem.Acquire(ctx, w); err != nil {
+	g.waiting.Add(1)
+	err = g.sem.Acquire(ctx, w)
+	g.waiting.Add(-1)
+	if err != nil {
 		return nil, fmt.Errorf("waiting for other large requests to finish (limits.max_inflight_request_bytes = %d): %w", g.limit, err)
 	}
 	g.held.Add(w)
@@ -55,12 +71,79 @@ func (g *requestGate) enter(ctx context.Context, n int) (leave func(), err error
 // Held is the bytes of the requests inside the gate now.
 func (g *requestGate) Held() int64 { return g.held.Load() }
 
-// gateInterceptor passes every unary request through the gate, sized by
-// its message. Streams (Scan) send small requests and are not gated.
+// Waiting is the number of requests waiting to enter the gate now.
+func (g *requestGate) Waiting() int64 { return g.waiting.Load() }
+
+// gatedKey marks a request's context once gateBody has let it in.
+type gatedKey struct{}
+
+// gateBody lets a unary Connect request whose uncompressed body has a
+// declared length (Content-Length) through the gate before its body is
+// read, sized by that length: a request waiting for its turn holds none of
+// its body, which stays with the client (TCP and HTTP/2 flow control hold
+// it back). It runs after authentication, so only known users wait here.
+// The wait ends with the client going away or the request's
+// Connect-Timeout-Ms. Other requests (gRPC, Connect streams, compressed
+// or chunked bodies) pass to gateInterceptor, which sizes their decoded
+// message.
+func (g *requestGate) gateBody(h http.Handler, ew *connect.ErrorWriter, m *metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength < gateMinBytes || r.Method != http.MethodPost || r.URL.Path == flussv1connect.ReadServiceScanProcedure ||
+			!unaryContentType(r.Header.Get("Content-Type")) || compressed(r.Header) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ctx := r.Context()
+		if d, ok := connectTimeout(r.Header); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		leave, err := g.enter(ctx, int(r.ContentLength))
+		if err != nil {
+			code := connect.CodeCanceled
+			if errors.Is(err, context.DeadlineExceeded) {
+				code = connect.CodeDeadlineExceeded
+			}
+			cerr := connect.NewError(code, err)
+			m.observe(r.URL.Path, cerr.Code().String(), 0)
+			_ = ew.Write(w, r, cerr)
+			return
+		}
+		defer leave()
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), gatedKey{}, true)))
+	})
+}
+
+// compressed reports whether a unary Connect request's body is compressed.
+func compressed(h http.Header) bool {
+	enc := h.Get("Content-Encoding")
+	return enc != "" && enc != "identity"
+}
+
+// connectTimeout is a request's Connect-Timeout-Ms, if it has a valid one.
+func connectTimeout(h http.Header) (time.Duration, bool) {
+	v := h.Get("Connect-Timeout-Ms")
+	if v == "" || len(v) > 10 {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// gateInterceptor passes every unary request that gateBody did not take
+// through the gate, sized by its message. Streams (Scan) send small
+// requests and are not gated.
 type gateInterceptor struct{ g *requestGate }
 
 func (gi gateInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if ctx.Value(gatedKey{}) != nil {
+			return next(ctx, req)
+		}
 		var size int
 		if m, ok := req.Any().(proto.Message); ok {
 			size = proto.Size(m)

@@ -1,7 +1,6 @@
 package rpc_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -26,9 +25,10 @@ import (
 // and records how many were inside at once.
 type holdingBackend struct {
 	*membackend.Backend
-	release chan struct{}
-	inside  atomic.Int32
-	most    atomic.Int32
+	release      chan struct{}
+	closeRelease sync.Once
+	inside       atomic.Int32
+	most         atomic.Int32
 }
 
 func (b *holdingBackend) Append(ctx context.Context, id raftmeta.BucketID, batches [][]byte, writerID int64, seq int32) (rpc.AppendResult, error) {
@@ -46,22 +46,19 @@ func (b *holdingBackend) Append(ctx context.Context, id raftmeta.BucketID, batch
 	return b.Backend.Append(ctx, id, batches, writerID, seq)
 }
 
-// TestLargeRequestsWaitTheirTurn: with max_inflight_request_bytes room for
-// one large request, large Appends reach the backend one at a time, small
-// ones pass meanwhile, a large one whose deadline passes while it waits is
-// refused with nothing stored, and the gauge goes back to 0.
-func TestLargeRequestsWaitTheirTurn(t *testing.T) {
+// releaseAll lets every held Append (and any later one) go on.
+func (b *holdingBackend) releaseAll() { b.closeRelease.Do(func() { close(b.release) }) }
+
+// startGated serves a holdingBackend whose max_inflight_request_bytes has
+// room for one largeRows request, with table shop.t (id BIGINT, s STRING)
+// of one bucket, and returns it, its URL and a client with opts that does
+// not retry.
+func startGated(t *testing.T, opts ...client.Option) (*holdingBackend, string, *client.Client) {
+	t.Helper()
 	b := &holdingBackend{Backend: membackend.New(), release: make(chan struct{})}
-	reg := prometheus.NewRegistry()
-	url := serveHTTP(t, rpc.NewHandler(b, rpc.Limits{MaxInflightRequestBytes: 300 << 10}, reg, nil))
-	// Runs before the server closes: lets any held request go on.
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(b.release)
-		}
-	})
-	c := client.New(url, client.WithRetry(client.Retry{Attempts: 1}))
+	url := serveHTTP(t, rpc.NewHandler(b, rpc.Limits{MaxInflightRequestBytes: 300 << 10}, prometheus.NewRegistry(), nil))
+	t.Cleanup(b.releaseAll) // runs before the server closes
+	c := client.New(url, append(opts, client.WithRetry(client.Retry{Attempts: 1}))...)
 	ctx := context.Background()
 	if err := c.CreateDatabase(ctx, "shop", false); err != nil {
 		t.Fatal(err)
@@ -70,19 +67,37 @@ func TestLargeRequestsWaitTheirTurn(t *testing.T) {
 		Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	// ~200 KiB of rows: one fits in 300 KiB, two do not.
-	large := func(first int) []byte {
-		var rows bytes.Buffer
-		rows.WriteString("[")
-		for i := range 2000 {
-			if i > 0 {
-				rows.WriteString(",")
-			}
-			fmt.Fprintf(&rows, `{"id":%d,"s":"%s"}`, first+i, strings.Repeat("x", 90))
+	return b, url, c
+}
+
+// largeRows is 2,000 rows from id first on as the members of a JSON array
+// (no brackets): ~200 KiB, of which 300 KiB hold one and not two.
+func largeRows(first int) string {
+	var sb strings.Builder
+	for i := range 2000 {
+		if i > 0 {
+			sb.WriteString(",")
 		}
-		rows.WriteString("]")
-		return rows.Bytes()
+		fmt.Fprintf(&sb, `{"id":%d,"s":"%s"}`, first+i, strings.Repeat("x", 90))
 	}
+	return sb.String()
+}
+
+// TestLargeRequestsWaitTheirTurn: with max_inflight_request_bytes room for
+// one large request, large Appends reach the backend one at a time, small
+// ones pass meanwhile, a large one whose deadline passes while it waits is
+// refused with nothing stored, and the gauge goes back to 0. Connect
+// requests wait before their body is read, gRPC ones (no declared length)
+// after their message is decoded.
+func TestLargeRequestsWaitTheirTurn(t *testing.T) {
+	t.Run("connect", func(t *testing.T) { testLargeRequestsWaitTheirTurn(t) })
+	t.Run("grpc", func(t *testing.T) { testLargeRequestsWaitTheirTurn(t, client.WithGRPC()) })
+}
+
+func testLargeRequestsWaitTheirTurn(t *testing.T, opts ...client.Option) {
+	b, url, c := startGated(t, opts...)
+	ctx := context.Background()
+	large := func(first int) []byte { return []byte("[" + largeRows(first) + "]") }
 
 	const n = 3
 	var wg sync.WaitGroup
@@ -116,8 +131,7 @@ func TestLargeRequestsWaitTheirTurn(t *testing.T) {
 	for range n {
 		b.release <- struct{}{}
 	}
-	close(b.release)
-	released = true
+	b.releaseAll()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -168,4 +182,112 @@ func gaugeValue(t *testing.T, url, name string) float64 {
 	}
 	t.Fatalf("%s not in /metrics", name)
 	return 0
+}
+
+// countingBody is a request body that counts the bytes the server pulled.
+type countingBody struct {
+	r    io.Reader
+	read atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read.Add(int64(n))
+	return n, err
+}
+
+// TestWaitingRequestsHoldNoBody: a large Connect JSON request of declared
+// length that must wait for the gate waits before its body is read. The
+// client sends "Expect: 100-continue" and so sends no byte of the body
+// until the server reads it: while the request waits not one byte was
+// pulled; after the gate has room it is read and stored. One that waits
+// past its Connect-Timeout-Ms is refused with deadline_exceeded, unread.
+func TestWaitingRequestsHoldNoBody(t *testing.T) {
+	b, url, c := startGated(t)
+	ctx := context.Background()
+	rows := largeRows
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := c.Append(ctx, "shop.t", []byte("["+rows(0)+"]"))
+		firstDone <- err
+	}()
+	waitFor(t, "the first large Append inside the backend", func() bool { return b.inside.Load() == 1 })
+
+	hc := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	send := func(first int, timeoutMs string) (*countingBody, chan *http.Response, chan error) {
+		body := &countingBody{r: strings.NewReader(`{"table":"shop.t","rows":[` + rows(first) + `]}`)}
+		req, err := http.NewRequest(http.MethodPost, url+"/fluss.v1.WriteService/Append", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = int64(len(`{"table":"shop.t","rows":[]}`) + len(rows(first)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Expect", "100-continue")
+		if timeoutMs != "" {
+			req.Header.Set("Connect-Timeout-Ms", timeoutMs)
+		}
+		resc, errc := make(chan *http.Response, 1), make(chan error, 1)
+		go func() {
+			res, err := hc.Do(req)
+			if err != nil {
+				errc <- err
+				return
+			}
+			resc <- res
+		}()
+		return body, resc, errc
+	}
+	answer := func(resc chan *http.Response, errc chan error) (int, string) {
+		select {
+		case res := <-resc:
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			return res.StatusCode, string(b)
+		case err := <-errc:
+			t.Fatalf("request: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer in 10 s")
+		}
+		return 0, ""
+	}
+
+	// Past its deadline while waiting: refused, nothing of it read.
+	late, resc, errc := send(100000, "200")
+	status, text := answer(resc, errc)
+	if status != http.StatusGatewayTimeout || !strings.Contains(text, `"deadline_exceeded"`) || !strings.Contains(text, "max_inflight_request_bytes") {
+		t.Errorf("large Append past its deadline while waiting: %d %s, want 504 deadline_exceeded naming the limit", status, text)
+	}
+	if n := late.read.Load(); n != 0 {
+		t.Errorf("the refused request's body: %d bytes read, want 0", n)
+	}
+
+	second, resc, errc := send(2000, "")
+	waitFor(t, "the second large Append waiting at the gate", func() bool {
+		return gaugeValue(t, url, "fluss_rpc_gate_waiting_requests") == 1
+	})
+	if n := second.read.Load(); n != 0 {
+		t.Fatalf("the waiting request's body: %d bytes read, want 0", n)
+	}
+	b.release <- struct{}{} // the first
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first large Append: %v", err)
+	}
+	waitFor(t, "the second large Append inside the backend", func() bool { return b.inside.Load() == 1 })
+	b.releaseAll()
+	if status, text := answer(resc, errc); status != http.StatusOK {
+		t.Fatalf("second large Append: %d %s", status, text)
+	}
+	if n := second.read.Load(); n == 0 {
+		t.Errorf("the second request's body was never read")
+	}
+	off, err := c.ListOffsets(ctx, "shop.t", flussv1.ListOffsetsRequest_LATEST, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(off) != 1 || off[0].GetOffset() != 4000 {
+		t.Fatalf("offsets after the Appends: %v, want 4000 rows (the refused request stored nothing)", off)
+	}
+	if got := gaugeValue(t, url, "fluss_rpc_gate_waiting_requests"); got != 0 {
+		t.Errorf("fluss_rpc_gate_waiting_requests = %v after every request answered", got)
+	}
 }

@@ -144,7 +144,7 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 	mux := http.NewServeMux()
 	ew := connect.NewErrorWriter(opts...)
 	mount := func(path string, h http.Handler) {
-		h = plainJSONStreams(withLength(limitBody(h, lim.MaxRequestBytes, ew, m)), lim.MaxRequestBytes, ew)
+		h = plainJSONStreams(withLength(limitBody(gate.gateBody(h, ew, m), lim.MaxRequestBytes, ew, m)), lim.MaxRequestBytes, ew)
 		if ho.auth != nil {
 			// Outermost: nothing is read of a request refused here.
 			h = ho.auth.authenticateHTTP(h, ew, m)
@@ -230,6 +230,10 @@ func registerGateMetric(reg *prometheus.Registry, g *requestGate) {
 		Namespace: "fluss", Subsystem: "rpc", Name: "inflight_request_bytes",
 		Help: "Bytes of large request messages (64 KiB or more) being handled, against limits.max_inflight_request_bytes.",
 	}, func() float64 { return float64(g.Held()) }))
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "fluss", Subsystem: "rpc", Name: "gate_waiting_requests",
+		Help: "Large requests waiting for limits.max_inflight_request_bytes to have room.",
+	}, func() float64 { return float64(g.Waiting()) }))
 }
 
 func (m *metrics) observe(procedure, code string, d time.Duration) {
