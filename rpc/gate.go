@@ -33,8 +33,8 @@ const gateMinBytes = 64 << 10
 // the client going away).
 //
 // A request enters once, as early as its size is known: a unary Connect
-// request with an uncompressed body of declared length before its body is
-// read (gateBody), any other after its message is decoded
+// request over HTTP/1.1 with an uncompressed body of declared length before
+// its body is read (gateBody), any other after its message is decoded
 // (gateInterceptor), so that requests waiting for their turn hold no
 // memory when they can.
 type requestGate struct {
@@ -77,18 +77,19 @@ func (g *requestGate) Waiting() int64 { return g.waiting.Load() }
 // gatedKey marks a request's context once gateBody has let it in.
 type gatedKey struct{}
 
-// gateBody lets a unary Connect request whose uncompressed body has a
-// declared length (Content-Length) through the gate before its body is
-// read, sized by that length: a request waiting for its turn holds none of
-// its body, which stays with the client (TCP and HTTP/2 flow control hold
-// it back). It runs after authentication, so only known users wait here.
-// The wait ends with the client going away or the request's
-// Connect-Timeout-Ms. Other requests (gRPC, Connect streams, compressed
-// or chunked bodies) pass to gateInterceptor, which sizes their decoded
-// message.
+// gateBody lets a unary Connect request over HTTP/1.1 whose uncompressed
+// body has a declared length (Content-Length) through the gate before its
+// body is read, sized by that length: a request waiting for its turn holds
+// none of its body, which TCP keeps with the client. It runs after
+// authentication, so only known users wait here. The wait ends with the
+// client going away or the request's Connect-Timeout-Ms. Other requests
+// pass to gateInterceptor, which sizes their decoded message: gRPC,
+// Connect streams, compressed or chunked bodies, and HTTP/2, where the
+// unread body of a waiting request would take the connection's flow-control
+// window from the requests sharing it, the one inside the gate included.
 func (g *requestGate) gateBody(h http.Handler, ew *connect.ErrorWriter, m *metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength < gateMinBytes || r.Method != http.MethodPost || r.URL.Path == flussv1connect.ReadServiceScanProcedure ||
+		if r.ContentLength < gateMinBytes || r.ProtoMajor != 1 || r.Method != http.MethodPost || r.URL.Path == flussv1connect.ReadServiceScanProcedure ||
 			!unaryContentType(r.Header.Get("Content-Type")) || compressed(r.Header) {
 			h.ServeHTTP(w, r)
 			return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,11 +88,16 @@ func largeRows(first int) string {
 // one large request, large Appends reach the backend one at a time, small
 // ones pass meanwhile, a large one whose deadline passes while it waits is
 // refused with nothing stored, and the gauge goes back to 0. Connect
-// requests wait before their body is read, gRPC ones (no declared length)
-// after their message is decoded.
+// requests over HTTP/1.1 wait before their body is read; gRPC ones and
+// Connect ones sharing an HTTP/2 connection after their message is decoded.
 func TestLargeRequestsWaitTheirTurn(t *testing.T) {
 	t.Run("connect", func(t *testing.T) { testLargeRequestsWaitTheirTurn(t) })
-	t.Run("grpc", func(t *testing.T) { testLargeRequestsWaitTheirTurn(t, client.WithGRPC()) })
+	t.Run("connect over h2c", func(t *testing.T) {
+		testLargeRequestsWaitTheirTurn(t, client.WithHTTPClient(client.DefaultHTTPClient(true)))
+	})
+	t.Run("grpc", func(t *testing.T) {
+		testLargeRequestsWaitTheirTurn(t, client.WithGRPC(), client.WithHTTPClient(client.DefaultHTTPClient(true)))
+	})
 }
 
 func testLargeRequestsWaitTheirTurn(t *testing.T, opts ...client.Option) {
@@ -124,6 +130,13 @@ func testLargeRequestsWaitTheirTurn(t *testing.T, opts ...client.Option) {
 	if code := connect.CodeOf(err); code != connect.CodeDeadlineExceeded {
 		t.Fatalf("large Append past its deadline while waiting: %v (code %v), want deadline_exceeded", err, code)
 	}
+	// The server's clock for that deadline starts when the request
+	// arrives, so it may still be waiting: the gate must not open before
+	// the server has refused it too (else it is stored, as a request whose
+	// client gave up may be).
+	waitFor(t, "the server to refuse the late Append", func() bool {
+		return appendsRefused(t, url) == 1
+	})
 
 	if m := b.most.Load(); m != 1 {
 		t.Fatalf("%d large Appends were inside the backend at once, want 1", m)
@@ -154,6 +167,17 @@ func testLargeRequestsWaitTheirTurn(t *testing.T, opts ...client.Option) {
 	}
 }
 
+// appendsRefused is the number of Appends the server answered with
+// deadline_exceeded or canceled (fluss_rpc_requests_total).
+func appendsRefused(t *testing.T, url string) float64 {
+	t.Helper()
+	var n float64
+	for _, code := range []string{"deadline_exceeded", "canceled"} {
+		n += metricValue(t, url, `fluss_rpc_requests_total{code="`+code+`",procedure="/fluss.v1.WriteService/Append"}`, true)
+	}
+	return n
+}
+
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -168,6 +192,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // gaugeValue reads one unlabelled metric from /metrics.
 func gaugeValue(t *testing.T, url, name string) float64 {
 	t.Helper()
+	return metricValue(t, url, name, false)
+}
+
+// metricValue reads the sample named series (a name and its labels) from
+// /metrics; one that is not there is 0 if absentIsZero, else a failure.
+func metricValue(t *testing.T, url, series string, absentIsZero bool) float64 {
+	t.Helper()
 	res, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -175,12 +206,17 @@ func gaugeValue(t *testing.T, url, name string) float64 {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	for line := range strings.Lines(string(body)) {
-		var v float64
-		if _, err := fmt.Sscanf(line, name+" %g", &v); err == nil {
-			return v
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
 		}
 	}
-	t.Fatalf("%s not in /metrics", name)
+	if !absentIsZero {
+		t.Fatalf("%s not in /metrics", series)
+	}
 	return 0
 }
 
