@@ -123,7 +123,7 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 	s := &service{b: b, lim: lim, log: logger}
 	m := newMetrics(reg)
 	gate := newRequestGate(lim.MaxInflightRequestBytes)
-	registerGateMetric(reg, gate)
+	registerGateMetrics(reg, gate)
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(lim.MaxRequestBytes),
 		// Compressing a small response (an Append result is a few dozen
@@ -223,9 +223,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
-// registerGateMetric exports how many bytes of large requests the handlers
-// hold. A registry shared by several handlers (tests) keeps the first.
-func registerGateMetric(reg *prometheus.Registry, g *requestGate) {
+// registerGateMetrics exports how many bytes of large requests the handlers
+// hold and how many requests wait for room. A registry shared by several
+// handlers (tests) keeps the first.
+func registerGateMetrics(reg *prometheus.Registry, g *requestGate) {
 	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "fluss", Subsystem: "rpc", Name: "inflight_request_bytes",
 		Help: "Bytes of large request messages (64 KiB or more) being handled, against limits.max_inflight_request_bytes.",
