@@ -241,22 +241,22 @@ func (b *countingBody) Read(p []byte) (int, error) {
 func TestWaitingRequestsHoldNoBody(t *testing.T) {
 	b, url, c := startGated(t)
 	ctx := context.Background()
-	rows := largeRows
 	firstDone := make(chan error, 1)
 	go func() {
-		_, err := c.Append(ctx, "shop.t", []byte("["+rows(0)+"]"))
+		_, err := c.Append(ctx, "shop.t", []byte("["+largeRows(0)+"]"))
 		firstDone <- err
 	}()
 	waitFor(t, "the first large Append inside the backend", func() bool { return b.inside.Load() == 1 })
 
 	hc := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
 	send := func(first int, timeoutMs string) (*countingBody, chan *http.Response, chan error) {
-		body := &countingBody{r: strings.NewReader(`{"table":"shop.t","rows":[` + rows(first) + `]}`)}
+		msg := `{"table":"shop.t","rows":[` + largeRows(first) + `]}`
+		body := &countingBody{r: strings.NewReader(msg)}
 		req, err := http.NewRequest(http.MethodPost, url+"/fluss.v1.WriteService/Append", body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.ContentLength = int64(len(`{"table":"shop.t","rows":[]}`) + len(rows(first)))
+		req.ContentLength = int64(len(msg))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Expect", "100-continue")
 		if timeoutMs != "" {
