@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -82,7 +84,8 @@ type gatedKey struct{}
 // body is read, sized by that length: a request waiting for its turn holds
 // none of its body, which TCP keeps with the client. It runs after
 // authentication, so only known users wait here. The wait ends with the
-// client going away or the request's Connect-Timeout-Ms. Other requests
+// client going away or the request's Connect-Timeout-Ms; once let in, the
+// request has limited time to send its body (limitBodyTime). Other requests
 // pass to gateInterceptor, which sizes their decoded message: gRPC,
 // Connect streams, compressed or chunked bodies, and HTTP/2, where the
 // unread body of a waiting request would take the connection's flow-control
@@ -112,8 +115,55 @@ func (g *requestGate) gateBody(h http.Handler, ew *connect.ErrorWriter, m *metri
 			return
 		}
 		defer leave()
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), gatedKey{}, true)))
+		r = r.WithContext(context.WithValue(r.Context(), gatedKey{}, true))
+		limitBodyTime(w, r)
+		h.ServeHTTP(w, r)
 	})
+}
+
+// An admitted request has bodyGrace plus a second per minBodyRate bytes
+// to send its body (74 s for 64 MiB): a client that stalls or trickles
+// loses its request rather than holding the gate for everyone. Variables
+// for tests.
+var (
+	bodyGrace   = 10 * time.Second
+	minBodyRate = int64(1 << 20) // bytes per second
+)
+
+// limitBodyTime sets a read deadline for r's body (of declared length) on
+// its connection and clears it once the body is read, so that it does not
+// cut the connection later.
+func limitBodyTime(w http.ResponseWriter, r *http.Request) {
+	d := bodyGrace + time.Duration(r.ContentLength*int64(time.Second)/minBodyRate)
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return // not supported by this connection: no limit
+	}
+	r.Body = &timedBody{ReadCloser: r.Body, rc: rc, d: d}
+}
+
+// timedBody is a request body read under a deadline (limitBodyTime).
+type timedBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	d       time.Duration
+	cleared bool
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.cleared {
+		// Read in time: the connection goes on without a deadline.
+		b.cleared = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	// After a timeout the deadline stays: draining the rest fails at once.
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		err = connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf(
+			"the request body did not arrive within %v of the request's turn (%v plus a second per %d bytes): send it faster, or in smaller requests",
+			b.d.Round(time.Millisecond), bodyGrace, minBodyRate))
+	}
+	return n, err
 }
 
 // compressed reports whether a unary Connect request's body is compressed.

@@ -1,9 +1,11 @@
 package rpc_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -325,5 +327,52 @@ func TestWaitingRequestsHoldNoBody(t *testing.T) {
 	}
 	if got := gaugeValue(t, url, "fluss_rpc_gate_waiting_requests"); got != 0 {
 		t.Errorf("fluss_rpc_gate_waiting_requests = %v after every request answered", got)
+	}
+}
+
+// TestStalledBodyLosesItsTurn: a client that is let in and then stops
+// sending its body loses the request when its body time is up (here
+// 300 ms), with deadline_exceeded and a message that says why, and the
+// gate is free for the next large request.
+func TestStalledBodyLosesItsTurn(t *testing.T) {
+	defer rpc.SetBodyTime(300*time.Millisecond, 1<<40)()
+	b, url, c := startGated(t)
+	b.releaseAll() // nothing is held in the backend here
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msg := `{"table":"shop.t","rows":[` + largeRows(0) + `]}`
+	fmt.Fprintf(conn, "POST /fluss.v1.WriteService/Append HTTP/1.1\r\nHost: fluss\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		len(msg), msg[:len(msg)/2]) // and then nothing more
+	waitFor(t, "the stalled request inside the gate", func() bool {
+		return gaugeValue(t, url, "fluss_rpc_inflight_request_bytes") > 0
+	})
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to the stalled request: %v", err)
+	}
+	text, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(text), `"deadline_exceeded"`) ||
+		!strings.Contains(string(text), "the request body did not arrive within 300ms") {
+		t.Errorf("stalled request: %d %s, want 504 deadline_exceeded saying the body did not arrive", res.StatusCode, text)
+	}
+	if got := gaugeValue(t, url, "fluss_rpc_inflight_request_bytes"); got != 0 {
+		t.Errorf("fluss_rpc_inflight_request_bytes = %v after the stalled request was refused", got)
+	}
+	if _, err := c.Append(context.Background(), "shop.t", []byte("["+largeRows(0)+"]")); err != nil {
+		t.Fatalf("large Append after the stalled one: %v", err)
+	}
+	off, err := c.ListOffsets(context.Background(), "shop.t", flussv1.ListOffsetsRequest_LATEST, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(off) != 1 || off[0].GetOffset() != 2000 {
+		t.Fatalf("offsets: %v, want the 2000 rows of the second request only", off)
 	}
 }
