@@ -166,7 +166,8 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// compressed reports whether a unary Connect request's body is compressed.
+// compressed reports whether a request's body is compressed as a whole
+// (Content-Encoding; Connect unary requests and plain JSON Scans).
 func compressed(h http.Header) bool {
 	enc := h.Get("Content-Encoding")
 	return enc != "" && enc != "identity"

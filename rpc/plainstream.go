@@ -60,11 +60,11 @@ func plainJSONStreams(h http.Handler, maxBytes int, ew *connect.ErrorWriter) htt
 		r2.ContentLength = int64(len(framed))
 		r2.Header.Set("Content-Type", "application/connect+json")
 		r2.Header.Del("Connect-Content-Encoding")
-		if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+		if compressed(r.Header) {
 			// A compressed body (curl --compressed does not, but a
 			// client may): the message is, in Connect's terms.
 			framed[0] = envelopeCompressed
-			r2.Header.Set("Connect-Content-Encoding", enc)
+			r2.Header.Set("Connect-Content-Encoding", r.Header.Get("Content-Encoding"))
 		}
 		r2.Header.Del("Content-Encoding")
 		r2.Header.Del("Connect-Accept-Encoding") // messages come back uncompressed
