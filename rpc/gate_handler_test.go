@@ -251,6 +251,7 @@ func TestWaitingRequestsHoldNoBody(t *testing.T) {
 	waitFor(t, "the first large Append inside the backend", func() bool { return b.inside.Load() == 1 })
 
 	hc := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	defer hc.CloseIdleConnections()
 	send := func(first int, timeoutMs string) (*countingBody, chan *http.Response, chan error) {
 		msg := `{"table":"shop.t","rows":[` + largeRows(first) + `]}`
 		body := &countingBody{r: strings.NewReader(msg)}
@@ -279,8 +280,8 @@ func TestWaitingRequestsHoldNoBody(t *testing.T) {
 		select {
 		case res := <-resc:
 			defer res.Body.Close()
-			b, _ := io.ReadAll(res.Body)
-			return res.StatusCode, string(b)
+			text, _ := io.ReadAll(res.Body)
+			return res.StatusCode, string(text)
 		case err := <-errc:
 			t.Fatalf("request: %v", err)
 		case <-time.After(10 * time.Second):
