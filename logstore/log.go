@@ -725,19 +725,26 @@ func (l *Log) seal(s *segment) error {
 	return nil
 }
 
-// preallocStep is how far ahead of its write position the active segment's
-// blocks are reserved: appends then rarely allocate blocks (less journal
-// work per fsync), and an idle bucket holds at most this much unused disk.
-const preallocStep = 1 << 20
+// The active segment's blocks are reserved ahead of its write position, so
+// that appends rarely allocate blocks (less journal work per fsync): as far
+// ahead as the segment has been written, between minPrealloc and
+// preallocStep. A new or idle segment holds minPrealloc of unused disk (a
+// node with 4096 idle buckets reserves 256 MiB, not 4 GiB); one being
+// written reaches preallocStep after its first MiB, five reservations later.
+const (
+	minPrealloc  = 64 << 10
+	preallocStep = 1 << 20
+)
 
-// reserve makes sure s has blocks reserved up to end plus preallocStep
-// (capped at the segment size). A failure (a filesystem without fallocate)
-// is logged once per segment and not retried.
+// reserve makes sure s has blocks reserved beyond end (capped at the
+// segment size). A failure (a filesystem without fallocate) is logged once
+// per segment and not retried.
 func (l *Log) reserve(s *segment, end int64) {
 	if end < s.reserved {
 		return
 	}
-	want := min(end+preallocStep, max(l.opts.SegmentBytes, end))
+	ahead := min(max(end, minPrealloc), preallocStep)
+	want := min(end+ahead, max(l.opts.SegmentBytes, end))
 	if err := s.f.Preallocate(want); err != nil {
 		l.log.Debug("logstore: preallocate failed", "segment", s.name(), "err", err)
 		want = 1 << 62

@@ -6,8 +6,8 @@
 #   FLUSS_BIN=/path/fluss-node CONFIG=my.toml integration/bench/idle.sh
 #
 # CONFIG replaces the generated config (storage.segment_bytes =
-# $SEGMENT_BYTES, default 1 MiB, and [debug] pprof = $PPROF): keep
-# segment_bytes small in it, since every replica preallocates one segment.
+# $SEGMENT_BYTES, default 1 MiB as in the recorded runs, and [debug] pprof =
+# $PPROF).
 #
 # Starts the node(s) on 127.0.0.1 in a temp dir, creates $TABLES log tables
 # of $BUCKETS/$TABLES buckets each, waits until every bucket has a leader,
@@ -46,14 +46,15 @@ else
 	(cd "$ROOT" && go build -o "$WORK/fluss-node" .)
 	FLUSS=$WORK/fluss-node
 fi
-# Every bucket replica preallocates one segment of storage.segment_bytes
-# (default 128 MiB: 1000 replicas would reserve 125 GiB). Idle replicas hold
-# no data, so the run uses small segments and checks the disk first.
+# Every idle bucket replica reserves (fallocates) 64 KiB of its active
+# segment, or all of it when storage.segment_bytes is smaller: 1000 idle
+# replicas hold ~64 MiB. The run checks the disk first.
 SEGMENT_BYTES=${SEGMENT_BYTES:-1048576}
-need_kib=$((BUCKETS * NODES * SEGMENT_BYTES / 1024 * 2))
+reserve=$((SEGMENT_BYTES < 65536 ? SEGMENT_BYTES : 65536))
+need_kib=$((BUCKETS * NODES * reserve / 1024 * 2))
 avail_kib=$(df --output=avail -k "$WORK" | tail -1)
 if ((avail_kib < need_kib)); then
-	log "need ~$((need_kib / 1024)) MiB free under $WORK for $BUCKETS x $NODES preallocated segments of $SEGMENT_BYTES bytes; $((avail_kib / 1024)) MiB available"
+	log "need ~$((need_kib / 1024)) MiB free under $WORK for $BUCKETS x $NODES replicas reserving $reserve bytes each; $((avail_kib / 1024)) MiB available"
 	exit 1
 fi
 if [[ -n ${CONFIG:-} ]]; then
