@@ -107,8 +107,8 @@ func TestBootstrapExpectClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	const (
 		buckets = 6
 		writers = 4
-		kills   = 4
 	)
+	kills := killCount(t, 4)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 3))

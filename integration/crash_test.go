@@ -29,10 +29,8 @@ func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	const (
-		writers  = 6
-		restarts = 4
-	)
+	const writers = 6
+	restarts := killCount(t, 4)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))

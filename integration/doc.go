@@ -8,5 +8,6 @@
 // Invariants of the tests: every wait polls with a deadline (waitFor, bounded
 // contexts); no assertion depends on how long something took; every process
 // a test starts is killed in t.Cleanup. They need only Go; `go test -short`
-// skips them all.
+// skips them all. $FLUSS_TEST_KILLS sets how many kill -9s the fault tests
+// run (default 4), for longer soaks.
 package integration

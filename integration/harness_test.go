@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,6 +47,22 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// killCount is how many kill -9s a fault test runs: def, or $FLUSS_TEST_KILLS
+// for a longer soak (`FLUSS_TEST_KILLS=50 go test ./integration -run
+// KillNine`). The test's other waits grow with it; nothing else changes.
+func killCount(t *testing.T, def int) int {
+	s := os.Getenv("FLUSS_TEST_KILLS")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("FLUSS_TEST_KILLS=%q: want a count of at least 1", s)
+	}
+	t.Logf("FLUSS_TEST_KILLS: %d kill -9s instead of %d", n, def)
+	return n
 }
 
 // proc is one running fluss-node process.

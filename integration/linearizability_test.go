@@ -84,10 +84,10 @@ func TestPKLinearizableUnderLeaderKills(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	const (
-		kills    = 4
 		killGap  = 2500 * time.Millisecond
 		downTime = 1200 * time.Millisecond
 	)
+	kills := killCount(t, 4)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 7))
@@ -101,7 +101,7 @@ func TestPKLinearizableUnderLeaderKills(t *testing.T) {
 		}
 		nodes[i].start(t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+time.Duration(kills)*(killGap+downTime+5*time.Second))
 	defer cancel()
 	admin := client.New("http://"+nodes[0].client, linRetry)
 	createLinTable(ctx, t, admin, "lin.kv")
