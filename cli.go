@@ -357,15 +357,24 @@ func appendCmd() *cobra.Command {
 	return cmd
 }
 
-// readNDJSON calls send with up to batch non-empty lines at a time.
+// maxNDJSONLine is the longest stdin line readNDJSON takes: one row, which
+// must fit in one batch (limits.max_batch_bytes, 16 MiB by default).
+const maxNDJSONLine = 16 << 20
+
+// readNDJSON calls send with up to batch non-empty lines at a time. A UTF-8
+// byte order mark before the first line (as some editors write) is skipped.
 func readNDJSON(r io.Reader, batch int, send func([][]byte) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 64<<10), maxNDJSONLine)
 	var rows [][]byte
 	line := 0
 	for sc.Scan() {
 		line++
-		b := bytes.TrimSpace(sc.Bytes())
+		b := sc.Bytes()
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -381,7 +390,10 @@ func readNDJSON(r io.Reader, batch int, send func([][]byte) error) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return err
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("stdin line %d is longer than %d MiB: one row must fit in one batch (the server's limits.max_batch_bytes, 16 MiB by default)", line+1, maxNDJSONLine>>20)
+		}
+		return fmt.Errorf("read stdin: %w", err)
 	}
 	return send(rows)
 }
