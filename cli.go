@@ -328,7 +328,7 @@ func appendCmd() *cobra.Command {
 			defer cancel()
 			c := newClient()
 			var total int64
-			send := func(rows [][]byte) error {
+			err := flagOrStdin(cmd, "row", rowFlags, batch, func(rows [][]byte) error {
 				if len(rows) == 0 {
 					return nil
 				}
@@ -337,17 +337,7 @@ func appendCmd() *cobra.Command {
 					total += int64(r.Count)
 				}
 				return err
-			}
-			var err error
-			if len(rowFlags) > 0 {
-				rows := make([][]byte, len(rowFlags))
-				for i, r := range rowFlags {
-					rows[i] = []byte(r)
-				}
-				err = send(rows)
-			} else {
-				err = readNDJSON(cmd.InOrStdin(), batch, send)
-			}
+			})
 			fmt.Fprintf(cmd.ErrOrStderr(), "appended %s\n", plural(total, "row"))
 			return err
 		},

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // readAll runs readNDJSON over in with batches of two and returns the
@@ -74,5 +76,28 @@ func TestReadNDJSONErrorsNameTheLine(t *testing.T) {
 				t.Errorf("%d rows sent before the error, want %d", n, tt.sent)
 			}
 		})
+	}
+}
+
+func TestFlagOrStdinRefusesBadInput(t *testing.T) {
+	cmd := &cobra.Command{}
+	cmd.SetIn(strings.NewReader("{\"a\":1}\n"))
+	sent := 0
+	send := func(rows [][]byte) error { sent += len(rows); return nil }
+	for _, tt := range []struct {
+		name   string
+		values []string
+		batch  int
+		want   string
+	}{
+		{"batch of zero", nil, 0, "--batch 0: want a positive number"},
+		{"flag not JSON", []string{`{"a":1}`, `{"a":`}, 10, `--row "{\"a\":" is not valid JSON`},
+	} {
+		if err := flagOrStdin(cmd, "row", tt.values, tt.batch, send); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+	if sent != 0 {
+		t.Errorf("%d rows sent, want none", sent)
 	}
 }

@@ -20,6 +20,9 @@ import (
 // flagOrStdin calls send with the flag values as one batch when there are
 // any, else with the NDJSON lines of stdin in batches of batch.
 func flagOrStdin(cmd *cobra.Command, flag string, values []string, batch int, send func([][]byte) error) error {
+	if batch <= 0 {
+		return fmt.Errorf("--batch %d: want a positive number", batch)
+	}
 	if len(values) == 0 {
 		return readNDJSON(cmd.InOrStdin(), batch, send)
 	}
