@@ -277,6 +277,9 @@ func produceSender(cfg ProduceConfig, copts []client.Option, data [][]byte) (fun
 	if cfg.Direct {
 		opts = append(slices.Clip(copts), client.WithRouting())
 	}
+	if cfg.Clients <= 0 || cfg.BatchRows <= 0 || cfg.Duration <= 0 {
+		return nil, fmt.Errorf("--clients %d, --batch %d and --duration %v: want positive values", cfg.Clients, cfg.BatchRows, cfg.Duration)
+	}
 	if cfg.Inflight < 0 || cfg.Inflight > 0 && !cfg.Appender {
 		return nil, fmt.Errorf("--appender-inflight %d: want a positive number, with --appender", cfg.Inflight)
 	}
@@ -444,6 +447,9 @@ type FetchResult struct {
 
 // Fetch runs the fetch benchmark.
 func Fetch(ctx context.Context, cfg FetchConfig) (*FetchResult, error) {
+	if cfg.Rows <= 0 {
+		return nil, fmt.Errorf("--rows %d: want a positive number", cfg.Rows)
+	}
 	c := client.New(cfg.Server, client.WithToken(cfg.Token))
 	if err := CreateTable(ctx, c, cfg.Table, cfg.Buckets, true, cfg.Dictionary, nil); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)

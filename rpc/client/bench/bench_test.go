@@ -14,37 +14,67 @@ func TestInflightFlagsNeedTheirClient(t *testing.T) {
 	ctx := context.Background()
 	const nowhere = "127.0.0.1:1"
 	for _, cfg := range []ProduceConfig{
-		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Inflight: 1},
-		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Appender: true, Inflight: -1},
+		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Duration: time.Second, Inflight: 1},
+		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Duration: time.Second, Appender: true, Inflight: -1},
 	} {
 		_, err := Produce(ctx, cfg)
 		if err == nil || !strings.Contains(err.Error(), "--appender-inflight") {
 			t.Errorf("Produce(Appender %v, Inflight %d) = %v, want an --appender-inflight error", cfg.Appender, cfg.Inflight, err)
 		}
 	}
-	linger := ProduceConfig{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Linger: time.Millisecond}
+	linger := ProduceConfig{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Duration: time.Second, Linger: time.Millisecond}
 	if _, err := Produce(ctx, linger); err == nil || !strings.Contains(err.Error(), "--appender-linger") {
 		t.Errorf("Produce(Linger without Appender) = %v, want an --appender-linger error", err)
 	}
 	for _, cfg := range []ProduceConfig{
-		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Spread: "keyed"},
-		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Appender: true, Spread: "random"},
+		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Duration: time.Second, Spread: "keyed"},
+		{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Duration: time.Second, Appender: true, Spread: "random"},
 	} {
 		if _, err := Produce(ctx, cfg); err == nil || !strings.Contains(err.Error(), "--spread") {
 			t.Errorf("Produce(Spread %q, Appender %v) = %v, want a --spread error", cfg.Spread, cfg.Appender, err)
 		}
 	}
-	if _, err := Lookup(ctx, PKConfig{Server: nowhere, Keys: 10, BatchedLinger: time.Millisecond}); err == nil || !strings.Contains(err.Error(), "--batched-linger") {
+	if _, err := Lookup(ctx, PKConfig{Server: nowhere, Keys: 10, Duration: time.Second, BatchedLinger: time.Millisecond}); err == nil || !strings.Contains(err.Error(), "--batched-linger") {
 		t.Errorf("Lookup(BatchedLinger without Batched) = %v, want a --batched-linger error", err)
 	}
 	for _, cfg := range []PKConfig{
-		{Server: nowhere, Keys: 10, BatchedInflight: 1},
-		{Server: nowhere, Keys: 10, Batched: true, BatchedInflight: -1},
+		{Server: nowhere, Keys: 10, Duration: time.Second, BatchedInflight: 1},
+		{Server: nowhere, Keys: 10, Duration: time.Second, Batched: true, BatchedInflight: -1},
 	} {
 		_, err := Lookup(ctx, cfg)
 		if err == nil || !strings.Contains(err.Error(), "--batched-inflight") {
 			t.Errorf("Lookup(Batched %v, BatchedInflight %d) = %v, want a --batched-inflight error", cfg.Batched, cfg.BatchedInflight, err)
 		}
+	}
+}
+
+// Counts and durations of zero or less are refused before anything is sent
+// (a run with --batch 0 used to send empty requests and report them).
+func TestBenchNeedsPositiveCounts(t *testing.T) {
+	ctx := context.Background()
+	const nowhere = "127.0.0.1:1"
+	ok := ProduceConfig{Server: nowhere, Format: "json", BatchRows: 1, Clients: 1, Duration: time.Second}
+	for _, mod := range []func(*ProduceConfig){
+		func(c *ProduceConfig) { c.BatchRows = 0 },
+		func(c *ProduceConfig) { c.Clients = -1 },
+		func(c *ProduceConfig) { c.Duration = 0 },
+	} {
+		cfg := ok
+		mod(&cfg)
+		if _, err := Produce(ctx, cfg); err == nil || !strings.Contains(err.Error(), "want positive values") {
+			t.Errorf("Produce(%+v) = %v, want a positive values error", cfg, err)
+		}
+	}
+	if _, err := Fetch(ctx, FetchConfig{Server: nowhere, Buckets: 1}); err == nil || !strings.Contains(err.Error(), "--rows 0") {
+		t.Errorf("Fetch(Rows 0) = %v, want a --rows error", err)
+	}
+	for _, cfg := range []PKConfig{{Server: nowhere, Keys: 10, BatchRows: 1}, {Server: nowhere, Keys: 10, BatchRows: 0, Duration: time.Second}} {
+		if _, err := Upsert(ctx, cfg); err == nil || !strings.Contains(err.Error(), "want positive values") {
+			t.Errorf("Upsert(%+v) = %v, want a positive values error", cfg, err)
+		}
+	}
+	if _, err := Lookup(ctx, PKConfig{Server: nowhere, Keys: 10}); err == nil || !strings.Contains(err.Error(), "want positive values") {
+		t.Errorf("Lookup(Duration 0) = %v, want a positive values error", err)
 	}
 }
 

@@ -272,8 +272,8 @@ func Upsert(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Keys <= 0 || cfg.BatchRows <= 0 {
-		return nil, fmt.Errorf("--keys %d and --batch %d: want positive numbers", cfg.Keys, cfg.BatchRows)
+	if cfg.Keys <= 0 || cfg.BatchRows <= 0 || cfg.Duration <= 0 {
+		return nil, fmt.Errorf("--keys %d, --batch %d and --duration %v: want positive values", cfg.Keys, cfg.BatchRows, cfg.Duration)
 	}
 	if err := CreatePKTable(ctx, client.New(cfg.Server, copts...), cfg.Table, cfg.Buckets); err != nil {
 		return nil, fmt.Errorf("create bench table: %w", err)
@@ -324,8 +324,8 @@ func Lookup(ctx context.Context, cfg PKConfig) ([]PKRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Keys <= 0 {
-		return nil, fmt.Errorf("--keys %d: want a positive number", cfg.Keys)
+	if cfg.Keys <= 0 || cfg.Duration <= 0 {
+		return nil, fmt.Errorf("--keys %d and --duration %v: want positive values", cfg.Keys, cfg.Duration)
 	}
 	if cfg.BatchedInflight < 0 || cfg.BatchedInflight > 0 && !cfg.Batched {
 		return nil, fmt.Errorf("--batched-inflight %d: want a positive number, with --batched", cfg.BatchedInflight)
