@@ -428,6 +428,9 @@ func scanCmd() *cobra.Command {
   fluss-node scan shop.orders --from latest --follow`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: want a number of rows (0: no limit)", limit)
+			}
 			req := &flussv1.ScanRequest{Table: args[0], Columns: splitList(columns), Filter: where, Follow: follow, Partition: partition}
 			var err error
 			if req.From, req.TimestampMs, err = parseFrom(from); err != nil {

@@ -243,6 +243,9 @@ func TestCLIEndToEnd(t *testing.T) {
 		{"unknown --columns", "", []string{"scan", "app.ev", "--columns", "id,zz"}, []string{`"zz"`}},
 		{"NDJSON line not JSON", `{"id": 1}` + "\nnot json\n", []string{"append", "app.ev"}, []string{"line 2"}},
 		{"NULL in NOT NULL column", "", []string{"append", "app.ev", "--row", `{"id": null}`}, []string{`"id"`, "NOT NULL"}},
+		{"--row not JSON", "", []string{"append", "app.ev", "--row", `{"id": 1}`, "--row", `{"id":`}, []string{"--row", "not valid JSON"}},
+		{"--batch 0", `{"id": 1}` + "\n", []string{"append", "app.ev", "--batch", "0"}, []string{"--batch 0", "positive"}},
+		{"negative --limit", "", []string{"scan", "app.ev", "--limit", "-1"}, []string{"--limit -1"}},
 	}
 	for _, f := range fails {
 		r := runCLI(t, addr, f.stdin, f.args...)
