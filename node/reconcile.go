@@ -294,10 +294,6 @@ func bucketGroup(id raftmeta.BucketID) string {
 func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Transport, error) {
 	localID := raft.ServerID(strconv.Itoa(int(n.id)))
 	addr := raft.ServerAddress(n.peers.Addr())
-	boot, err := n.bootConfig(a)
-	if err != nil {
-		return nil, nil, err
-	}
 	transport, err := n.peers.Transport(bucketGroup(a.BucketID))
 	if err != nil {
 		return nil, nil, err
@@ -323,7 +319,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		LocalID:         localID,
 		LocalAddr:       addr,
 		Transport:       transport,
-		Bootstrap:       boot,
+		Bootstrap:       func() ([]raft.Server, error) { return n.bootConfig(a) },
 		Syncer:          n.syncer,
 		Pump:            n.pump,
 		PreferredLeader: func() raft.ServerID { return n.preferredServer(a.BucketID) },
@@ -360,7 +356,10 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 // the set a bucket was created with (epoch 0) bootstraps: a replica placed
 // here later (epoch > 0) gets none and waits for the group's leader to add
 // it (controller.go), so it can never form a second group; nor does one
-// that replaces a damaged replica set aside here (damaged.go).
+// that replaces a damaged replica set aside here (damaged.go). The replica
+// asks for it only when it has no raft state: wasReset reads the bucket's
+// parent directory, which a node restarting with thousands of buckets must
+// not do once per bucket.
 func (n *Node) bootConfig(a raftmeta.Assignment) ([]raft.Server, error) {
 	if a.Epoch > 0 || !slices.Contains(a.Replicas, n.id) || n.wasReset(a.BucketID) {
 		return nil, nil

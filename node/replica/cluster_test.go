@@ -81,7 +81,7 @@ func (c *testCluster) config(i int, bootstrap bool) Config {
 		Logger:    testLogger(c.t),
 	}
 	if bootstrap {
-		cfg.Bootstrap = c.layout
+		cfg.Bootstrap = bootWith(c.layout...)
 	}
 	if c.tweak != nil {
 		c.tweak(&cfg)

@@ -140,7 +140,7 @@ func TestGroupOfSeveralVotersDoesNotDefer(t *testing.T) {
 	r, err := Open(Config{
 		ID: raftmeta.BucketID{TableID: 1, Bucket: 0}, Dir: t.TempDir(), LocalID: "n1", LocalAddr: addr,
 		Transport: tr, Raft: testTuning(), Logger: testLogger(t),
-		Bootstrap: []raft.Server{{ID: "n1", Address: addr, Suffrage: raft.Voter}, {ID: "n2", Address: "n2", Suffrage: raft.Voter}},
+		Bootstrap: bootWith(raft.Server{ID: "n1", Address: addr, Suffrage: raft.Voter}, raft.Server{ID: "n2", Address: "n2", Suffrage: raft.Voter}),
 		openLog: func(dir string) (dataLog, error) {
 			l, err := logstore.Open(logstore.Options{Dir: dir, OffsetFunc: EntryOffsets})
 			g.Log = l

@@ -86,7 +86,7 @@ func openSingle(t testing.TB, dir string, mod func(*Config)) *Replica {
 		LocalID:   "n1",
 		LocalAddr: addr,
 		Transport: tr,
-		Bootstrap: []raft.Server{{ID: "n1", Address: addr, Suffrage: raft.Voter}},
+		Bootstrap: bootWith(raft.Server{ID: "n1", Address: addr, Suffrage: raft.Voter}),
 		Raft:      testTuning(),
 		Logger:    testLogger(t),
 	}
@@ -187,4 +187,9 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("%q", err.Error())
+}
+
+// bootWith is a Config.Bootstrap of a fixed configuration.
+func bootWith(servers ...raft.Server) func() ([]raft.Server, error) {
+	return func() ([]raft.Server, error) { return servers, nil }
 }

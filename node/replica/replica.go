@@ -73,9 +73,11 @@ type Config struct {
 	LocalID   raft.ServerID      // this replica's raft server id
 	LocalAddr raft.ServerAddress // this replica's transport address
 	Transport raft.Transport     // owned by the caller; not closed by Close
-	// Bootstrap is the initial configuration, used only when the directory
-	// holds no raft state. Empty: wait to be added by the group's leader.
-	Bootstrap []raft.Server
+	// Bootstrap returns the initial configuration; it is called only when
+	// the directory holds no raft state (so what it costs is paid by new
+	// replicas alone). Nil, or an empty configuration: wait to be added by
+	// the group's leader.
+	Bootstrap func() ([]raft.Server, error)
 	// Syncer is the node-wide group-commit syncer (overrides Log.Syncer).
 	Syncer *logstore.Syncer
 	// Log configures the bucket's logstore; Dir and OffsetFunc are set by
@@ -211,10 +213,16 @@ func Open(cfg Config) (*Replica, error) {
 			return fail(err)
 		}
 	}
-	if !has && len(cfg.Bootstrap) > 0 {
-		bc := raft.Configuration{Servers: cfg.Bootstrap}
-		if err := raft.BootstrapCluster(conf, rlog, rlog, r.snaps, cfg.Transport, bc); err != nil {
+	if !has && cfg.Bootstrap != nil {
+		servers, err := cfg.Bootstrap()
+		if err != nil {
 			return fail(fmt.Errorf("bootstrap: %w", err))
+		}
+		if len(servers) > 0 {
+			bc := raft.Configuration{Servers: servers}
+			if err := raft.BootstrapCluster(conf, rlog, rlog, r.snaps, cfg.Transport, bc); err != nil {
+				return fail(fmt.Errorf("bootstrap: %w", err))
+			}
 		}
 	}
 	trans, canDefer := wrapTransport(cfg.Transport, func() error { return r.log.SetDeferSync(false) })

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -776,5 +777,38 @@ func TestWaitRaftGivesUpWhenClosing(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("waitRaft still waits on a future raft will not answer after the replica closed")
+	}
+}
+
+// Bootstrap is asked for only by a replica without raft state: a node
+// restarting with thousands of replicas must not pay for each one's
+// configuration (the node's reads its partition directory). Its error
+// fails Open and leaves no state behind.
+func TestBootstrapAskedOnlyWithoutState(t *testing.T) {
+	dir := t.TempDir()
+	failing := func() ([]raft.Server, error) { return nil, errors.New("peer address not known yet") }
+	addr, tr := raft.NewInmemTransport("single")
+	_, err := Open(Config{
+		ID: raftmeta.BucketID{TableID: 1, Bucket: 0}, Dir: dir, LocalID: "n1", LocalAddr: addr,
+		Transport: tr, Bootstrap: failing, Raft: testTuning(), Logger: testLogger(t),
+	})
+	if err == nil || !strings.Contains(err.Error(), "bootstrap: peer address not known yet") {
+		t.Fatalf("Open with a failing Bootstrap: %v, want its error", err)
+	}
+
+	asked := 0
+	r := openSingle(t, dir, func(c *Config) {
+		boot := c.Bootstrap
+		c.Bootstrap = func() ([]raft.Server, error) { asked++; return boot() }
+	})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = openSingle(t, dir, func(c *Config) {
+		c.Bootstrap = func() ([]raft.Server, error) { asked++; return failing() }
+	})
+	defer r.Close()
+	if asked != 1 {
+		t.Errorf("Bootstrap asked %d times over a first open and a reopen, want once (the first)", asked)
 	}
 }
