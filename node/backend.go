@@ -388,15 +388,33 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 }
 
 // Ready reports whether the node can serve: a metadata leader is known,
-// every assigned bucket replica is open with a leader, and those led here
-// have applied their log (ServingReads).
+// the catalog has caught up once since start (until then it may not list
+// every replica of this node), every bucket replica assigned here is open
+// with a leader, and those led here have applied their log (ServingReads).
+// A replica that failed to open is left out: it is reported as offline
+// (fluss_bucket_replicas_offline), and the node serves its other buckets.
 func (n *Node) Ready() error {
 	if id, _ := n.meta.Leader(); id == 0 {
 		return raftmeta.ErrNoLeader
 	}
+	if !n.catalogCaughtUp.Load() {
+		if !n.meta.CaughtUp() {
+			return fmt.Errorf("the metadata catalog is catching up (applied index %d)", n.meta.AppliedIndex())
+		}
+		n.catalogCaughtUp.Store(true)
+	}
+	assigned := n.meta.Assignments()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for id, r := range n.replicas {
+	for _, a := range assigned {
+		id := a.BucketID
+		r := n.replicas[id]
+		if r == nil {
+			if !slices.Contains(a.Replicas, n.id) || n.openErrs[id] != nil {
+				continue
+			}
+			return fmt.Errorf("table %d partition %d bucket %d: replica not open yet", id.TableID, id.PartitionID, id.Bucket)
+		}
 		if r.Leader() == "" {
 			return fmt.Errorf("%w: table %d bucket %d", rpc.ErrNoBucketLeader, id.TableID, id.Bucket)
 		}

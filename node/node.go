@@ -71,6 +71,9 @@ type Node struct {
 	// openErrs: why the last attempt to open a wanted replica failed
 	// (reconcile), for the errors of requests that reach it meanwhile.
 	openErrs map[raftmeta.BucketID]error
+	// catalogCaughtUp is set by Ready once the catalog has applied what
+	// the metadata group had committed when this node started.
+	catalogCaughtUp atomic.Bool
 
 	idv       atomic.Int32  // n.id, for peer handlers that run before the id is known
 	metaReady chan struct{} // closed once n.meta is set

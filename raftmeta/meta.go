@@ -617,6 +617,15 @@ func (m *Meta) Watch() <-chan struct{} { return m.fsm.Watch() }
 // AppliedIndex is the last applied log index of the local catalog.
 func (m *Meta) AppliedIndex() uint64 { return m.fsm.AppliedIndex() }
 
+// CaughtUp reports whether the local catalog has applied every entry this
+// node knows to be committed, and it knows of a commit at all: after a
+// restart, not before the log kept on disk is replayed (a leader's first
+// commit of its term, or a follower's first from its leader).
+func (m *Meta) CaughtUp() bool {
+	c := m.raft.CommitIndex()
+	return c > 0 && m.fsm.AppliedIndex() >= c
+}
+
 func (m *Meta) Databases() []Database                          { return m.fsm.Databases() }
 func (m *Meta) Tables(db string) ([]*Table, error)             { return m.fsm.Tables(db) }
 func (m *Meta) TableByName(db, name string) (*Table, error)    { return m.fsm.TableByName(db, name) }
