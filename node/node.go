@@ -71,8 +71,9 @@ type Node struct {
 	// openErrs: why the last attempt to open a wanted replica failed
 	// (reconcile), for the errors of requests that reach it meanwhile.
 	openErrs map[raftmeta.BucketID]error
-	// catalogCaughtUp is set by Ready once the catalog has applied what
-	// the metadata group had committed when this node started.
+	// catalogCaughtUp is set by Ready once the catalog has applied every
+	// metadata entry the node knew committed (raftmeta CaughtUp), the
+	// first time after start; later lag is normal and does not unset it.
 	catalogCaughtUp atomic.Bool
 
 	idv       atomic.Int32  // n.id, for peer handlers that run before the id is known

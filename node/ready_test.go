@@ -46,23 +46,23 @@ func TestNotReadyBeforeEveryReplicaIsOpen(t *testing.T) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		var mine []string
+		var unserved []string
 		for _, a := range n.meta.Assignments() {
 			if slices.Contains(a.Replicas, n.id) {
 				r := n.replica(a.BucketID)
 				switch {
 				case r == nil:
-					mine = append(mine, a.BucketID.String()+" not open")
+					unserved = append(unserved, a.BucketID.String()+" not open")
 				case r.Leader() == "":
-					mine = append(mine, a.BucketID.String()+" without a leader")
+					unserved = append(unserved, a.BucketID.String()+" without a leader")
 				}
 			}
 		}
 		if got := len(n.meta.Assignments()); got != buckets {
 			t.Fatalf("ready with %d buckets in the catalog, want %d", got, buckets)
 		}
-		if len(mine) > 0 {
-			t.Fatalf("ready while %v", mine)
+		if len(unserved) > 0 {
+			t.Fatalf("ready while %v", unserved)
 		}
 		t.Logf("ready after %d polls", polls)
 		return
