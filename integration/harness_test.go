@@ -51,7 +51,8 @@ func TestMain(m *testing.M) {
 
 // killCount is how many kill -9s a fault test runs: def, or $FLUSS_TEST_KILLS
 // for a longer soak (`FLUSS_TEST_KILLS=50 go test ./integration -run
-// KillNine`). The test's other waits grow with it; nothing else changes.
+// KillNine`). Only the count changes (and the linearizability test's
+// deadline, which it sets from the count).
 func killCount(t *testing.T, def int) int {
 	s := os.Getenv("FLUSS_TEST_KILLS")
 	if s == "" {
