@@ -18,6 +18,11 @@ type FS interface {
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	Remove(name string) error
 	Rename(oldname, newname string) error
+	// Exchange atomically swaps the names a and b, which both exist
+	// (renameat2 RENAME_EXCHANGE). An error wrapping ErrNoExchange where
+	// the filesystem cannot; one wrapping os.ErrNotExist if a name is
+	// missing.
+	Exchange(a, b string) error
 	// ReadDir returns the base names of the entries of dir, sorted.
 	ReadDir(dir string) ([]string, error)
 	MkdirAll(dir string, perm os.FileMode) error
@@ -72,6 +77,20 @@ func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 
 func (OSFS) Remove(name string) error             { return os.Remove(name) }
 func (OSFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// ErrNoExchange is returned by FS.Exchange where names cannot be swapped.
+var ErrNoExchange = errors.New("exchange of names not supported")
+
+func (OSFS) Exchange(a, b string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+	switch {
+	case err == nil:
+		return nil
+	case err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP:
+		return fmt.Errorf("exchange %s and %s: %w (%w)", a, b, ErrNoExchange, err)
+	}
+	return &os.LinkError{Op: "exchange", Old: a, New: b, Err: err}
+}
 func (OSFS) MkdirAll(dir string, perm os.FileMode) error {
 	return os.MkdirAll(dir, perm)
 }

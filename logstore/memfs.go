@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,35 @@ func (fs *MemFS) Crash() *MemFS {
 	for p, node := range fs.durable {
 		n.live[p] = &memNode{data: append([]byte(nil), node.synced...), synced: append([]byte(nil), node.synced...)}
 		n.durable[p] = n.live[p]
+	}
+	return n
+}
+
+// CrashTorn is Crash, except that a file written since its last Sync
+// holds a torn write, neither its synced bytes nor its live ones: the
+// live bytes with the last byte that differs from the synced bytes left
+// as synced (or, if only the length differs, the live bytes one short;
+// an emptied file stays empty).
+func (fs *MemFS) CrashTorn() *MemFS {
+	n := fs.Crash()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for p, node := range fs.durable {
+		if bytes.Equal(node.data, node.synced) {
+			continue
+		}
+		torn := append([]byte(nil), node.data...)
+		i := min(len(torn), len(node.synced)) - 1
+		for i >= 0 && torn[i] == node.synced[i] {
+			i--
+		}
+		switch {
+		case i >= 0:
+			torn[i] = node.synced[i]
+		case len(torn) > 0:
+			torn = torn[:len(torn)-1]
+		}
+		n.live[p].data, n.live[p].synced = torn, append([]byte(nil), torn...)
 	}
 	return n
 }
@@ -110,6 +140,19 @@ func (fs *MemFS) Rename(oldname, newname string) error {
 	}
 	delete(fs.live, oldname)
 	fs.live[newname] = node
+	return nil
+}
+
+func (fs *MemFS) Exchange(a, b string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	na, okA := fs.live[a]
+	nb, okB := fs.live[b]
+	if !okA || !okB {
+		return &os.LinkError{Op: "exchange", Old: a, New: b, Err: os.ErrNotExist}
+	}
+	fs.live[a], fs.live[b] = nb, na
 	return nil
 }
 

@@ -11,8 +11,9 @@ import (
 )
 
 const (
-	stableFile = "stable"
-	metaFile   = "meta"
+	stableFile  = "stable"
+	stableSpare = "stable.spare"
+	metaFile    = "meta"
 )
 
 // writeAtomic replaces dir/name with data: write name.tmp, sync, rename,
@@ -93,6 +94,9 @@ type stableStore struct {
 	dir string
 	mu  sync.Mutex
 	kv  map[string][]byte
+	// spareSafe: the directory was synced since the last exchange, so
+	// the spare file is not durably named stable and may be overwritten.
+	spareSafe bool
 }
 
 func openStable(fs FS, dir string) (*stableStore, error) {
@@ -139,7 +143,7 @@ func (s *stableStore) set(k string, v []byte) error {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(s.kv[key])))
 		b = append(b, s.kv[key]...)
 	}
-	if err := writeAtomic(s.fs, s.dir, stableFile, sealChecked(b)); err != nil {
+	if err := s.write(sealChecked(b)); err != nil {
 		if had {
 			s.kv[k] = old
 		} else {
@@ -147,6 +151,68 @@ func (s *stableStore) set(k string, v []byte) error {
 		}
 		return err
 	}
+	return nil
+}
+
+// write makes data the content of the stable file, durably. raft sets
+// its term and vote three times per election, and writeAtomic's new file
+// per write made a node with thousands of replicas spend most of its
+// restart creating and freeing inodes. So the file's previous content is
+// kept as a spare, which write overwrites in place, syncs, and swaps
+// with the stable file by FS.Exchange, then syncs the directory:
+//   - both names always hold a complete, synced file, so a crash at any
+//     point leaves stable with the old content or the new;
+//   - the spare is overwritten only while it is known not to be durably
+//     named stable (spareSafe: the directory was synced after the last
+//     exchange). A process that died between an exchange and its
+//     directory sync, or a failed sync, leaves that unknown, and the
+//     next write syncs the directory first.
+//
+// Where names cannot be exchanged, or before the stable file exists, the
+// spare is renamed over the stable file instead (as writeAtomic does).
+func (s *stableStore) write(data []byte) error {
+	spare, stable := join(s.dir, stableSpare), join(s.dir, stableFile)
+	wrap := func(err error) error { return fmt.Errorf("logstore: write %s in %s: %w", stableFile, s.dir, err) }
+	if !s.spareSafe {
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			return wrap(err)
+		}
+		s.spareSafe = true
+	}
+	f, err := s.fs.OpenFile(spare, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return wrap(err)
+	}
+	// No O_TRUNC: the same length (the usual case) rewrites the same
+	// blocks, so a full disk does not stop raft from recording a vote.
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		var size int64
+		if size, err = f.Size(); err == nil && size > int64(len(data)) {
+			err = f.Truncate(int64(len(data)))
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return wrap(err)
+	}
+	s.spareSafe = false
+	err = s.fs.Exchange(spare, stable)
+	if errors.Is(err, ErrNoExchange) || errors.Is(err, os.ErrNotExist) {
+		err = s.fs.Rename(spare, stable)
+	}
+	if err == nil {
+		err = s.fs.SyncDir(s.dir)
+	}
+	if err != nil {
+		return wrap(err)
+	}
+	s.spareSafe = true
 	return nil
 }
 
