@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -37,7 +38,7 @@ const (
 // controller loop, which acts while this node leads the metadata group.
 func (n *Node) balanceLoop() {
 	n.goFunc(n.controllerLoop)
-	last := map[raftmeta.BucketID]time.Time{}
+	moves := newLeaderMoves()
 	t := time.NewTicker(balanceInterval)
 	defer t.Stop()
 	for {
@@ -46,12 +47,29 @@ func (n *Node) balanceLoop() {
 			return
 		case <-t.C:
 		}
-		n.balance(last)
+		n.balance(moves)
 	}
 }
 
+// leaderMoves is what balanceLeaders keeps from one pass to the next,
+// per bucket. Owned by the balance loop's goroutine.
+type leaderMoves struct {
+	last map[raftmeta.BucketID]time.Time // when a transfer was last tried
+	// fails counts the transfers off a draining node that failed in a
+	// row: the next one tries the next eligible replica, so one replica
+	// that cannot take over (lagging, stuck) does not stall the drain.
+	fails map[raftmeta.BucketID]int
+	// stuck is why a draining node last could not move the bucket's
+	// leadership, logged once per reason.
+	stuck map[raftmeta.BucketID]string
+}
+
+func newLeaderMoves() *leaderMoves {
+	return &leaderMoves{last: map[raftmeta.BucketID]time.Time{}, fails: map[raftmeta.BucketID]int{}, stuck: map[raftmeta.BucketID]string{}}
+}
+
 // balance is one pass of balanceLoop.
-func (n *Node) balance(last map[raftmeta.BucketID]time.Time) {
+func (n *Node) balance(moves *leaderMoves) {
 	nodes := n.meta.Nodes()
 	peerAddr := map[raftmeta.NodeID]string{}
 	serverAddr := map[raft.ServerID]raft.ServerAddress{}
@@ -65,7 +83,7 @@ func (n *Node) balance(last map[raftmeta.BucketID]time.Time) {
 	alive := n.gossipAlive(nodes)
 	n.reconcileGroups(alive, peerAddr)
 	n.closeUnassigned()
-	n.balanceLeaders(nodes, alive, last)
+	n.balanceLeaders(nodes, alive, moves)
 }
 
 // gossipAlive maps catalog nodes to whether they may lead: not declared
@@ -85,66 +103,103 @@ func (n *Node) gossipAlive(nodes []raftmeta.Node) map[raftmeta.NodeID]bool {
 
 // preferredLeader is the bucket's first replica when it is active in the
 // catalog, up, and a voter in the group's configuration servers. For a
-// draining node (draining) it is the first replica that is all three: any
-// other would do, but the first keeps leaders spread as placement spread
-// them. 0 if none. A node that is not draining does not hand leadership
+// draining node (draining) it is a replica that is all three: the first
+// one, which keeps leaders spread as placement spread them, or after
+// skip failed transfers the one skip places further, round the eligible
+// ones. 0 if none. A node that is not draining does not hand leadership
 // to a second choice: that would be a transfer (a short write stall) for
 // no gain, e.g. after every failover of a bucket whose first replica died.
-func preferredLeader(a raftmeta.Assignment, state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, servers []raft.Server, draining bool) (raftmeta.NodeID, raft.ServerAddress) {
+func preferredLeader(a raftmeta.Assignment, state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, servers []raft.Server, draining bool, skip int) (raftmeta.NodeID, raft.ServerAddress) {
 	cands := a.Replicas
 	if !draining {
 		cands = a.Replicas[:1]
 	}
+	var ids []raftmeta.NodeID
+	var addrs []raft.ServerAddress
 	for _, id := range cands {
 		if state[id] != raftmeta.NodeActive || !alive[id] {
 			continue
 		}
 		sid := nodeServer(id)
 		if i := slices.IndexFunc(servers, func(s raft.Server) bool { return s.ID == sid && s.Suffrage == raft.Voter }); i >= 0 {
-			return id, servers[i].Address
+			ids, addrs = append(ids, id), append(addrs, servers[i].Address)
 		}
 	}
-	return 0, ""
+	if len(ids) == 0 {
+		return 0, ""
+	}
+	i := skip % len(ids)
+	return ids[i], addrs[i]
 }
 
 // balanceLeaders transfers the leadership of every bucket this node leads
 // but does not prefer to its preferred replica, unless that bucket was
-// tried within the backoff.
-func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, last map[raftmeta.BucketID]time.Time) {
+// tried within the backoff. A draining node says in its log, once per
+// reason, why a bucket's leadership cannot leave it.
+func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, moves *leaderMoves) {
 	state := map[raftmeta.NodeID]raftmeta.NodeState{}
 	for _, m := range nodes {
 		state[m.ID] = m.State
 	}
+	draining := state[n.id] == raftmeta.NodeDraining
 	backoff := balanceBackoffBeats * n.cfg.Raft.HeartbeatTimeout.Duration
-	if state[n.id] == raftmeta.NodeDraining {
+	if draining {
 		backoff = drainBackoff
+	} else {
+		clear(moves.fails)
+		clear(moves.stuck)
 	}
 	for _, a := range n.meta.Assignments() {
-		if len(a.Replicas) < 2 || !slices.Contains(a.Replicas, n.id) || time.Since(last[a.BucketID]) < backoff {
+		if len(a.Replicas) < 2 || !slices.Contains(a.Replicas, n.id) || time.Since(moves.last[a.BucketID]) < backoff {
 			continue
 		}
 		r := n.replica(a.BucketID)
 		if r == nil || !r.IsLeader() {
+			delete(moves.fails, a.BucketID)
+			delete(moves.stuck, a.BucketID)
 			continue
 		}
 		f := r.Raft().GetConfiguration()
 		if f.Error() != nil {
 			continue
 		}
-		pref, addr := preferredLeader(a, state, alive, f.Configuration().Servers, state[n.id] == raftmeta.NodeDraining)
-		if pref == 0 || pref == n.id || !n.live.Answering(addr) {
+		pref, addr := preferredLeader(a, state, alive, f.Configuration().Servers, draining, moves.fails[a.BucketID])
+		if pref == n.id {
 			continue
 		}
-		last[a.BucketID] = time.Now()
+		stuck := func(reason string) {
+			if draining && moves.stuck[a.BucketID] != reason {
+				moves.stuck[a.BucketID] = reason
+				n.logger.Warn("drain: bucket leadership cannot leave this node yet", "table", a.TableID, "bucket", a.Bucket, "reason", reason)
+			}
+		}
+		if pref == 0 {
+			stuck("no other replica is active, up and a voter of the group")
+			continue
+		}
+		if !n.live.Answering(addr) {
+			if draining {
+				moves.fails[a.BucketID]++
+			}
+			stuck(fmt.Sprintf("the replica on node %d does not answer", pref))
+			continue
+		}
+		moves.last[a.BucketID] = time.Now()
 		select {
 		case <-n.quit:
 			return
 		default:
 		}
 		if err := r.Raft().LeadershipTransferToServer(nodeServer(pref), addr).Error(); err != nil {
+			if draining {
+				moves.fails[a.BucketID]++
+				stuck(fmt.Sprintf("transfer to node %d failed: %v", pref, err))
+			}
 			n.logger.Debug("leadership transfer to the preferred replica", "table", a.TableID, "bucket", a.Bucket, "to", int32(pref), "err", err)
 			continue
 		}
+		delete(moves.fails, a.BucketID)
+		delete(moves.stuck, a.BucketID)
 		n.logger.Debug("bucket leadership handed to its preferred replica", "table", a.TableID, "bucket", a.Bucket, "to", int32(pref))
 	}
 }

@@ -27,10 +27,15 @@ import (
 	"github.com/fluss-node/fluss-node/rpc/client"
 )
 
-// testLogger discards logs unless FLUSS_TEST_LOG is set.
+// testLogger discards logs unless FLUSS_TEST_LOG is set (to "debug":
+// debug records too).
 func testLogger() *slog.Logger {
-	if os.Getenv("FLUSS_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if v := os.Getenv("FLUSS_TEST_LOG"); v != "" {
+		level := slog.LevelInfo
+		if v == "debug" {
+			level = slog.LevelDebug
+		}
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
