@@ -84,6 +84,26 @@ func retryClient(n *Node) *client.Client {
 	return client.New("http://"+n.ClientAddr(), client.WithRetry(client.Retry{Attempts: 80, Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}))
 }
 
+// createT creates database db and its table t (id BIGINT, s STRING: the
+// rows appendTo writes) of buckets buckets replicated three ways, and
+// returns the table's id.
+func createT(t *testing.T, ctx context.Context, c *client.Client, buckets int32) int64 {
+	t.Helper()
+	if err := c.CreateDatabase(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:       "db.t",
+		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
+		BucketCount: buckets,
+		Properties:  map[string]string{"table.replication.factor": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // appendTo appends rows from..to-1 to db.t round-robin over its buckets
 // and fails the test on any error: every row is acknowledged.
 func appendTo(t *testing.T, ctx context.Context, c *client.Client, buckets int32, from, to int) {
@@ -172,18 +192,8 @@ func TestClusterDrain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := retryClient(nodes[0])
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
 	const buckets = 6
-	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
-		Table:       "db.t",
-		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
-		BucketCount: buckets,
-		Properties:  map[string]string{"table.replication.factor": "3"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createT(t, ctx, c, buckets)
 	appendTo(t, ctx, c, buckets, 0, 12)
 	// Leaders settle on their preferred replicas: node 2 leads some.
 	waitNodes(t, ctx, c, nodes[0].meta, 30*time.Second, "node 2 leads 2 buckets", func(ns map[int32]*flussv1.NodeInfo) bool {
@@ -522,19 +532,8 @@ func TestClusterGrowsReplicasToTheFactor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := retryClient(nodes[0])
-	if err := c.CreateDatabase(ctx, "db", false); err != nil {
-		t.Fatal(err)
-	}
 	const buckets = 3
-	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
-		Table:       "db.t",
-		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
-		BucketCount: buckets,
-		Properties:  map[string]string{"table.replication.factor": "3"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tableID := createT(t, ctx, c, buckets)
 	for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
 		if len(a.Replicas) != 1 {
 			t.Fatalf("bucket %d placed on %v with one active node", a.Bucket, a.Replicas)

@@ -116,6 +116,27 @@ func (l *liveness) Answering(addr raft.ServerAddress) bool {
 	return answered != 0 && !p.failed.Load() && now.Sub(time.Unix(0, answered)) < unansweredFactor*l.timeout
 }
 
+// AnsweringNow is Answering for a decision that cannot wait for the next
+// round of pings (a stopping node's handoff): a peer that is not
+// answering as far as this node knows, one it never asked about
+// included, is pinged once now, and the outcome is recorded. A peer
+// whose last ping failed is not pinged again.
+func (l *liveness) AnsweringNow(addr raft.ServerAddress) bool {
+	if l.Answering(addr) {
+		return true
+	}
+	p := l.ask(addr, time.Now())
+	if p.failed.Load() {
+		return false
+	}
+	_, err := l.ping(string(addr))
+	if err == nil {
+		p.answered.Store(time.Now().UnixNano())
+	}
+	p.failed.Store(err != nil)
+	return err == nil
+}
+
 // silence reports how long the node at addr has not answered this node's
 // pings (counted from when it was first asked about, if it never
 // answered), and false when this node does not ping it. It does not start

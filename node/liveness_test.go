@@ -271,3 +271,38 @@ func TestLivenessLostByAsksOverTheMux(t *testing.T) {
 		t.Fatal("a node without the node.silence call does not agree")
 	}
 }
+
+// TestAnsweringNow: a peer never asked about answers at once if its ping
+// does (Answering would say no until the next round of pings), a peer
+// whose ping fails does not, and is not pinged again by the next question.
+func TestAnsweringNow(t *testing.T) {
+	var mu sync.Mutex
+	pinged := map[string]int{}
+	ping := func(addr string) (time.Duration, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		pinged[addr]++
+		if addr == "down:1" {
+			return 0, errors.New("connection refused")
+		}
+		return time.Millisecond, nil
+	}
+	l := newLiveness(ping, nil, time.Hour) // no round of pings during the test
+	defer l.close()
+	if l.Answering("up:1") {
+		t.Fatal("Answering of a peer never pinged")
+	}
+	if !l.AnsweringNow("up:2") || !l.Answering("up:2") {
+		t.Fatal("AnsweringNow of a peer whose ping answers is false, or its answer was not recorded")
+	}
+	for range 2 {
+		if l.AnsweringNow("down:1") {
+			t.Fatal("AnsweringNow of a peer whose ping fails is true")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if pinged["up:2"] != 1 || pinged["down:1"] != 1 {
+		t.Fatalf("pings: %v, want one each of up:2 and down:1", pinged)
+	}
+}

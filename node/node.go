@@ -476,6 +476,7 @@ func (n *Node) Close() error {
 	}
 	close(n.quit)
 	n.leaveGossip()
+	waitHandoff := n.handOffLeadership()
 	var errs []error
 	if n.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -488,6 +489,7 @@ func (n *Node) Close() error {
 	errs = append(errs, n.closeReplicas())
 	errs = append(errs, n.closeKV())
 	errs = append(errs, n.closeStores())
+	waitHandoff() // the transfers still out ended with their groups
 	n.unlock()
 	return errors.Join(errs...)
 }
