@@ -147,32 +147,9 @@ func TestBootstrapExpectClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 		})
 	}
 
-	var up [3]atomic.Bool
-	for i := range up {
-		up[i].Store(true)
-	}
-	anyAddr := func(r *rand.Rand) string {
-		for {
-			if i := r.IntN(3); up[i].Load() {
-				return nodes[i].client
-			}
-		}
-	}
+	up, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
 	mustCall(t, nodes[0].client, "AdminService/CreateDatabase", map[string]any{"name": "bt"}, nil)
-	var created struct {
-		TableID any `json:"tableId"`
-	}
-	mustCall(t, nodes[1].client, "AdminService/CreateTable", map[string]any{
-		"table": "bt.events",
-		"schema": map[string]any{"columns": []map[string]any{
-			{"name": "writer", "type": "INT", "nullable": false},
-			{"name": "seq", "type": "INT", "nullable": false},
-			{"name": "i", "type": "INT", "nullable": false},
-		}},
-		"bucketCount": buckets,
-		"properties":  map[string]string{"table.replication.factor": "3"},
-	}, &created)
-	tableID := jsonInt(created.TableID)
+	tableID := createWriterTable(t, nodes[1].client, "bt.events", buckets)
 	waitFor(t, 30*time.Second, func() error {
 		var layout struct {
 			Buckets []struct {

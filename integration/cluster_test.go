@@ -57,29 +57,9 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 2))
 
 	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n") // for the catch-up check at the end
-	var up [3]atomic.Bool
-	for i := range up {
-		up[i].Store(true)
-	}
-	anyAddr := func(r *rand.Rand) string {
-		for {
-			i := r.IntN(3)
-			if up[i].Load() {
-				return nodes[i].client
-			}
-		}
-	}
+	up, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
 	mustCall(t, nodes[0].client, "AdminService/CreateDatabase", map[string]any{"name": "ct"}, nil)
-	mustCall(t, nodes[1].client, "AdminService/CreateTable", map[string]any{
-		"table": "ct.events",
-		"schema": map[string]any{"columns": []map[string]any{
-			{"name": "writer", "type": "INT", "nullable": false},
-			{"name": "seq", "type": "INT", "nullable": false},
-			{"name": "i", "type": "INT", "nullable": false},
-		}},
-		"bucketCount": buckets,
-		"properties":  map[string]string{"table.replication.factor": "3"},
-	}, nil)
+	createWriterTable(t, nodes[1].client, "ct.events", buckets)
 	var layout struct {
 		Buckets []struct {
 			Replicas []int `json:"replicas"`
@@ -195,6 +175,44 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	allInSync()
 }
 
+// upNodes marks the nodes of a cluster (their client addresses) up, and
+// pick chooses one of those marked up at random: what a test's writers
+// send to while it stops nodes.
+func upNodes(clients ...string) (up []atomic.Bool, pick func(*rand.Rand) string) {
+	up = make([]atomic.Bool, len(clients))
+	for i := range up {
+		up[i].Store(true)
+	}
+	return up, func(r *rand.Rand) string {
+		for {
+			if i := r.IntN(len(clients)); up[i].Load() {
+				return clients[i]
+			}
+		}
+	}
+}
+
+// createWriterTable creates, through addr, a log table of the columns
+// startAppenders writes (writer, seq, i) with buckets buckets replicated
+// three ways, and returns its id.
+func createWriterTable(t *testing.T, addr, table string, buckets int) int64 {
+	t.Helper()
+	var created struct {
+		TableID any `json:"tableId"`
+	}
+	mustCall(t, addr, "AdminService/CreateTable", map[string]any{
+		"table": table,
+		"schema": map[string]any{"columns": []map[string]any{
+			{"name": "writer", "type": "INT", "nullable": false},
+			{"name": "seq", "type": "INT", "nullable": false},
+			{"name": "i", "type": "INT", "nullable": false},
+		}},
+		"bucketCount": buckets,
+		"properties":  map[string]string{"table.replication.factor": "3"},
+	}, &created)
+	return jsonInt(created.TableID)
+}
+
 // startBatchedAppenders runs 6 goroutines per address, each appending rows
 // row(g, i) (i = 0, 1, ...; the row holds g and i) one at a time through
 // one client.Appender per address (with routing), until stop is set. A row whose Append fails is
@@ -294,11 +312,13 @@ func stopAndCheckAcks(t *testing.T, stop *atomic.Bool, wait func() []clusterAck,
 }
 
 // clusterAck is one acknowledged append of a test writer: rows i =
-// 0..count-1 of (writer, seq) stored from offset base in bucket.
+// 0..count-1 of (writer, seq) stored from offset base in bucket, after
+// tries sends of the request.
 type clusterAck struct {
 	writer, seq, bucket int
 	base                int64
 	count               int
+	tries               int
 }
 
 // startAppenders runs writers idempotent appenders on table (columns
@@ -322,7 +342,7 @@ func startAppenders(seed int64, table string, buckets, writers int, addr func(*r
 					rows[i] = map[string]any{"writer": w, "seq": s, "i": i}
 				}
 				req := map[string]any{"table": table, "bucket": b, "rows": rows, "writerId": w, "batchSequence": s}
-				for !stop.Load() {
+				for tries := 1; !stop.Load(); tries++ {
 					var resp struct {
 						Results []struct {
 							BaseOffset any `json:"baseOffset"`
@@ -334,7 +354,7 @@ func startAppenders(seed int64, table string, buckets, writers int, addr func(*r
 					cancel()
 					if err == nil && len(resp.Results) == 1 {
 						mu.Lock()
-						acks = append(acks, clusterAck{w, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count})
+						acks = append(acks, clusterAck{w, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count, tries})
 						mu.Unlock()
 						break
 					}

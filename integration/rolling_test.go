@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestRollingRestart runs the rolling restart of docs/OPERATIONS.md with
+// the CLI on three processes while idempotent writers append through the
+// nodes that are up: for each node in turn, `cluster drain` until it leads
+// nothing, SIGTERM (a clean exit), a start on the same directory, /readyz
+// and no under-replicated bucket, `cluster undrain` until it leads again.
+// Every acknowledged append is stored once, at its offset, and every
+// replica is in sync at the end.
+func TestRollingRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	const (
+		buckets = 6
+		writers = 4
+	)
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n")
+	up, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
+	mustCall(t, nodes[0].client, "AdminService/CreateDatabase", map[string]any{"name": "rr"}, nil)
+	createWriterTable(t, nodes[0].client, "rr.events", buckets)
+	waitFor(t, 30*time.Second, func() error { return checkInSync(nodes[0].client, "rr.events", []int{1, 2, 3}) })
+
+	var stop atomic.Bool
+	wait := startAppenders(seed, "rr.events", buckets, writers, anyAddr, &stop)
+
+	// leaders is node id -> buckets it leads and its state, as addr's
+	// node describes the cluster; ids maps each node's client address to
+	// its id.
+	type nodeView struct {
+		leaders int
+		state   string
+	}
+	describe := func(addr string) (map[int]nodeView, map[string]int, error) {
+		var desc struct {
+			Nodes []struct {
+				ID         int    `json:"id"`
+				State      string `json:"state"`
+				Leaders    int    `json:"leaders"`
+				ClientAddr string `json:"clientAddr"`
+			} `json:"nodes"`
+		}
+		if err := callOnce(addr, "AdminService/DescribeCluster", map[string]any{}, &desc); err != nil {
+			return nil, nil, err
+		}
+		views, ids := map[int]nodeView{}, map[string]int{}
+		for _, n := range desc.Nodes {
+			views[n.ID] = nodeView{n.Leaders, n.State}
+			ids[n.ClientAddr] = n.ID
+		}
+		return views, ids, nil
+	}
+	_, ids, err := describe(nodes[0].client)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for i, n := range nodes {
+		id, ok := ids[n.client]
+		if !ok {
+			t.Fatalf("node at %s is not in DescribeCluster: %v", n.client, ids)
+		}
+		other := nodes[(i+1)%3].client
+		if out := mustCLI(t, other, "", "cluster", "drain", strconv.Itoa(id)).stdout; !strings.Contains(out, "draining") {
+			t.Fatalf("drain of node %d printed %q", id, out)
+		}
+		waitFor(t, 60*time.Second, func() error {
+			v, _, err := describe(other)
+			if err == nil && (v[id].state != "draining" || v[id].leaders != 0) {
+				err = fmt.Errorf("node %d is %s and leads %d buckets", id, v[id].state, v[id].leaders)
+			}
+			return err
+		})
+		// Writers stop choosing the node; what they sent it is answered
+		// before it stops serving.
+		up[i].Store(false)
+		time.Sleep(300 * time.Millisecond)
+		n.p.stop(t)
+		n.start(t)
+		waitFor(t, 60*time.Second, func() error {
+			resp, err := http.Get("http://" + n.client + "/readyz")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("/readyz answers %d", resp.StatusCode)
+			}
+			return nil
+		})
+		waitFor(t, 60*time.Second, func() error {
+			under, offline, err := clusterHealth(other)
+			if err != nil {
+				return err
+			}
+			for _, m := range []map[int]int{under, offline} {
+				if len(m) != 3 || m[1]+m[2]+m[3] != 0 {
+					return fmt.Errorf("under-replicated %v, offline %v", under, offline)
+				}
+			}
+			return nil
+		})
+		up[i].Store(true)
+		if out := mustCLI(t, n.client, "", "cluster", "undrain", strconv.Itoa(id)).stdout; !strings.Contains(out, "active") {
+			t.Fatalf("undrain of node %d printed %q", id, out)
+		}
+		waitFor(t, 60*time.Second, func() error {
+			v, _, err := describe(n.client)
+			if err == nil && (v[id].state != "active" || v[id].leaders == 0) {
+				err = fmt.Errorf("node %d is %s and leads %d buckets", id, v[id].state, v[id].leaders)
+			}
+			return err
+		})
+		t.Logf("node %d drained, restarted and undrained", id)
+	}
+
+	acks := stopAndCheckAcks(t, &stop, wait, len(nodes), "rr.events", buckets, func(b int) string { return nodes[b%3].client })
+	retried, most := 0, 1
+	for _, a := range acks {
+		if a.tries > 1 {
+			retried++
+		}
+		most = max(most, a.tries)
+	}
+	t.Logf("%d acknowledged appends across %d buckets during the rolling restart; %d needed more than one send (at most %d)", len(acks), buckets, retried, most)
+	waitFor(t, 60*time.Second, func() error { return checkInSync(nodes[0].client, "rr.events", []int{1, 2, 3}) })
+}
