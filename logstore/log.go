@@ -158,6 +158,8 @@ type Log struct {
 	dur      durability
 
 	stable *stableStore
+	// dirSynced: recovery synced the directory (it found segments).
+	dirSynced bool
 }
 
 type pendingFrame struct {
@@ -213,6 +215,9 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.stable = st
+	// Recovery's directory sync made the names as found durable: the
+	// stable store's first Set need not sync the directory again.
+	st.spareSafe = l.dirSynced
 	// What recovery found is durable from here on: an earlier process may
 	// have written entries whose deferred sync it never saw (SetDeferSync).
 	if n := len(l.segs); n > 0 && opts.SyncMode == SyncAlways && l.segs[n-1].size > 0 {
@@ -316,6 +321,7 @@ func (l *Log) recover() error {
 	if err := l.fs.SyncDir(dir); err != nil {
 		return fmt.Errorf("logstore: sync %s: %w", dir, err)
 	}
+	l.dirSynced = true
 	l.firstIndex = max(meta.firstIndex, l.segs[0].base)
 	last := l.segs[len(l.segs)-1]
 	l.lastIndex, l.nextOffset = last.last, last.nextOffset

@@ -166,7 +166,8 @@ func (s *stableStore) set(k string, v []byte) error {
 //     named stable (spareSafe: the directory was synced after the last
 //     exchange). A process that died between an exchange and its
 //     directory sync, or a failed sync, leaves that unknown, and the
-//     next write syncs the directory first.
+//     next write syncs the directory first (Open's recovery may have:
+//     Log.dirSynced).
 //
 // Where names cannot be exchanged, or before the stable file exists, the
 // spare is renamed over the stable file instead (as writeAtomic does).
