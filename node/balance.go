@@ -59,8 +59,8 @@ type leaderMoves struct {
 	// row: the next one tries the next eligible replica, so one replica
 	// that cannot take over (lagging, stuck) does not stall the drain.
 	fails map[raftmeta.BucketID]int
-	// stuck is why a draining node last could not move the bucket's
-	// leadership, logged once per reason.
+	// stuck is the kind of reason why a draining node last could not
+	// move the bucket's leadership, logged once per kind.
 	stuck map[raftmeta.BucketID]string
 }
 
@@ -167,21 +167,23 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 		if pref == n.id {
 			continue
 		}
-		stuck := func(reason string) {
-			if draining && moves.stuck[a.BucketID] != reason {
-				moves.stuck[a.BucketID] = reason
+		// stuck logs why, once per kind of reason (not per target and
+		// error, which change as the attempts go round the replicas).
+		stuck := func(kind, reason string) {
+			if draining && moves.stuck[a.BucketID] != kind {
+				moves.stuck[a.BucketID] = kind
 				n.logger.Warn("drain: bucket leadership cannot leave this node yet", "table", a.TableID, "bucket", a.Bucket, "reason", reason)
 			}
 		}
 		if pref == 0 {
-			stuck("no other replica is active, up and a voter of the group")
+			stuck("none", "no other replica is active, up and a voter of the group")
 			continue
 		}
 		if !n.live.Answering(addr) {
 			if draining {
 				moves.fails[a.BucketID]++
 			}
-			stuck(fmt.Sprintf("the replica on node %d does not answer", pref))
+			stuck("silent", fmt.Sprintf("the replica on node %d does not answer", pref))
 			continue
 		}
 		moves.last[a.BucketID] = time.Now()
@@ -193,7 +195,7 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 		if err := r.Raft().LeadershipTransferToServer(nodeServer(pref), addr).Error(); err != nil {
 			if draining {
 				moves.fails[a.BucketID]++
-				stuck(fmt.Sprintf("transfer to node %d failed: %v", pref, err))
+				stuck("failed", fmt.Sprintf("transfer to node %d failed: %v", pref, err))
 			}
 			n.logger.Debug("leadership transfer to the preferred replica", "table", a.TableID, "bucket", a.Bucket, "to", int32(pref), "err", err)
 			continue
