@@ -17,6 +17,11 @@
 // down) and the slowest of those writes is reported too: a new leader that
 // stalls after its first write (handing leadership back to the dead node,
 // say) shows there.
+//
+// With --signal term the leader's process gets SIGTERM instead (a graceful
+// stop, which hands its leaderships to other replicas before it closes),
+// and the times are from the signal; the process is waited for before its
+// restart.
 package main
 
 import (
@@ -49,6 +54,7 @@ type options struct {
 	settle         time.Duration
 	after          time.Duration
 	config         string
+	signal         string
 	keep           bool
 }
 
@@ -61,10 +67,11 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 3*time.Second, "wait after a restarted node is back before the next kill")
 	flag.DurationVar(&o.after, "after", 5*time.Second, "keep writing this long after the first ack, the killed node still down, and report the slowest write")
 	flag.StringVar(&o.config, "config", "", "TOML config file given to every node (e.g. [raft] timeouts)")
+	flag.StringVar(&o.signal, "signal", "kill", "how the leader's process is stopped: kill (SIGKILL) or term (SIGTERM, a graceful stop)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory")
 	flag.Parse()
-	if o.bin == "" || o.kills < 1 {
-		fmt.Fprintln(os.Stderr, "failover: --bin is required and --kills must be at least 1")
+	if o.bin == "" || o.kills < 1 || (o.signal != "kill" && o.signal != "term") {
+		fmt.Fprintln(os.Stderr, "failover: --bin is required, --kills must be at least 1 and --signal kill or term")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -221,7 +228,11 @@ func run(ctx context.Context, o options) error {
 
 	w := &writer{id: time.Now().UnixNano()&0x7fffffffffff | 1}
 	var results, slowest []time.Duration
-	fmt.Printf("| kill | killed node | was meta leader | new leader | failed attempts | kill → first ack | slowest write in the next %v |\n| --- | --- | --- | --- | --- | --- | --- |\n", o.after)
+	stop := "kill" // what the tables call the stop
+	if o.signal == "term" {
+		stop = "SIGTERM"
+	}
+	fmt.Printf("| %s | stopped node | was meta leader | new leader | failed attempts | %s → first ack | slowest write in the next %v |\n| --- | --- | --- | --- | --- | --- | --- |\n", stop, stop, o.after)
 	for k := 1; k <= o.kills; k++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -242,7 +253,11 @@ func run(ctx context.Context, o options) error {
 		}
 		via := nodes[(victim.n)%3] // a surviving node
 		t0 := time.Now()
-		victim.kill()
+		if o.signal == "term" {
+			victim.cmd.Process.Signal(syscall.SIGTERM)
+		} else {
+			victim.kill()
+		}
 		failed, err := w.untilAck(ctx, via, o.attemptTimeout, 120*time.Second)
 		elapsed := time.Since(t0)
 		if err != nil {
@@ -272,6 +287,11 @@ func run(ctx context.Context, o options) error {
 		results = append(results, elapsed)
 		slowest = append(slowest, slow)
 		fmt.Printf("| %d | %d | %v | %d | %d | %v | %v |\n", k, victim.id, metaLeader == victim.id, newLeader, failed, elapsed.Round(time.Millisecond), slow.Round(time.Millisecond))
+		select {
+		case <-victim.done:
+		case <-time.After(60 * time.Second):
+			return fmt.Errorf("kill %d: node %d still running 60 s after SIGTERM", k, victim.id)
+		}
 		if err := victim.start(o.bin); err != nil {
 			return fmt.Errorf("kill %d: restart: %w", k, err)
 		}
@@ -290,7 +310,7 @@ func run(ctx context.Context, o options) error {
 			d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), d[0].Round(time.Millisecond))
 	}
 	fmt.Printf("\n%d kills\n", len(results))
-	summary("kill → first ack", results)
+	summary(stop+" → first ack", results)
 	if o.after > 0 {
 		summary(fmt.Sprintf("slowest write in the %v after it", o.after), slowest)
 	}
