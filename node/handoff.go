@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -61,6 +62,15 @@ func (n *Node) handOffLeadership() (wait func()) {
 				return
 			}
 			err := r.LeadershipTransferToServer(nodeServer(id), addr).Error()
+			// A transfer the balance loop started before the stop may
+			// still be out: wait for it, and try again if it failed.
+			for errors.Is(err, raft.ErrLeadershipTransferInProgress) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+				if r.State() != raft.Leader {
+					return
+				}
+				err = r.LeadershipTransferToServer(nodeServer(id), addr).Error()
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
