@@ -46,7 +46,7 @@ APPENDER_INFLIGHT=${APPENDER_INFLIGHT:-1 2}
 NATS_STREAMS=${NATS_STREAMS:-1}
 NATS_VERSION=v2.15.2
 DIRECT=${DIRECT:-true}
-BASE_PORT=${BASE_PORT:-39100}
+BASE_PORT=${BASE_PORT:-24100} # below the ephemeral port range (a client socket may hold one)
 KEEP=${KEEP:-0}
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

@@ -24,7 +24,7 @@ TABLES=${TABLES:-10}
 SETTLE=${SETTLE:-15}
 WINDOW=${WINDOW:-30}
 PPROF=${PPROF:-0}
-BASE_PORT=${BASE_PORT:-39600}
+BASE_PORT=${BASE_PORT:-23600} # below the ephemeral port range (a client socket may hold one)
 KEEP=${KEEP:-0}
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

@@ -5,6 +5,7 @@
 #   integration/bench/restart.sh                    # 1 node, one table of 4096 buckets
 #   BUCKETS=1024 ROUNDS=3 integration/bench/restart.sh
 #   FLUSS_BIN=/path/fluss-node integration/bench/restart.sh
+#   KEEP=1 ...                                      # keep the data and logs (kept anyway if not ready)
 #
 # Starts one node on 127.0.0.1 in a temp dir, creates a log table of
 # $BUCKETS buckets, appends 5,000 rows, and then $ROUNDS times: kill -9,
@@ -17,7 +18,7 @@ set -euo pipefail
 
 BUCKETS=${BUCKETS:-4096}
 ROUNDS=${ROUNDS:-2}
-BASE_PORT=${BASE_PORT:-39700}
+BASE_PORT=${BASE_PORT:-23700} # below the ephemeral port range (a client socket may hold one)
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fluss-restart.XXXXXX")
@@ -25,7 +26,7 @@ PID=
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 cleanup() {
 	[[ -z $PID ]] || { kill -9 "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; } || true
-	rm -rf "$WORK"
+	if [[ -n ${KEEP:-} ]]; then log "kept $WORK (node logs node.N.log)"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
@@ -40,7 +41,11 @@ start() {
 ready() {
 	local deadline=$((SECONDS + 600))
 	until curl -sf "http://$ADDR/readyz" >/dev/null; do
-		if ((SECONDS > deadline)); then log "not ready after 600 s"; exit 1; fi
+		if ((SECONDS > deadline)); then
+			log "not ready after 600 s: $(curl -s "http://$ADDR/readyz")"
+			KEEP=1
+			exit 1
+		fi
 		sleep 0.05
 	done
 }
