@@ -179,7 +179,14 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 			stuck("none", "no other replica is active, up and a voter of the group")
 			continue
 		}
-		if !n.live.Answering(addr) {
+		// A draining node pings a target it never asked about at once
+		// (a leader may not have pinged its followers' nodes): waiting
+		// for the next round of pings would count it as not answering.
+		answering := n.live.Answering
+		if draining {
+			answering = n.live.AnsweringNow
+		}
+		if !answering(addr) {
 			if draining {
 				moves.fails[a.BucketID]++
 			}
