@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -13,8 +15,8 @@ import (
 )
 
 // nodeStateCmd is a command that changes one node's state with call and
-// prints done (a format with the node id).
-func nodeStateCmd(use, short, done string, call func(context.Context, *client.Client, int32) error) *cobra.Command {
+// prints done(node id).
+func nodeStateCmd(use, short string, done func(int32) string, call func(context.Context, *client.Client, int32) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -29,7 +31,7 @@ func nodeStateCmd(use, short, done string, call func(context.Context, *client.Cl
 			if err := call(ctx, newClient(), id); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), done, id)
+			fmt.Fprintln(cmd.OutOrStdout(), done(id))
 			return nil
 		},
 	}
@@ -40,14 +42,29 @@ func nodeStateCmd(use, short, done string, call func(context.Context, *client.Cl
 // Rebalance). Each returns once the metadata leader applied the change;
 // the nodes then converge (watch `cluster status`).
 func clusterOpsCmds() []*cobra.Command {
+	var wait time.Duration
 	drain := nodeStateCmd("drain NODE", "Move every bucket leadership off a node and place nothing new on it (until undrain)",
-		"node %d is draining; `fluss-node cluster status` shows its leaders going to 0\n",
+		func(id int32) string {
+			if wait > 0 {
+				return fmt.Sprintf("node %d is draining and leads no bucket", id)
+			}
+			return fmt.Sprintf("node %d is draining; `fluss-node cluster status` shows its leaders going to 0 (or use --wait)", id)
+		},
 		func(ctx context.Context, c *client.Client, id int32) error {
-			_, err := c.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: id}))
-			return err
+			if wait < 0 {
+				return fmt.Errorf("--wait must be 0 (do not wait) or more, got %v", wait)
+			}
+			if _, err := c.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: id})); err != nil {
+				return err
+			}
+			if wait == 0 {
+				return nil
+			}
+			return waitDrained(ctx, c, id, wait)
 		})
+	drain.Flags().DurationVar(&wait, "wait", 0, "wait up to this long until the node leads no bucket, and fail if it still does (0: return at once)")
 	undrain := nodeStateCmd("undrain NODE", "Return a draining node to active: it leads and receives buckets again",
-		"node %d is active\n",
+		func(id int32) string { return fmt.Sprintf("node %d is active", id) },
 		func(ctx context.Context, c *client.Client, id int32) error {
 			_, err := c.Admin().UndrainNode(ctx, connect.NewRequest(&flussv1.UndrainNodeRequest{NodeId: id}))
 			return err
@@ -73,6 +90,40 @@ func clusterOpsCmds() []*cobra.Command {
 		},
 	}
 	return []*cobra.Command{drain, undrain, rebalance}
+}
+
+// waitDrained polls the cluster until node id leads no bucket, printing
+// how many it still leads to stderr as that changes, for at most wait.
+func waitDrained(ctx context.Context, c *client.Client, id int32, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	last := int32(-1)
+	for {
+		info, err := c.DescribeCluster(ctx)
+		if err == nil {
+			leads := int32(0)
+			for _, n := range info.Nodes {
+				if n.Id == id {
+					leads = n.Leaders
+				}
+			}
+			if leads == 0 {
+				return nil
+			}
+			if leads != last {
+				fmt.Fprintf(os.Stderr, "node %d still leads %d bucket(s)\n", id, leads)
+				last = leads
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if last > 0 {
+				return fmt.Errorf("node %d still leads %d bucket(s) after %v: its log says why (\"drain: bucket leadership cannot leave this node yet\")", id, last, wait)
+			}
+			return fmt.Errorf("waiting for node %d to lead no bucket: %w", id, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // parseNodeArg parses a node id argument (> 0).

@@ -7,7 +7,8 @@ import (
 
 // TestClusterOpsCLI drives `cluster drain|undrain|rebalance` through the
 // binary on one node: the state shows in `cluster status`, bad node ids
-// fail with a non-zero exit and a message.
+// fail with a non-zero exit and a message, and `drain --wait` fails when
+// the node's buckets have no other replica to move to.
 func TestClusterOpsCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -35,6 +36,17 @@ func TestClusterOpsCLI(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q: want a failure with a reason", args, r.code, r.stderr)
 		}
 	}
+	// A single node's buckets have nowhere to go: drain --wait says so.
+	mustCLI(t, addr, "", "db", "create", "ops")
+	mustCLI(t, addr, "", "table", "create", "ops.t", "--schema", "id BIGINT", "--buckets", "2")
+	r := runCLI(t, addr, "", "cluster", "drain", "1", "--wait", "1s")
+	if r.code == 0 || !strings.Contains(r.stderr, "node 1 still leads 2 bucket(s) after 1s") || !strings.Contains(r.stderr, "drain: bucket leadership cannot leave") {
+		t.Errorf("drain --wait of the only node: exit %d, stderr %q: want a failure naming the 2 buckets it leads", r.code, r.stderr)
+	}
+	if r := runCLI(t, addr, "", "cluster", "drain", "1", "--wait", "-1s"); r.code == 0 || !strings.Contains(r.stderr, "--wait must be 0") {
+		t.Errorf("drain --wait -1s: exit %d, stderr %q", r.code, r.stderr)
+	}
+	mustCLI(t, addr, "", "cluster", "undrain", "1")
 	if r := mustCLI(t, addr, "", "cluster", "rebalance"); !strings.Contains(r.stdout, "0 replica(s) moving") {
 		t.Errorf("rebalance of one node printed %q", r.stdout)
 	}

@@ -12,8 +12,8 @@ import (
 
 // TestRollingRestart runs the rolling restart of docs/OPERATIONS.md with
 // the CLI on three processes while idempotent writers append through the
-// nodes that are up: for each node in turn, `cluster drain` until it leads
-// nothing, SIGTERM (a clean exit), a start on the same directory, /readyz
+// nodes that are up: for each node in turn, `cluster drain --wait` (it
+// returns once the node leads nothing), SIGTERM (a clean exit), a start on the same directory, /readyz
 // and no under-replicated bucket, `cluster undrain` until it leads again.
 // Every acknowledged append is stored once, at its offset, and every
 // replica is in sync at the end.
@@ -73,16 +73,12 @@ func TestRollingRestart(t *testing.T) {
 			t.Fatalf("node at %s is not in DescribeCluster: %v", n.client, ids)
 		}
 		other := nodes[(i+1)%3].client
-		if out := mustCLI(t, other, "", "cluster", "drain", strconv.Itoa(id)).stdout; !strings.Contains(out, "draining") {
-			t.Fatalf("drain of node %d printed %q", id, out)
+		if out := mustCLI(t, other, "", "cluster", "drain", strconv.Itoa(id), "--wait", "60s").stdout; !strings.Contains(out, "is draining and leads no bucket") {
+			t.Fatalf("drain --wait of node %d printed %q", id, out)
 		}
-		waitFor(t, 60*time.Second, func() error {
-			v, _, err := describe(other)
-			if err == nil && (v[id].state != "draining" || v[id].leaders != 0) {
-				err = fmt.Errorf("node %d is %s and leads %d buckets", id, v[id].state, v[id].leaders)
-			}
-			return err
-		})
+		if v, _, err := describe(other); err != nil || v[id].state != "draining" || v[id].leaders != 0 {
+			t.Fatalf("after drain --wait node %d is %+v (%v), want draining and leading nothing", id, v[id], err)
+		}
 		// Writers stop choosing the node; what they sent it is answered
 		// before it stops serving.
 		up[i].Store(false)
