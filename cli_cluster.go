@@ -93,17 +93,22 @@ func clusterOpsCmds() []*cobra.Command {
 }
 
 // waitDrained polls the cluster until node id leads no bucket, printing
-// how many it still leads to stderr as that changes, for at most wait.
+// how many it still leads to stderr as that changes, for at most wait. A
+// node that does not report what it leads (down, or cut off and perhaps
+// still leading) is not taken as drained.
 func waitDrained(ctx context.Context, c *client.Client, id int32, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	last := int32(-1)
+	const unknown = -1
+	last := int32(-2) // nothing printed yet
 	for {
 		info, err := c.DescribeCluster(ctx)
 		if err == nil {
-			leads := int32(0)
+			leads := int32(unknown)
 			for _, n := range info.Nodes {
-				if n.Id == id {
+				// A node that answered reports its replication health (a
+				// binary from before it, at least its replicas).
+				if n.Id == id && (n.UnderReplicated != nil || n.Replicas > 0) {
 					leads = n.Leaders
 				}
 			}
@@ -111,14 +116,21 @@ func waitDrained(ctx context.Context, c *client.Client, id int32, wait time.Dura
 				return nil
 			}
 			if leads != last {
-				fmt.Fprintf(os.Stderr, "node %d still leads %d bucket(s)\n", id, leads)
+				if leads == unknown {
+					fmt.Fprintf(os.Stderr, "node %d does not report what it leads\n", id)
+				} else {
+					fmt.Fprintf(os.Stderr, "node %d still leads %d bucket(s)\n", id, leads)
+				}
 				last = leads
 			}
 		}
 		select {
 		case <-ctx.Done():
-			if last > 0 {
+			switch {
+			case last > 0:
 				return fmt.Errorf("node %d still leads %d bucket(s) after %v: its log says why (\"drain: bucket leadership cannot leave this node yet\")", id, last, wait)
+			case last == unknown:
+				return fmt.Errorf("node %d did not report what it leads within %v (down or unreachable: see `fluss-node cluster status`)", id, wait)
 			}
 			return fmt.Errorf("waiting for node %d to lead no bucket: %w", id, err)
 		case <-time.After(500 * time.Millisecond):

@@ -84,6 +84,10 @@ func TestRollingRestart(t *testing.T) {
 		up[i].Store(false)
 		time.Sleep(300 * time.Millisecond)
 		n.p.stop(t)
+		// Stopped, it reports nothing: --wait does not take that as drained.
+		if r := runCLI(t, other, "", "cluster", "drain", strconv.Itoa(id), "--wait", "1s"); r.code == 0 || !strings.Contains(r.stderr, "did not report what it leads") {
+			t.Errorf("drain --wait of the stopped node %d: exit %d, stderr %q", id, r.code, r.stderr)
+		}
 		n.start(t)
 		waitFor(t, 60*time.Second, func() error {
 			resp, err := http.Get("http://" + n.client + "/readyz")
