@@ -13,10 +13,11 @@ import (
 // TestRollingRestart runs the rolling restart of docs/OPERATIONS.md with
 // the CLI on three processes while idempotent writers append through the
 // nodes that are up: for each node in turn, `cluster drain --wait` (it
-// returns once the node leads nothing), SIGTERM (a clean exit), a start on the same directory, /readyz
-// and no under-replicated bucket, `cluster undrain` until it leads again.
-// Every acknowledged append is stored once, at its offset, and every
-// replica is in sync at the end.
+// returns once the node leads nothing), SIGTERM (a clean exit; a drain
+// --wait of the stopped node fails, as it reports nothing), a start on
+// the same directory, /readyz and no under-replicated bucket, `cluster
+// undrain` until it leads again. Every acknowledged append is stored
+// once, at its offset, and every replica is in sync at the end.
 func TestRollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -36,9 +37,9 @@ func TestRollingRestart(t *testing.T) {
 	var stop atomic.Bool
 	wait := startAppenders(seed, "rr.events", buckets, writers, anyAddr, &stop)
 
-	// leaders is node id -> buckets it leads and its state, as addr's
-	// node describes the cluster; ids maps each node's client address to
-	// its id.
+	// describe is, as addr's node sees the cluster, each node's state
+	// and the buckets it leads (by node id), and each node's id by its
+	// client address.
 	type nodeView struct {
 		leaders int
 		state   string
