@@ -62,6 +62,15 @@ type leaderMoves struct {
 	// stuck is the kind of reason why a draining node last could not
 	// move the bucket's leadership, logged once per kind.
 	stuck map[raftmeta.BucketID]string
+	// meta is the same for the metadata group (moveMetaLeader).
+	meta metaMoves
+}
+
+// metaMoves is leaderMoves' record for the metadata group.
+type metaMoves struct {
+	last  time.Time
+	fails int
+	stuck string
 }
 
 func newLeaderMoves() *leaderMoves {
@@ -84,6 +93,7 @@ func (n *Node) balance(moves *leaderMoves) {
 	n.reconcileGroups(alive, peerAddr)
 	n.closeUnassigned()
 	n.balanceLeaders(nodes, alive, moves)
+	n.moveMetaLeader(nodes, alive, &moves.meta)
 }
 
 // gossipAlive maps catalog nodes to whether they may lead: not declared
@@ -148,6 +158,7 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 	} else {
 		clear(moves.fails)
 		clear(moves.stuck)
+		moves.meta = metaMoves{}
 	}
 	for _, a := range n.meta.Assignments() {
 		if len(a.Replicas) < 2 || !slices.Contains(a.Replicas, n.id) || time.Since(moves.last[a.BucketID]) < backoff {
@@ -211,6 +222,60 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 		delete(moves.stuck, a.BucketID)
 		n.logger.Debug("bucket leadership handed to its preferred replica", "table", a.TableID, "bucket", a.Bucket, "to", int32(pref))
 	}
+}
+
+// moveMetaLeader hands the metadata group's leadership off a draining
+// node, as balanceLeaders does a bucket's: to a voter of the group that is
+// active, up and answers, the next one round them after a failed
+// transfer. A drained node then leads no group at all, and its stop has
+// nothing left to hand off. If no voter qualifies (every other one is
+// draining or down) the leadership stays, and the node says so once.
+func (n *Node) moveMetaLeader(nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, moves *metaMoves) {
+	state := map[raftmeta.NodeID]raftmeta.NodeState{}
+	for _, m := range nodes {
+		state[m.ID] = m.State
+	}
+	if state[n.id] != raftmeta.NodeDraining || !n.meta.IsLeader() || time.Since(moves.last) < drainBackoff {
+		return
+	}
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return
+	}
+	stuck := func(kind, reason string) {
+		if moves.stuck != kind {
+			moves.stuck = kind
+			n.logger.Warn("drain: metadata leadership cannot leave this node yet", "reason", reason)
+		}
+	}
+	a := raftmeta.Assignment{Replicas: serverNodes(servers)}
+	to, addr := preferredLeader(a, state, alive, servers, true, moves.fails)
+	switch {
+	case to == 0:
+		stuck("none", "no other voter of the metadata group is active and up")
+		return
+	case !n.live.AnsweringNow(addr):
+		moves.fails++
+		stuck("silent", fmt.Sprintf("node %d does not answer", to))
+		return
+	}
+	moves.last = time.Now()
+	if err := n.meta.Raft().LeadershipTransferToServer(nodeServer(to), addr).Error(); err != nil {
+		moves.fails++
+		stuck("failed", fmt.Sprintf("transfer to node %d failed: %v", to, err))
+		return
+	}
+	*moves = metaMoves{}
+	n.logger.Info("drain: metadata leadership handed to another node", "to", int32(to))
+}
+
+// serverNodes is the node ids of a group's servers, in their order.
+func serverNodes(servers []raft.Server) []raftmeta.NodeID {
+	ids := make([]raftmeta.NodeID, 0, len(servers))
+	for _, s := range servers {
+		ids = append(ids, parseNodeID(string(s.ID)))
+	}
+	return ids
 }
 
 // fixAddresses updates, in every bucket group this node leads, the address

@@ -271,6 +271,49 @@ func TestClusterDrain(t *testing.T) {
 	checkRows(t, ctx, c, buckets, 30)
 }
 
+// TestDrainMovesMetaLeader drains the node that leads the metadata group:
+// the leadership moves to another node within a few balance passes, the
+// catalog shows the drained node draining and not leading it, and DDL
+// through the drained node goes on (forwarded to the new leader).
+func TestDrainMovesMetaLeader(t *testing.T) {
+	nodes, _ := opsCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var x, other *Node
+	for _, n := range nodes {
+		if n.meta.IsLeader() {
+			x = n
+		} else {
+			other = n
+		}
+	}
+	if x == nil {
+		t.Fatal("no node leads the metadata group")
+	}
+	c := retryClient(other)
+	if _, err := c.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: int32(x.ID())})); err != nil {
+		t.Fatalf("drain node %d: %v", x.ID(), err)
+	}
+	for deadline := time.Now().Add(4 * balanceInterval); x.meta.IsLeader(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d, draining, still leads the metadata group after %v", x.ID(), 4*balanceInterval)
+		}
+	}
+	d, err := c.Admin().DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := d.Msg.GetMetaLeader(); l == 0 || l == int32(x.ID()) {
+		t.Fatalf("metadata leader %d after draining node %d", l, x.ID())
+	}
+	if ni := nodeInfo(ctx, c, int32(x.ID())); ni == nil || ni.State != "draining" {
+		t.Fatalf("node %d after the drain: %+v", x.ID(), ni)
+	}
+	if err := retryClient(x).CreateDatabase(ctx, "after_drain", false); err != nil {
+		t.Fatalf("DDL through the drained node: %v", err)
+	}
+}
+
 // TestClusterReplacesDeadNode stops a node for longer than the grace
 // period: the metadata leader moves its replicas to a fourth node, each
 // bucket group adds the new replica and drops the dead one, writes go on

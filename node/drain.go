@@ -14,8 +14,9 @@ import (
 //     active nodes only, so a draining node gets no new buckets;
 //   - the balance loop of the draining node hands the leadership of every
 //     bucket it leads to the first active replica of the bucket that is a
-//     voter, and the other nodes' balance loops never hand leadership to a
-//     node that is not active;
+//     voter, and the metadata group's to an active voter of that group
+//     (moveMetaLeader); the other nodes' balance loops never hand
+//     leadership to a node that is not active;
 //   - a draining node that restarts stays draining: its registration
 //     keeps the state (runMetaOp), until UndrainNode.
 //

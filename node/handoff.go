@@ -18,8 +18,9 @@ import (
 // and more). It runs after the node has left gossip, so that no other
 // node's balance loop hands a leadership back to it meanwhile. A group
 // whose transfer fails or does not finish within handoffTimeout fails
-// over by election, as after a crash. A drained node leads no bucket, so
-// its stop moves at most the metadata leadership.
+// over by election, as after a crash. A drained node leads no group (not
+// even the metadata group, unless no other voter of it is active), so its
+// stop has nothing to hand off.
 const (
 	handoffTimeout = 5 * time.Second
 	// handoffParallel bounds the transfers in flight at once: each costs
@@ -118,9 +119,7 @@ func (n *Node) handOffLeadership() (wait func()) {
 // with a peer may never have pinged it). 0 if none.
 func (n *Node) handoffTarget(order []raftmeta.NodeID, state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, servers []raft.Server) (raftmeta.NodeID, raft.ServerAddress) {
 	if order == nil {
-		for _, s := range servers {
-			order = append(order, parseNodeID(string(s.ID)))
-		}
+		order = serverNodes(servers)
 	}
 	a := raftmeta.Assignment{Replicas: order}
 	id, addr := preferredLeader(a, state, alive, servers, true, 0)
