@@ -273,7 +273,7 @@ func (n *Node) moveMetaLeader(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 func serverNodes(servers []raft.Server) []raftmeta.NodeID {
 	ids := make([]raftmeta.NodeID, 0, len(servers))
 	for _, s := range servers {
-		ids = append(ids, parseNodeID(string(s.ID)))
+		ids = append(ids, serverNode(s.ID))
 	}
 	return ids
 }

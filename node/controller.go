@@ -158,6 +158,7 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 			}
 		}
 	}
+	n.fixMetaMembers(ctx, nodes, alive, expired)
 	var targets []raftmeta.NodeID
 	for _, m := range nodes {
 		if m.State == raftmeta.NodeActive && alive[m.ID] {
@@ -177,6 +178,68 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 		return
 	}
 	n.spreadLeaders(ctx, nodes, targets)
+}
+
+// fixMetaMembers makes one change to the metadata group's membership per
+// controller pass, as Consul's autopilot cleans up dead servers:
+//
+//   - A node down past the grace period leaves the group. A voter that
+//     will not come back still counts toward the group's size: the group
+//     keeps one failure less in reserve than its voters suggest, and a
+//     replacement is never promoted (promote fills the group only up to
+//     meta_voters voters). Removing a dead voter costs no quorum: the
+//     leader commits the removal with a majority of the old configuration,
+//     which it has while it leads, and the node removed is not in it.
+//   - A node that is up but not in the group (it came back after its
+//     removal, or was removed while only gossip lost it) is added back as
+//     a non-voter, at its catalog peer address: it is not sent the group's
+//     entries otherwise, and could not even register (it learns of no
+//     leader). promote makes it a voter if the group has room.
+//   - A node that is up, in the group and marked left is marked active: a
+//     node that comes back by restarting registers so itself, but one that
+//     was only cut off for longer than the grace period never restarted,
+//     and would otherwise get no replicas and no vote until it did.
+func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, expired func(raftmeta.NodeID) bool) {
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return
+	}
+	in := map[raftmeta.NodeID]bool{}
+	for _, s := range servers {
+		id := serverNode(s.ID)
+		in[id] = true
+		if id == n.id || !expired(id) {
+			continue
+		}
+		if err := n.meta.RemoveServer(ctx, id); err != nil {
+			n.logger.Warn("controller: remove a dead node from the metadata group", "id", int32(id), "err", err)
+			return
+		}
+		n.logger.Info("controller: dead node removed from the metadata group", "id", int32(id), "voter", s.Suffrage == raft.Voter)
+		return
+	}
+	for _, m := range nodes {
+		if in[m.ID] || !alive[m.ID] || m.PeerAddr == "" {
+			continue
+		}
+		if err := n.meta.AddNonvoter(ctx, m.ID, raft.ServerAddress(m.PeerAddr)); err != nil {
+			n.logger.Warn("controller: add a returned node back to the metadata group", "id", int32(m.ID), "err", err)
+			return
+		}
+		n.logger.Info("controller: returned node added back to the metadata group as a non-voter", "id", int32(m.ID))
+		return
+	}
+	for _, m := range nodes {
+		if m.State != raftmeta.NodeLeft || !in[m.ID] || !alive[m.ID] {
+			continue
+		}
+		if err := n.meta.SetNodeState(ctx, m.ID, raftmeta.NodeActive); err != nil {
+			n.logger.Warn("controller: mark a returned node active", "id", int32(m.ID), "err", err)
+			return
+		}
+		n.logger.Info("controller: node marked active again (up after it was marked left)", "id", int32(m.ID))
+		return
+	}
 }
 
 // spreadLeaders makes the preferred leaders even over the nodes (at most
@@ -237,13 +300,8 @@ func (n *Node) reconcileGroups(alive map[raftmeta.NodeID]bool, peerAddr map[raft
 	}
 }
 
-func serverNode(id raft.ServerID) raftmeta.NodeID {
-	v, err := strconv.Atoi(string(id))
-	if err != nil {
-		return 0
-	}
-	return raftmeta.NodeID(v)
-}
+// serverNode is the node of a raft server id (0 if it names none).
+func serverNode(id raft.ServerID) raftmeta.NodeID { return parseNodeID(string(id)) }
 
 func nodeServer(id raftmeta.NodeID) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id))) }
 

@@ -369,6 +369,9 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 			t.Fatalf("bucket %d of a table created while node 3 is down is placed on %v", a.Bucket, a.Replicas)
 		}
 	}
+	// The metadata group drops node 3, a voter, and promotes node 4 in its
+	// place: three voters again, all of them up.
+	waitFor(t, 30*time.Second, func() bool { return metaMembers(nodes[0]) == "1:voter 2:voter 4:voter" })
 	// Every group heals: its leader's configuration is the assignment, all
 	// voters.
 	waitFor(t, 60*time.Second, func() bool { return healed(live, tableID) })
@@ -386,8 +389,63 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 		t.Fatalf("returned node opened %d replicas", got)
 	}
 	waitFor(t, 30*time.Second, func() bool { return nodeState(nodes[0], 3) == raftmeta.NodeActive })
+	// It is back in the metadata group, as a non-voter (the group has its
+	// three voters), and its catalog caught up: it knows db.later.
+	waitFor(t, 10*time.Second, func() bool { return metaMembers(nodes[0]) == "1:voter 2:voter 3:nonvoter 4:voter" })
+	if len(nodes[2].meta.AssignmentsForTable(laterID)) != 4 {
+		t.Fatalf("node 3's catalog lacks db.later, created while it was down")
+	}
 	appendTo(t, ctx, retryClient(nodes[2]), buckets, 90, 96)
 	checkRows(t, ctx, c, buckets, 96)
+}
+
+// TestControllerRestoresLiveNode takes a running node out of the metadata
+// group and marks it left, as the controller does to a node cut off for
+// longer than the grace period that then reconnects without restarting
+// (so it never registers again): the controller adds it back to the group,
+// promotes it to the voter the group lacks, and marks it active; its
+// catalog follows DDL again.
+func TestControllerRestoresLiveNode(t *testing.T) {
+	nodes, _ := opsCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leader := nodes[0]
+	if !leader.meta.IsLeader() {
+		t.Fatal("node 1 does not lead the metadata group")
+	}
+	waitFor(t, 10*time.Second, func() bool { return metaMembers(leader) == "1:voter 2:voter 3:voter" })
+	if err := leader.meta.RemoveServer(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.meta.SetNodeState(ctx, 3, raftmeta.NodeLeft); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		return metaMembers(leader) == "1:voter 2:voter 3:voter" && nodeState(leader, 3) == raftmeta.NodeActive
+	})
+	if err := retryClient(nodes[1]).CreateDatabase(ctx, "after", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { _, err := nodes[2].meta.FSM().Database("after"); return err == nil })
+}
+
+// metaMembers is the metadata group's configuration as n's leader sees
+// it, "id:voter" or "id:nonvoter" in id order ("" when n cannot tell).
+func metaMembers(n *Node) string {
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, s := range servers {
+		role := "voter"
+		if s.Suffrage != raft.Voter {
+			role = "nonvoter"
+		}
+		out = append(out, string(s.ID)+":"+role)
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
 }
 
 // tableBesideNode creates db.t (BIGINT id, STRING s) with buckets buckets
