@@ -316,7 +316,7 @@ func (st *state) setAssignments(pbs []*metapb.Assignment) error {
 
 func validNodeState(s NodeState) bool {
 	switch s {
-	case NodeJoining, NodeActive, NodeDraining, NodeLeft:
+	case NodeJoining, NodeActive, NodeDraining, NodeLeft, NodeDecommissioning:
 		return true
 	}
 	return false
@@ -328,7 +328,7 @@ func (st *state) registerNode(p *metapb.Node) error {
 		return fmt.Errorf("%w: node id %d must be positive", ErrInvalid, n.ID)
 	}
 	if !validNodeState(n.State) {
-		return fmt.Errorf("%w: node %d: state %q is not joining, active, draining or left", ErrInvalid, n.ID, n.State)
+		return fmt.Errorf("%w: node %d: state %q is not joining, active, draining, left or decommissioning", ErrInvalid, n.ID, n.State)
 	}
 	st.nodes[n.ID] = n
 	return nil
@@ -340,7 +340,7 @@ func (st *state) setNodeState(c *metapb.SetNodeState) error {
 		return Named(ErrNodeNotFound, "set state of node %d: node not found", c.Id)
 	}
 	if !validNodeState(NodeState(c.State)) {
-		return fmt.Errorf("%w: node %d: state %q is not joining, active, draining or left", ErrInvalid, c.Id, c.State)
+		return fmt.Errorf("%w: node %d: state %q is not joining, active, draining, left or decommissioning", ErrInvalid, c.Id, c.State)
 	}
 	n.State = NodeState(c.State)
 	st.nodes[n.ID] = n

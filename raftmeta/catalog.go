@@ -143,6 +143,11 @@ const (
 	NodeActive   NodeState = "active"
 	NodeDraining NodeState = "draining"
 	NodeLeft     NodeState = "left"
+	// NodeDecommissioning: the node is leaving the cluster for good while
+	// it runs. Its replicas move to active nodes, then it leaves the
+	// metadata group; it stays in this state (holding nothing, voting in
+	// nothing) until it is stopped, or undrained back to active.
+	NodeDecommissioning NodeState = "decommissioning"
 )
 
 // Node is a cluster member as recorded in the catalog.
@@ -177,6 +182,9 @@ var (
 	ErrNodeNotFound  = errors.New("node not found")
 	ErrNodeIDInUse   = errors.New("node id in use")
 	ErrNoActiveNodes = errors.New("no active nodes to place buckets on")
+	// ErrNoRoom: a node cannot be decommissioned because some bucket it
+	// holds has no other active node to move to.
+	ErrNoRoom = errors.New("no active node can take the node's replicas")
 )
 
 // namedError is a catalog error about one named object. Its message says

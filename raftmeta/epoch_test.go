@@ -133,22 +133,64 @@ func TestReplaceDown(t *testing.T) {
 				in = append(in, slices.Clone(a.Replicas))
 			}
 			got := ReplaceDown(c.in, c.down, c.targets)
-			var parts []string
-			for _, a := range got {
-				parts = append(parts, fmt.Sprintf("{%d %v %d}", a.Bucket, a.Replicas, a.Epoch))
-				for i, r := range a.Replicas {
-					if slices.Contains(a.Replicas[:i], r) {
-						t.Fatalf("bucket %d has node %d twice: %v", a.Bucket, r, a.Replicas)
-					}
-				}
-			}
-			if s := "[" + strings.Join(parts, " ") + "]"; s != c.want {
+			if s := changesString(t, got); s != c.want {
 				t.Fatalf("got %s, want %s", s, c.want)
 			}
 			for i := range in {
 				if !slices.Equal(in[i], c.in[i].Replicas) {
 					t.Fatal("input modified")
 				}
+			}
+		})
+	}
+}
+
+// changesString formats changed assignments as "[{bucket replicas epoch}
+// ...]", failing t if one holds a node twice.
+func changesString(t *testing.T, got []Assignment) string {
+	t.Helper()
+	var parts []string
+	for _, a := range got {
+		parts = append(parts, fmt.Sprintf("{%d %v %d}", a.Bucket, a.Replicas, a.Epoch))
+		for i, r := range a.Replicas {
+			if slices.Contains(a.Replicas[:i], r) {
+				t.Fatalf("bucket %d has node %d twice: %v", a.Bucket, r, a.Replicas)
+			}
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func TestMoveOff(t *testing.T) {
+	as := func(sets ...[]NodeID) []Assignment { return bucketsOf(1, sets...) }
+	cases := []struct {
+		name          string
+		in            []Assignment
+		leaving, down func(NodeID) bool
+		targets       []NodeID
+		want, stuck   string
+	}{
+		{"nothing leaving", as([]NodeID{1, 2, 3}), downOf(), downOf(), []NodeID{1, 2, 3, 4}, "[]", "[]"},
+		{"in place, to the least loaded", as([]NodeID{1, 2, 3}, []NodeID{3, 1, 2}, []NodeID{1, 2}), downOf(3), downOf(), []NodeID{1, 2, 4, 5},
+			"[{0 [1 2 4] 0} {1 [5 1 2] 1}]", "[]"},
+		{"a single replica moves too", as([]NodeID{3}), downOf(3), downOf(), []NodeID{1}, "[{0 [1] 0}]", "[]"},
+		{"one replica per bucket and call", as([]NodeID{2, 3, 1}), downOf(2, 3), downOf(), []NodeID{1, 4, 5}, "[{0 [4 3 1] 0}]", "[]"},
+		{"no free target", as([]NodeID{1, 2, 3}, []NodeID{3, 4}), downOf(3), downOf(), []NodeID{1, 2}, "[{1 [1 4] 1}]", "[0]"},
+		{"down target never chosen", as([]NodeID{1, 3}), downOf(3), downOf(2), []NodeID{2, 4}, "[{0 [1 4] 0}]", "[]"},
+		{"majority down: stays", as([]NodeID{1, 2, 3}), downOf(3), downOf(1, 2), []NodeID{4}, "[]", "[]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, stuck := MoveOff(c.in, c.leaving, c.down, c.targets)
+			if s := changesString(t, got); s != c.want {
+				t.Fatalf("got %s, want %s", s, c.want)
+			}
+			var ids []int32
+			for _, b := range stuck {
+				ids = append(ids, b.Bucket)
+			}
+			if s := fmt.Sprint(ids); s != c.stuck {
+				t.Fatalf("stuck %s, want %s", s, c.stuck)
 			}
 		})
 	}

@@ -104,6 +104,48 @@ func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []As
 	return out
 }
 
+// MoveOff returns the assignments among as that change to move replicas
+// off leaving nodes (being decommissioned, and up): in each bucket the
+// first replica on a leaving node is replaced in place by the node of
+// targets with the fewest replicas overall (counting the changes made so
+// far, ties to the smallest id) that holds none of the bucket. One replica
+// per bucket and call, as Rebalance moves them: the group adds the new
+// replica and removes the old one only once the new one votes, so it never
+// has fewer voting copies than assigned, and the old one serves until then.
+// A bucket is changed only when its replicas that are not down are a
+// majority (the leaving ones count as up: they are), so that its group
+// has a leader to make the change. stuck lists the buckets that have a
+// replica on a leaving node and no free target. The input is not
+// modified; the result is a pure function of the arguments.
+func MoveOff(as []Assignment, leaving, down func(NodeID) bool, targets []NodeID) (out []Assignment, stuck []BucketID) {
+	count, ts := targetLoad(as, targets)
+	for _, a := range as {
+		i := slices.IndexFunc(a.Replicas, leaving)
+		if i < 0 {
+			continue
+		}
+		up := 0
+		for _, r := range a.Replicas {
+			if !down(r) {
+				up++
+			}
+		}
+		if 2*up <= len(a.Replicas) {
+			continue
+		}
+		best := leastLoaded(ts, count, func(t NodeID) bool { return leaving(t) || down(t) || slices.Contains(a.Replicas, t) })
+		if best == 0 {
+			stuck = append(stuck, a.BucketID)
+			continue
+		}
+		reps := slices.Clone(a.Replicas)
+		reps[i] = best
+		count[best]++
+		out = append(out, Assignment{BucketID: a.BucketID, Replicas: reps, Epoch: a.Epoch})
+	}
+	return out, stuck
+}
+
 // Grow returns the assignments among as whose bucket has fewer replicas
 // than want(its table id) (a table placed while fewer nodes were active than
 // its replication factor), with replicas appended, up to want, from the
