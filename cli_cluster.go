@@ -37,38 +37,68 @@ func nodeStateCmd(use, short string, done func(int32) string, call func(context.
 	}
 }
 
-// clusterOpsCmds are the cluster operations of `fluss-node cluster`:
-// drain, undrain and rebalance (AdminService DrainNode, UndrainNode,
-// Rebalance). Each returns once the metadata leader applied the change;
-// the nodes then converge (watch `cluster status`).
-func clusterOpsCmds() []*cobra.Command {
+// waitableStateCmd is a nodeStateCmd with --wait: send makes the change,
+// and with --wait D the command then waits (await, up to D) until the node
+// got there; done says so, or, when the command did not wait, how to
+// watch it.
+func waitableStateCmd(use, short, waitHelp string, done func(id int32, waited bool) string,
+	send func(context.Context, *client.Client, int32) error, await func(context.Context, *client.Client, int32, time.Duration) error) *cobra.Command {
 	var wait time.Duration
-	drain := nodeStateCmd("drain NODE", "Move every bucket leadership off a node and place nothing new on it (until undrain)",
-		func(id int32) string {
-			if wait > 0 {
+	cmd := nodeStateCmd(use, short, func(id int32) string { return done(id, wait > 0) },
+		func(ctx context.Context, c *client.Client, id int32) error {
+			if wait < 0 {
+				return fmt.Errorf("--wait must be 0 (do not wait) or more, got %v", wait)
+			}
+			if err := send(ctx, c, id); err != nil || wait == 0 {
+				return err
+			}
+			return await(ctx, c, id, wait)
+		})
+	cmd.Flags().DurationVar(&wait, "wait", 0, waitHelp)
+	return cmd
+}
+
+// clusterOpsCmds are the cluster operations of `fluss-node cluster`:
+// drain, undrain, decommission and rebalance (AdminService DrainNode,
+// UndrainNode, DecommissionNode, Rebalance). Each returns once the
+// metadata leader applied the change; the nodes then converge (watch
+// `cluster status`, or wait with --wait).
+func clusterOpsCmds() []*cobra.Command {
+	drain := waitableStateCmd("drain NODE", "Move every bucket leadership off a node and place nothing new on it (until undrain)",
+		"wait up to this long until the node leads no bucket, and fail if it still does (0: return at once)",
+		func(id int32, waited bool) string {
+			if waited {
 				return fmt.Sprintf("node %d is draining and leads no bucket", id)
 			}
 			return fmt.Sprintf("node %d is draining; `fluss-node cluster status` shows its leaders going to 0 (or use --wait)", id)
 		},
 		func(ctx context.Context, c *client.Client, id int32) error {
-			if wait < 0 {
-				return fmt.Errorf("--wait must be 0 (do not wait) or more, got %v", wait)
-			}
-			if _, err := c.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: id})); err != nil {
-				return err
-			}
-			if wait == 0 {
-				return nil
-			}
-			return waitDrained(ctx, c, id, wait)
-		})
-	drain.Flags().DurationVar(&wait, "wait", 0, "wait up to this long until the node leads no bucket, and fail if it still does (0: return at once)")
-	undrain := nodeStateCmd("undrain NODE", "Return a draining node to active: it leads and receives buckets again",
+			_, err := c.Admin().DrainNode(ctx, connect.NewRequest(&flussv1.DrainNodeRequest{NodeId: id}))
+			return err
+		}, waitDrained)
+	undrain := nodeStateCmd("undrain NODE", "Return a draining or decommissioning node to active: it leads and receives buckets again",
 		func(id int32) string { return fmt.Sprintf("node %d is active", id) },
 		func(ctx context.Context, c *client.Client, id int32) error {
 			_, err := c.Admin().UndrainNode(ctx, connect.NewRequest(&flussv1.UndrainNodeRequest{NodeId: id}))
 			return err
 		})
+	decommission := waitableStateCmd("decommission NODE", "Remove a running node from the cluster for good: move its replicas and vote to other nodes",
+		"wait up to this long until the node holds nothing and has left the metadata group, and fail if not (0: return at once)",
+		func(id int32, waited bool) string {
+			if waited {
+				return fmt.Sprintf("node %d is decommissioned: it holds no replica and has left the metadata group; stop it", id)
+			}
+			return fmt.Sprintf("node %d is decommissioning; `fluss-node cluster status` shows its replicas going to 0 and META none (or use --wait), then stop it", id)
+		},
+		func(ctx context.Context, c *client.Client, id int32) error {
+			_, err := c.Admin().DecommissionNode(ctx, connect.NewRequest(&flussv1.DecommissionNodeRequest{NodeId: id}))
+			return err
+		}, waitDecommissioned)
+	decommission.Long = "Remove a running node from the cluster for good. It hands off its leaderships as a drain\n" +
+		"does; each of its replicas is copied to an active node, which votes before the old one is\n" +
+		"removed (the buckets keep all their replicas meanwhile); then it leaves the metadata group.\n" +
+		"Refused when some bucket it holds has no other active node free to take it.\n" +
+		"`cluster undrain NODE` stops a decommission, or undoes a finished one while the node runs."
 	rebalance := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Spread bucket replicas and leaders evenly over the active nodes",
@@ -89,7 +119,7 @@ func clusterOpsCmds() []*cobra.Command {
 			return nil
 		},
 	}
-	return []*cobra.Command{drain, undrain, rebalance}
+	return []*cobra.Command{drain, undrain, decommission, rebalance}
 }
 
 // waitDrained polls the cluster until node id leads no bucket, printing
@@ -97,42 +127,71 @@ func clusterOpsCmds() []*cobra.Command {
 // node that does not report what it leads (down, or cut off and perhaps
 // still leading) is not taken as drained.
 func waitDrained(ctx context.Context, c *client.Client, id int32, wait time.Duration) error {
+	return waitNode(ctx, c, id, wait, func(n *flussv1.NodeInfo) (bool, string, string) {
+		if !reported(n) {
+			return false, "did not report what it leads", "down or unreachable: see `fluss-node cluster status`"
+		}
+		return n.Leaders == 0, fmt.Sprintf("still leads %d bucket(s)", n.Leaders), `its log says why ("drain: bucket leadership cannot leave this node yet")`
+	})
+}
+
+// waitDecommissioned polls the cluster until node id is decommissioning,
+// reports no replica and has left the metadata group, printing what it
+// still holds as that changes, for at most wait.
+func waitDecommissioned(ctx context.Context, c *client.Client, id int32, wait time.Duration) error {
+	return waitNode(ctx, c, id, wait, func(n *flussv1.NodeInfo) (bool, string, string) {
+		switch {
+		case n == nil:
+			return false, "is not listed", "see `fluss-node cluster status`"
+		case n.State != "decommissioning":
+			return false, "is " + n.State + ", not decommissioning", "undrained meanwhile?"
+		case !reported(n):
+			return false, "did not report what it holds", "down or unreachable: see `fluss-node cluster status`"
+		}
+		return n.Replicas == 0 && n.MetaRole == "none", fmt.Sprintf("still holds %d replica(s), metadata role %s", n.Replicas, n.MetaRole),
+			`the metadata leader's log says why ("no active node to move to"), or the buckets' leaders' (a replica that cannot catch up)`
+	})
+}
+
+// reported tells whether a node answered DescribeCluster's question for
+// its replicas (nil: not listed): it reports its replication health (a
+// binary from before that, at least its replicas).
+func reported(n *flussv1.NodeInfo) bool {
+	return n != nil && (n.UnderReplicated != nil || n.Replicas > 0)
+}
+
+// waitNode polls DescribeCluster every 500 ms, for at most wait, until
+// check says node id (nil when not listed) is done. check also says what
+// is left, printed to stderr each time it changes, and where to look if
+// that is still so after wait (the error then).
+func waitNode(ctx context.Context, c *client.Client, id int32, wait time.Duration, check func(*flussv1.NodeInfo) (done bool, left, hint string)) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	const unknown = -1
-	last := int32(-2) // nothing printed yet
+	var left, hint string
 	for {
 		info, err := c.DescribeCluster(ctx)
 		if err == nil {
-			leads := int32(unknown)
+			var node *flussv1.NodeInfo
 			for _, n := range info.Nodes {
-				// A node that answered reports its replication health (a
-				// binary from before it, at least its replicas).
-				if n.Id == id && (n.UnderReplicated != nil || n.Replicas > 0) {
-					leads = n.Leaders
+				if n.Id == id {
+					node = n
 				}
 			}
-			if leads == 0 {
+			done, l, h := check(node)
+			if done {
 				return nil
 			}
-			if leads != last {
-				if leads == unknown {
-					fmt.Fprintf(os.Stderr, "node %d does not report what it leads\n", id)
-				} else {
-					fmt.Fprintf(os.Stderr, "node %d still leads %d bucket(s)\n", id, leads)
-				}
-				last = leads
+			if l != left {
+				fmt.Fprintf(os.Stderr, "node %d %s\n", id, l)
 			}
+			left, hint = l, h
 		}
 		select {
 		case <-ctx.Done():
-			switch {
-			case last > 0:
-				return fmt.Errorf("node %d still leads %d bucket(s) after %v: its log says why (\"drain: bucket leadership cannot leave this node yet\")", id, last, wait)
-			case last == unknown:
-				return fmt.Errorf("node %d did not report what it leads within %v (down or unreachable: see `fluss-node cluster status`)", id, wait)
+			if left != "" {
+				return fmt.Errorf("node %d %s after %v: %s", id, left, wait, hint)
 			}
-			return fmt.Errorf("waiting for node %d to lead no bucket: %w", id, err)
+			return fmt.Errorf("waiting for node %d: %w", id, err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

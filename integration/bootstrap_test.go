@@ -149,7 +149,7 @@ func TestBootstrapExpectClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 
 	up, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
 	mustCall(t, nodes[0].client, "AdminService/CreateDatabase", map[string]any{"name": "bt"}, nil)
-	tableID := createWriterTable(t, nodes[1].client, "bt.events", buckets)
+	tableID := createWriterTable(t, nodes[1].client, "bt.events", buckets, 3)
 	waitFor(t, 30*time.Second, func() error {
 		var layout struct {
 			Buckets []struct {

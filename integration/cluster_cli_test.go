@@ -5,10 +5,11 @@ import (
 	"testing"
 )
 
-// TestClusterOpsCLI drives `cluster drain|undrain|rebalance` through the
-// binary on one node: the state shows in `cluster status`, bad node ids
-// fail with a non-zero exit and a message, and `drain --wait` fails when
-// the node's buckets have no other replica to move to.
+// TestClusterOpsCLI drives `cluster drain|undrain|decommission|rebalance`
+// through the binary on one node: the state shows in `cluster status`, bad
+// node ids fail with a non-zero exit and a message, `drain --wait` fails
+// when the node's buckets have no other replica to move to, and the only
+// node cannot be decommissioned.
 func TestClusterOpsCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -47,6 +48,17 @@ func TestClusterOpsCLI(t *testing.T) {
 		t.Errorf("drain --wait -1s: exit %d, stderr %q", r.code, r.stderr)
 	}
 	mustCLI(t, addr, "", "cluster", "undrain", "1")
+	// Nor can the only node be decommissioned: refused, and it stays active.
+	r = runCLI(t, addr, "", "cluster", "decommission", "1", "--wait", "5s")
+	if r.code == 0 || !strings.Contains(r.stderr, "failed_precondition") || !strings.Contains(r.stderr, "only active node") {
+		t.Errorf("decommission of the only node: exit %d, stderr %q: want failed_precondition", r.code, r.stderr)
+	}
+	if s := status(); strings.Contains(s, "decommissioning") {
+		t.Fatalf("cluster status after a refused decommission:\n%s", s)
+	}
+	if r := runCLI(t, addr, "", "cluster", "decommission", "1", "--wait", "-1s"); r.code == 0 || !strings.Contains(r.stderr, "--wait must be 0") {
+		t.Errorf("decommission --wait -1s: exit %d, stderr %q", r.code, r.stderr)
+	}
 	if r := mustCLI(t, addr, "", "cluster", "rebalance"); !strings.Contains(r.stdout, "0 replica(s) moving") {
 		t.Errorf("rebalance of one node printed %q", r.stdout)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
 	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n") // for the catch-up check at the end
 	up, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
 	mustCall(t, nodes[0].client, "AdminService/CreateDatabase", map[string]any{"name": "ct"}, nil)
-	createWriterTable(t, nodes[1].client, "ct.events", buckets)
+	createWriterTable(t, nodes[1].client, "ct.events", buckets, 3)
 	var layout struct {
 		Buckets []struct {
 			Replicas []int `json:"replicas"`
@@ -193,9 +194,9 @@ func upNodes(clients ...string) (up []atomic.Bool, pick func(*rand.Rand) string)
 }
 
 // createWriterTable creates, through addr, a log table of the columns
-// startAppenders writes (writer, seq, i) with buckets buckets replicated
-// three ways, and returns its id.
-func createWriterTable(t *testing.T, addr, table string, buckets int) int64 {
+// startAppenders writes (writer, seq, i) with buckets buckets of rf
+// replicas, and returns its id.
+func createWriterTable(t *testing.T, addr, table string, buckets, rf int) int64 {
 	t.Helper()
 	var created struct {
 		TableID any `json:"tableId"`
@@ -208,7 +209,7 @@ func createWriterTable(t *testing.T, addr, table string, buckets int) int64 {
 			{"name": "i", "type": "INT", "nullable": false},
 		}},
 		"bucketCount": buckets,
-		"properties":  map[string]string{"table.replication.factor": "3"},
+		"properties":  map[string]string{"table.replication.factor": strconv.Itoa(rf)},
 	}, &created)
 	return jsonInt(created.TableID)
 }

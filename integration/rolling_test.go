@@ -31,7 +31,7 @@ func TestRollingRestart(t *testing.T) {
 	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n")
 	up, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
 	mustCall(t, nodes[0].client, "AdminService/CreateDatabase", map[string]any{"name": "rr"}, nil)
-	createWriterTable(t, nodes[0].client, "rr.events", buckets)
+	createWriterTable(t, nodes[0].client, "rr.events", buckets, 3)
 	waitFor(t, 30*time.Second, func() error { return checkInSync(nodes[0].client, "rr.events", []int{1, 2, 3}) })
 
 	var stop atomic.Bool

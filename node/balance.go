@@ -96,6 +96,12 @@ func (n *Node) balance(moves *leaderMoves) {
 	n.moveMetaLeader(nodes, alive, &moves.meta)
 }
 
+// leavesLeadership reports whether a node in state s hands off every
+// leadership it holds: draining, or decommissioning (which drains first).
+func leavesLeadership(s raftmeta.NodeState) bool {
+	return s == raftmeta.NodeDraining || s == raftmeta.NodeDecommissioning
+}
+
 // gossipAlive maps catalog nodes to whether they may lead: not declared
 // failed or left by gossip (a node gossip does not know counts as up).
 func (n *Node) gossipAlive(nodes []raftmeta.Node) map[raftmeta.NodeID]bool {
@@ -151,7 +157,7 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 	for _, m := range nodes {
 		state[m.ID] = m.State
 	}
-	draining := state[n.id] == raftmeta.NodeDraining
+	draining := leavesLeadership(state[n.id])
 	backoff := balanceBackoffBeats * n.cfg.Raft.HeartbeatTimeout.Duration
 	if draining {
 		backoff = drainBackoff
@@ -235,7 +241,7 @@ func (n *Node) moveMetaLeader(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 	for _, m := range nodes {
 		state[m.ID] = m.State
 	}
-	if state[n.id] != raftmeta.NodeDraining || !n.meta.IsLeader() || time.Since(moves.last) < drainBackoff {
+	if !leavesLeadership(state[n.id]) || !n.meta.IsLeader() || time.Since(moves.last) < drainBackoff {
 		return
 	}
 	servers, err := n.meta.Servers()

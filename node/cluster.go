@@ -183,9 +183,10 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 			return 0, fmt.Errorf("%w: register without a node id", raftmeta.ErrInvalid)
 		}
 		rec := *op.Node
-		// A draining node stays draining across restarts, until undrained.
-		if old, err := n.meta.FSM().Node(rec.ID); err == nil && old.State == raftmeta.NodeDraining && rec.State == raftmeta.NodeActive {
-			rec.State = raftmeta.NodeDraining
+		// A draining or decommissioning node stays so across restarts,
+		// until undrained.
+		if old, err := n.meta.FSM().Node(rec.ID); err == nil && (old.State == raftmeta.NodeDraining || old.State == raftmeta.NodeDecommissioning) && rec.State == raftmeta.NodeActive {
+			rec.State = old.State
 		}
 		return 0, n.meta.RegisterNode(ctx, rec)
 	case opSetNodeState:
@@ -386,11 +387,16 @@ func (n *Node) admit(ctx context.Context, nd raftmeta.Node, fresh bool) (raftmet
 	rec := nd
 	rec.State = raftmeta.NodeJoining
 	if j := slices.IndexFunc(nodes, func(m raftmeta.Node) bool { return m.ID == nd.ID }); j >= 0 {
-		if nodes[j].PeerAddr == nd.PeerAddr {
+		// A fresh node under the id of a decommissioned one is a new
+		// member: it must not inherit the state that keeps it out.
+		renew := fresh && nodes[j].State == raftmeta.NodeDecommissioning
+		if nodes[j].PeerAddr == nd.PeerAddr && !renew {
 			return nd.ID, nil
 		}
-		rec = nodes[j]
-		rec.PeerAddr = nd.PeerAddr
+		if !renew {
+			rec = nodes[j]
+			rec.PeerAddr = nd.PeerAddr
+		}
 	}
 	if err := n.meta.RegisterNode(ctx, rec); err != nil {
 		return 0, fmt.Errorf("register node %d: %w", nd.ID, err)
@@ -496,16 +502,24 @@ func (n *Node) promote() {
 			return
 		}
 	}
-	voters := 0
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			voters++
+	// A decommissioning voter does not count: it is about to leave, and
+	// its vote passes to a non-voter first, so that the group never has
+	// fewer than meta_voters voters in between (nor none, when it was
+	// the only one).
+	active := map[raft.ServerID]bool{}
+	leaving := map[raft.ServerID]bool{}
+	for _, m := range n.meta.Nodes() {
+		switch m.State {
+		case raftmeta.NodeActive:
+			active[nodeServer(m.ID)] = true
+		case raftmeta.NodeDecommissioning:
+			leaving[nodeServer(m.ID)] = true
 		}
 	}
-	active := map[raft.ServerID]bool{}
-	for _, m := range n.meta.Nodes() {
-		if m.State == raftmeta.NodeActive {
-			active[raft.ServerID(strconv.Itoa(int(m.ID)))] = true
+	voters := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter && !leaving[s.ID] {
+			voters++
 		}
 	}
 	servers = slices.Clone(servers) // the configuration's slice is shared

@@ -187,14 +187,16 @@ func replicaBytes(t *testing.T, n *Node, b raftmeta.BucketID) ([]byte, int64) {
 }
 
 // checkReplicasIdentical waits until every replica of every bucket of the
-// table holds the same bytes and high watermark.
+// table holds the same bytes and high watermark. nodes[i] is node i+1, nil
+// for one that is down or gone; the first one's catalog is used.
 func checkReplicasIdentical(t *testing.T, nodes []*Node, tableID int64) {
 	t.Helper()
+	ref := nodes[slices.IndexFunc(nodes, func(n *Node) bool { return n != nil })]
 	var why string
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		why = ""
-		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+		for _, a := range ref.meta.AssignmentsForTable(tableID) {
 			var first []byte
 			var firstHW int64 = -2
 			for _, id := range a.Replicas {

@@ -57,12 +57,22 @@ const (
 	memberChangeTimeout = 5 * time.Second
 )
 
+// controllerState is what the controller keeps from one pass to the
+// next. It restarts empty on a new leader, so a leader change never
+// shortens the grace period.
+type controllerState struct {
+	// downSince is when this controller first saw each node down (or
+	// gossip's DeadSince, if earlier).
+	downSince map[raftmeta.NodeID]time.Time
+	// stuckOff is the buckets of decommissioning nodes that the last pass
+	// found no node to move to (logged when it changes).
+	stuckOff []raftmeta.BucketID
+}
+
 // controllerLoop runs on every node and acts while it leads the metadata
-// group. downSince is this controller's view: when it first saw each node
-// down (or gossip's DeadSince, if earlier); it restarts empty on a new
-// leader, so a leader change never shortens the grace period.
+// group.
 func (n *Node) controllerLoop() {
-	downSince := map[raftmeta.NodeID]time.Time{}
+	cs := &controllerState{downSince: map[raftmeta.NodeID]time.Time{}}
 	parts := &autoPartitioner{n: n, errs: map[int64]string{}}
 	t := time.NewTicker(controllerInterval)
 	defer t.Stop()
@@ -73,7 +83,8 @@ func (n *Node) controllerLoop() {
 		case <-t.C:
 		}
 		if !n.meta.IsLeader() || !n.gossipStarted() {
-			clear(downSince)
+			clear(cs.downSince)
+			cs.stuckOff = nil
 			continue
 		}
 		select {
@@ -81,7 +92,7 @@ func (n *Node) controllerLoop() {
 		default:
 			continue
 		}
-		n.replaceDeadReplicas(downSince, time.Now())
+		n.replaceDeadReplicas(cs, time.Now())
 		now := time.Now()
 		if n.autoPartitionNow != nil {
 			now = n.autoPartitionNow()
@@ -118,10 +129,12 @@ func (n *Node) aliveNodes(ctx context.Context, nodes []raftmeta.Node) map[raftme
 	return out
 }
 
-// replaceDeadReplicas is one controller pass: it updates downSince, moves
-// the replicas of nodes down for longer than the grace period, and adds the
-// replicas buckets lack to reach their replication factor.
-func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now time.Time) {
+// replaceDeadReplicas is one controller pass: it updates cs.downSince,
+// moves the replicas of nodes down for longer than the grace period and
+// of decommissioning nodes, fixes the metadata group's membership, and
+// adds the replicas buckets lack to reach their replication factor.
+func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
+	downSince := cs.downSince
 	nodes := n.meta.Nodes()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -160,7 +173,9 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 	}
 	n.fixMetaMembers(ctx, nodes, alive, expired)
 	var targets []raftmeta.NodeID
+	state := map[raftmeta.NodeID]raftmeta.NodeState{}
 	for _, m := range nodes {
+		state[m.ID] = m.State
 		if m.State == raftmeta.NodeActive && alive[m.ID] {
 			targets = append(targets, m.ID)
 		}
@@ -170,9 +185,18 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 			return
 		}
 	}
+	leaving := func(id raftmeta.NodeID) bool { return state[id] == raftmeta.NodeDecommissioning }
+	down := func(id raftmeta.NodeID) bool { return !alive[id] }
+	changes, stuck := raftmeta.MoveOff(n.meta.Assignments(), leaving, down, targets)
+	if len(stuck) > 0 && !slices.Equal(stuck, cs.stuckOff) {
+		n.logger.Warn("controller: replicas of a decommissioning node have no active node to move to; add a node", "buckets", len(stuck), "first", stuck[0].String())
+	}
+	cs.stuckOff = stuck
+	if len(changes) > 0 && !n.setAssignments(ctx, changes, "moved off decommissioning nodes") {
+		return
+	}
 	// Buckets placed while fewer nodes were active than their table's
 	// replication factor get the missing replicas once the nodes are there.
-	down := func(id raftmeta.NodeID) bool { return !alive[id] }
 	if changes := raftmeta.Grow(n.meta.Assignments(), n.meta.ReplicationFactor, down, targets); len(changes) > 0 {
 		n.setAssignments(ctx, changes, "added up to the replication factor")
 		return
@@ -190,11 +214,17 @@ func (n *Node) replaceDeadReplicas(downSince map[raftmeta.NodeID]time.Time, now 
 //     meta_voters voters). Removing a dead voter costs no quorum: the
 //     leader commits the removal with a majority of the old configuration,
 //     which it has while it leads, and the node removed is not in it.
+//   - A decommissioning node leaves the group once no assignment names it
+//     and it reports no open replica (its last moved replicas are closed,
+//     which it learns from its own catalog copy, fed by the group). Not
+//     this node: a decommissioning leader hands the leadership off first
+//     (moveMetaLeader), and the next leader removes it.
 //   - A node that is up but not in the group (it came back after its
 //     removal, or was removed while only gossip lost it) is added back as
 //     a non-voter, at its catalog peer address: it is not sent the group's
 //     entries otherwise, and could not even register (it learns of no
-//     leader). promote makes it a voter if the group has room.
+//     leader). promote makes it a voter if the group has room. Not a
+//     decommissioning node.
 //   - A node that is up, in the group and marked left is marked active: a
 //     node that comes back by restarting registers so itself, but one that
 //     was only cut off for longer than the grace period never restarted,
@@ -204,22 +234,36 @@ func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, alive 
 	if err != nil {
 		return
 	}
+	state := map[raftmeta.NodeID]raftmeta.NodeState{}
+	for _, m := range nodes {
+		state[m.ID] = m.State
+	}
 	in := map[raftmeta.NodeID]bool{}
 	for _, s := range servers {
+		in[serverNode(s.ID)] = true
+	}
+	for _, s := range servers {
 		id := serverNode(s.ID)
-		in[id] = true
-		if id == n.id || !expired(id) {
+		if id == n.id {
+			continue
+		}
+		why := "dead"
+		switch {
+		case expired(id):
+		case state[id] == raftmeta.NodeDecommissioning && n.holdsNothing(ctx, id):
+			why = "decommissioned"
+		default:
 			continue
 		}
 		if err := n.meta.RemoveServer(ctx, id); err != nil {
-			n.logger.Warn("controller: remove a dead node from the metadata group", "id", int32(id), "err", err)
+			n.logger.Warn("controller: remove a node from the metadata group", "id", int32(id), "why", why, "err", err)
 			return
 		}
-		n.logger.Info("controller: dead node removed from the metadata group", "id", int32(id), "voter", s.Suffrage == raft.Voter)
+		n.logger.Info("controller: node removed from the metadata group", "id", int32(id), "why", why, "voter", s.Suffrage == raft.Voter)
 		return
 	}
 	for _, m := range nodes {
-		if in[m.ID] || !alive[m.ID] || m.PeerAddr == "" {
+		if in[m.ID] || !alive[m.ID] || m.PeerAddr == "" || m.State == raftmeta.NodeDecommissioning {
 			continue
 		}
 		if err := n.meta.AddNonvoter(ctx, m.ID, raft.ServerAddress(m.PeerAddr)); err != nil {
@@ -242,17 +286,29 @@ func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, alive 
 	}
 }
 
+// holdsNothing reports whether no assignment names node id and the node
+// reports no open replica (false when it does not answer).
+func (n *Node) holdsNothing(ctx context.Context, id raftmeta.NodeID) bool {
+	for _, a := range n.meta.Assignments() {
+		if slices.Contains(a.Replicas, id) {
+			return false
+		}
+	}
+	st, ok := n.statsOf(ctx, []raftmeta.NodeID{id}, false)[id]
+	return ok && st.Replicas == 0
+}
+
 // spreadLeaders makes the preferred leaders even over the nodes (at most
 // one apart; raftmeta.SpreadLeaders), as Redpanda's leader balancer does:
 // buckets grown from one node to their replication factor, or left after
 // tables were dropped, would otherwise keep their leaders where they were
 // until `cluster rebalance`. The balance loop's handback then moves each
 // leadership. It acts only on a settled cluster: every node that holds a
-// replica active and up, none draining (drains and failovers move leaders
-// on purpose).
+// replica active and up, none draining or decommissioning (drains and
+// failovers move leaders on purpose).
 func (n *Node) spreadLeaders(ctx context.Context, nodes []raftmeta.Node, targets []raftmeta.NodeID) {
 	for _, m := range nodes {
-		if m.State == raftmeta.NodeDraining {
+		if m.State == raftmeta.NodeDraining || m.State == raftmeta.NodeDecommissioning {
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -427,6 +428,84 @@ func TestControllerRestoresLiveNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() bool { _, err := nodes[2].meta.FSM().Database("after"); return err == nil })
+}
+
+// TestDecommissionNode decommissions node 1 of four, which leads the
+// metadata group and holds a replica of every bucket: writes go on, its
+// replicas move to node 4 (the only active node free), its vote passes to
+// node 4 and it leaves the metadata group, holding nothing; the buckets end
+// with every row on identical replicas. A second decommission that would
+// leave buckets nowhere to go is refused, and undrain brings node 1 back.
+func TestDecommissionNode(t *testing.T) {
+	nodes, _ := opsCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if !nodes[0].meta.IsLeader() {
+		t.Fatal("node 1 does not lead the metadata group")
+	}
+	c := retryClient(nodes[1])
+	const buckets = 6
+	tableID := tableBesideNode(t, ctx, nodes, c, 4, buckets, 3) // on nodes 1, 2 and 3
+	appendTo(t, ctx, c, buckets, 0, 30)
+
+	if err := nodes[1].DecommissionNode(ctx, 1); err != nil {
+		t.Fatalf("decommission node 1: %v", err)
+	}
+	appendTo(t, ctx, c, buckets, 30, 60) // while the replicas move
+	waitFor(t, 60*time.Second, func() bool {
+		for _, a := range nodes[1].meta.Assignments() {
+			if slices.Contains(a.Replicas, 1) {
+				return false
+			}
+		}
+		return metaMembers(nodes[1]) == "2:voter 3:voter 4:voter"
+	})
+	if got := nodes[0].localStats(false).Replicas; got != 0 {
+		t.Fatalf("node 1 still has %d replicas open after leaving the metadata group", got)
+	}
+	if st := nodeState(nodes[1], 1); st != raftmeta.NodeDecommissioning {
+		t.Fatalf("node 1 is %q after its decommission, want decommissioning", st)
+	}
+	live := []*Node{nil, nodes[1], nodes[2], nodes[3]}
+	waitFor(t, 30*time.Second, func() bool { return healed(live, tableID) })
+	checkReplicasIdentical(t, live, tableID)
+	checkRows(t, ctx, c, buckets, 60)
+
+	// Three active nodes left for buckets of three replicas: nowhere to
+	// move node 2's.
+	if err := nodes[1].DecommissionNode(ctx, 2); !errors.Is(err, raftmeta.ErrNoRoom) {
+		t.Fatalf("decommission of node 2 with no room: %v, want ErrNoRoom", err)
+	}
+	if st := nodeState(nodes[1], 2); st != raftmeta.NodeActive {
+		t.Fatalf("node 2 is %q after a refused decommission", st)
+	}
+
+	// Undrain stops (here: undoes) the decommission: active again, back in
+	// the metadata group (as a non-voter: it has its three voters).
+	if err := nodes[1].UndrainNode(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		return nodeState(nodes[1], 1) == raftmeta.NodeActive && metaMembers(nodes[1]) == "1:nonvoter 2:voter 3:voter 4:voter"
+	})
+
+	// Decommissioned again (it holds nothing now) and stopped, node 1's
+	// machine joins afresh under its old id: a new member, active.
+	if err := nodes[1].DecommissionNode(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool { return metaMembers(nodes[1]) == "2:voter 3:voter 4:voter" })
+	if err := nodes[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := clusterConfig(t.TempDir())
+	cfg.NodeID = 1
+	cfg.Join = []string{nodes[1].peers.Addr()}
+	nodes[0] = startCluster(t, cfg)
+	t.Cleanup(func() { nodes[0].Close() }) // before its directory goes
+	waitFor(t, 30*time.Second, func() bool {
+		return nodeState(nodes[1], 1) == raftmeta.NodeActive && metaMembers(nodes[1]) == "1:nonvoter 2:voter 3:voter 4:voter"
+	})
 }
 
 // metaMembers is the metadata group's configuration as n's leader sees

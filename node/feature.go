@@ -29,9 +29,13 @@ const (
 	// which an earlier binary neither decodes nor projects, and its
 	// catalog would drop the column flag.
 	featureDictionary uint32 = 3
+	// featureDecommission: node state decommissioning in the catalog. An
+	// earlier binary refuses to apply it (an unknown state), so its
+	// catalog copy would part from the others'.
+	featureDecommission uint32 = 4
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureDictionary
+	featureLevel = featureDecommission
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

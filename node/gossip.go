@@ -343,7 +343,8 @@ func (n *Node) DeadSince() map[raftmeta.NodeID]time.Time {
 
 // gossipNodeState is the state DescribeCluster shows for a catalog node:
 // from gossip when gossip knows the node, else the catalog's. Draining is
-// a catalog state (drain.go): an alive draining node shows draining.
+// a catalog state (drain.go), and so is decommissioning: an alive draining
+// node shows draining.
 func gossipNodeState(catalog raftmeta.NodeState, mb *membership.Member) raftmeta.NodeState {
 	if mb == nil {
 		return catalog
@@ -354,7 +355,7 @@ func gossipNodeState(catalog raftmeta.NodeState, mb *membership.Member) raftmeta
 	case membership.StatusLeft:
 		return raftmeta.NodeLeft
 	}
-	if mb.State == "" || catalog == raftmeta.NodeDraining {
+	if mb.State == "" || catalog == raftmeta.NodeDraining || catalog == raftmeta.NodeDecommissioning {
 		return catalog
 	}
 	return raftmeta.NodeState(mb.State)

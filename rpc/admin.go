@@ -357,31 +357,40 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 // ---------------------------------------------------------------- cluster operations (backend_admin.go)
 
 func (s *service) DrainNode(ctx context.Context, req *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error) {
-	ca, err := s.clusterAdmin("DrainNode")
-	if err != nil {
+	if err := s.changeNode(ctx, "DrainNode", "drain", req.Msg.NodeId, ClusterAdmin.DrainNode); err != nil {
 		return nil, err
-	}
-	if req.Msg.NodeId <= 0 {
-		return nil, fmt.Errorf("%w: drain: node_id must be > 0, got %d", ErrInvalidRequest, req.Msg.NodeId)
-	}
-	if err := ca.DrainNode(ctx, raftmeta.NodeID(req.Msg.NodeId)); err != nil {
-		return nil, adminError(fmt.Errorf("drain node %d: %w", req.Msg.NodeId, err))
 	}
 	return connect.NewResponse(&flussv1.DrainNodeResponse{}), nil
 }
 
 func (s *service) UndrainNode(ctx context.Context, req *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error) {
-	ca, err := s.clusterAdmin("UndrainNode")
-	if err != nil {
+	if err := s.changeNode(ctx, "UndrainNode", "undrain", req.Msg.NodeId, ClusterAdmin.UndrainNode); err != nil {
 		return nil, err
 	}
-	if req.Msg.NodeId <= 0 {
-		return nil, fmt.Errorf("%w: undrain: node_id must be > 0, got %d", ErrInvalidRequest, req.Msg.NodeId)
-	}
-	if err := ca.UndrainNode(ctx, raftmeta.NodeID(req.Msg.NodeId)); err != nil {
-		return nil, adminError(fmt.Errorf("undrain node %d: %w", req.Msg.NodeId, err))
-	}
 	return connect.NewResponse(&flussv1.UndrainNodeResponse{}), nil
+}
+
+func (s *service) DecommissionNode(ctx context.Context, req *connect.Request[flussv1.DecommissionNodeRequest]) (*connect.Response[flussv1.DecommissionNodeResponse], error) {
+	if err := s.changeNode(ctx, "DecommissionNode", "decommission", req.Msg.NodeId, ClusterAdmin.DecommissionNode); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&flussv1.DecommissionNodeResponse{}), nil
+}
+
+// changeNode runs one of the cluster admin's node state changes (call:
+// drain, undrain, decommission; verb names it in errors) on node id.
+func (s *service) changeNode(ctx context.Context, method, verb string, id int32, call func(ClusterAdmin, context.Context, raftmeta.NodeID) error) error {
+	ca, err := s.clusterAdmin(method)
+	if err != nil {
+		return err
+	}
+	if id <= 0 {
+		return fmt.Errorf("%w: %s: node_id must be > 0, got %d", ErrInvalidRequest, verb, id)
+	}
+	if err := call(ca, ctx, raftmeta.NodeID(id)); err != nil {
+		return adminError(fmt.Errorf("%s node %d: %w", verb, id, err))
+	}
+	return nil
 }
 
 func (s *service) Rebalance(ctx context.Context, req *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error) {

@@ -10,7 +10,7 @@ import (
 )
 
 // ClusterAdmin is the optional capability of a Backend that runs cluster
-// operations (DrainNode, UndrainNode, Rebalance). The server finds it by
+// operations (DrainNode, UndrainNode, DecommissionNode, Rebalance). The server finds it by
 // type assertion; a Backend without it answers those calls Unimplemented.
 // Every method may be called from many goroutines; each runs on the
 // metadata leader (the backend forwards) and returns once the change is
@@ -20,8 +20,14 @@ type ClusterAdmin interface {
 	// replicas. Draining a draining node is a no-op. Unknown ids wrap
 	// raftmeta.ErrNodeNotFound.
 	DrainNode(ctx context.Context, id raftmeta.NodeID) error
-	// UndrainNode returns node id to active.
+	// UndrainNode returns node id to active (from draining or
+	// decommissioning).
 	UndrainNode(ctx context.Context, id raftmeta.NodeID) error
+	// DecommissionNode marks node id decommissioning: it drains, its
+	// replicas move to active nodes and it leaves the metadata group. It
+	// wraps raftmeta.ErrNoRoom when a bucket it holds has no other active
+	// node to go to.
+	DecommissionNode(ctx context.Context, id raftmeta.NodeID) error
 	// Rebalance rewrites the assignments so replicas are spread evenly over
 	// the active nodes, and returns how many replicas move.
 	Rebalance(ctx context.Context) (moved int, err error)

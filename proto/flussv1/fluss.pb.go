@@ -174,7 +174,7 @@ func (x ScanRequest_From) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScanRequest_From.Descriptor instead.
 func (ScanRequest_From) EnumDescriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50, 0}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52, 0}
 }
 
 type CreateDatabaseRequest struct {
@@ -2250,6 +2250,86 @@ func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
 	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{37}
 }
 
+type DecommissionNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionNodeRequest) Reset() {
+	*x = DecommissionNodeRequest{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionNodeRequest) ProtoMessage() {}
+
+func (x *DecommissionNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionNodeRequest.ProtoReflect.Descriptor instead.
+func (*DecommissionNodeRequest) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DecommissionNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type DecommissionNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionNodeResponse) Reset() {
+	*x = DecommissionNodeResponse{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionNodeResponse) ProtoMessage() {}
+
+func (x *DecommissionNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionNodeResponse.ProtoReflect.Descriptor instead.
+func (*DecommissionNodeResponse) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{39}
+}
+
 type RebalanceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2258,7 +2338,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2350,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[38]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2363,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{38}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
 }
 
 type RebalanceResponse struct {
@@ -2296,7 +2376,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2388,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[39]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2401,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{39}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RebalanceResponse) GetMoved() int32 {
@@ -2348,7 +2428,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2440,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2453,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppendRequest) GetTable() string {
@@ -2437,7 +2517,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2529,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2542,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AppendResult) GetBucket() int32 {
@@ -2502,7 +2582,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2594,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2607,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AppendResponse) GetResults() []*AppendResult {
@@ -2550,7 +2630,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2642,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2655,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpsertRequest) GetTable() string {
@@ -2632,7 +2712,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2724,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2737,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WriteResult) GetBucket() int32 {
@@ -2697,7 +2777,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2789,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2802,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpsertResponse) GetResults() []*WriteResult {
@@ -2744,7 +2824,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2836,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2849,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteRequest) GetTable() string {
@@ -2809,7 +2889,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +2901,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +2914,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteResponse) GetResults() []*WriteResult {
@@ -2862,7 +2942,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +2954,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +2967,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *FetchRequest) GetTable() string {
@@ -2973,7 +3053,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3065,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3078,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FetchResponse) GetRows() []byte {
@@ -3054,7 +3134,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3146,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3159,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ScanRequest) GetTable() string {
@@ -3165,7 +3245,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3257,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3270,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ScanResponse) GetBucket() int32 {
@@ -3239,7 +3319,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3331,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3344,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LookupRequest) GetTable() string {
@@ -3298,7 +3378,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3390,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3403,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *LookupResponse) GetRows() []byte {
@@ -3344,7 +3424,7 @@ type PrefixLookupRequest struct {
 
 func (x *PrefixLookupRequest) Reset() {
 	*x = PrefixLookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3436,7 @@ func (x *PrefixLookupRequest) String() string {
 func (*PrefixLookupRequest) ProtoMessage() {}
 
 func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3449,7 @@ func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
 func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PrefixLookupRequest) GetTable() string {
@@ -3402,7 +3482,7 @@ type PrefixLookupResult struct {
 
 func (x *PrefixLookupResult) Reset() {
 	*x = PrefixLookupResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3494,7 @@ func (x *PrefixLookupResult) String() string {
 func (*PrefixLookupResult) ProtoMessage() {}
 
 func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3507,7 @@ func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResult.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PrefixLookupResult) GetRows() []byte {
@@ -3446,7 +3526,7 @@ type PrefixLookupResponse struct {
 
 func (x *PrefixLookupResponse) Reset() {
 	*x = PrefixLookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3538,7 @@ func (x *PrefixLookupResponse) String() string {
 func (*PrefixLookupResponse) ProtoMessage() {}
 
 func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3551,7 @@ func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PrefixLookupResponse) GetResults() []*PrefixLookupResult {
@@ -3493,7 +3573,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3585,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3598,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{57}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LimitScanRequest) GetTable() string {
@@ -3558,7 +3638,7 @@ type LimitScanResponse struct {
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3650,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3663,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{58}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LimitScanResponse) GetRows() []byte {
@@ -3786,7 +3866,10 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x11DrainNodeResponse\"-\n" +
 	"\x12UndrainNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x15\n" +
-	"\x13UndrainNodeResponse\"\x12\n" +
+	"\x13UndrainNodeResponse\"2\n" +
+	"\x17DecommissionNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x1a\n" +
+	"\x18DecommissionNodeResponse\"\x12\n" +
 	"\x10RebalanceRequest\")\n" +
 	"\x11RebalanceResponse\x12\x14\n" +
 	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\xdf\x01\n" +
@@ -3896,8 +3979,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x04rows\x18\x01 \x01(\fB\x04\x88\xb5\x18\x01R\x04rows*\x1d\n" +
 	"\x06Format\x12\b\n" +
 	"\x04JSON\x10\x00\x12\t\n" +
-	"\x05ARROW\x10\x012\xbb\n" +
-	"\n" +
+	"\x05ARROW\x10\x012\x96\v\n" +
 	"\fAdminService\x12S\n" +
 	"\x0eCreateDatabase\x12\x1f.fluss.v1.CreateDatabaseRequest\x1a .fluss.v1.CreateDatabaseResponse\x12M\n" +
 	"\fDropDatabase\x12\x1d.fluss.v1.DropDatabaseRequest\x1a\x1e.fluss.v1.DropDatabaseResponse\x12P\n" +
@@ -3916,7 +3998,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x0eGetTableLayout\x12\x1f.fluss.v1.GetTableLayoutRequest\x1a .fluss.v1.GetTableLayoutResponse\x12V\n" +
 	"\x0fDescribeCluster\x12 .fluss.v1.DescribeClusterRequest\x1a!.fluss.v1.DescribeClusterResponse\x12D\n" +
 	"\tDrainNode\x12\x1a.fluss.v1.DrainNodeRequest\x1a\x1b.fluss.v1.DrainNodeResponse\x12J\n" +
-	"\vUndrainNode\x12\x1c.fluss.v1.UndrainNodeRequest\x1a\x1d.fluss.v1.UndrainNodeResponse\x12D\n" +
+	"\vUndrainNode\x12\x1c.fluss.v1.UndrainNodeRequest\x1a\x1d.fluss.v1.UndrainNodeResponse\x12Y\n" +
+	"\x10DecommissionNode\x12!.fluss.v1.DecommissionNodeRequest\x1a\".fluss.v1.DecommissionNodeResponse\x12D\n" +
 	"\tRebalance\x12\x1a.fluss.v1.RebalanceRequest\x1a\x1b.fluss.v1.RebalanceResponse2\xc5\x01\n" +
 	"\fWriteService\x12;\n" +
 	"\x06Append\x12\x17.fluss.v1.AppendRequest\x1a\x18.fluss.v1.AppendResponse\x12;\n" +
@@ -3943,7 +4026,7 @@ func file_fluss_v1_fluss_proto_rawDescGZIP() []byte {
 }
 
 var file_fluss_v1_fluss_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_fluss_v1_fluss_proto_goTypes = []any{
 	(Format)(0),                       // 0: fluss.v1.Format
 	(ListOffsetsRequest_Spec)(0),      // 1: fluss.v1.ListOffsetsRequest.Spec
@@ -3986,62 +4069,64 @@ var file_fluss_v1_fluss_proto_goTypes = []any{
 	(*DrainNodeResponse)(nil),         // 38: fluss.v1.DrainNodeResponse
 	(*UndrainNodeRequest)(nil),        // 39: fluss.v1.UndrainNodeRequest
 	(*UndrainNodeResponse)(nil),       // 40: fluss.v1.UndrainNodeResponse
-	(*RebalanceRequest)(nil),          // 41: fluss.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),         // 42: fluss.v1.RebalanceResponse
-	(*AppendRequest)(nil),             // 43: fluss.v1.AppendRequest
-	(*AppendResult)(nil),              // 44: fluss.v1.AppendResult
-	(*AppendResponse)(nil),            // 45: fluss.v1.AppendResponse
-	(*UpsertRequest)(nil),             // 46: fluss.v1.UpsertRequest
-	(*WriteResult)(nil),               // 47: fluss.v1.WriteResult
-	(*UpsertResponse)(nil),            // 48: fluss.v1.UpsertResponse
-	(*DeleteRequest)(nil),             // 49: fluss.v1.DeleteRequest
-	(*DeleteResponse)(nil),            // 50: fluss.v1.DeleteResponse
-	(*FetchRequest)(nil),              // 51: fluss.v1.FetchRequest
-	(*FetchResponse)(nil),             // 52: fluss.v1.FetchResponse
-	(*ScanRequest)(nil),               // 53: fluss.v1.ScanRequest
-	(*ScanResponse)(nil),              // 54: fluss.v1.ScanResponse
-	(*LookupRequest)(nil),             // 55: fluss.v1.LookupRequest
-	(*LookupResponse)(nil),            // 56: fluss.v1.LookupResponse
-	(*PrefixLookupRequest)(nil),       // 57: fluss.v1.PrefixLookupRequest
-	(*PrefixLookupResult)(nil),        // 58: fluss.v1.PrefixLookupResult
-	(*PrefixLookupResponse)(nil),      // 59: fluss.v1.PrefixLookupResponse
-	(*LimitScanRequest)(nil),          // 60: fluss.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),         // 61: fluss.v1.LimitScanResponse
-	nil,                               // 62: fluss.v1.CreateTableRequest.PropertiesEntry
-	nil,                               // 63: fluss.v1.GetTableResponse.PropertiesEntry
-	nil,                               // 64: fluss.v1.Partition.ValuesEntry
-	nil,                               // 65: fluss.v1.CreatePartitionRequest.ValuesEntry
-	nil,                               // 66: fluss.v1.DropPartitionRequest.ValuesEntry
-	nil,                               // 67: fluss.v1.ListPartitionsRequest.ValuesEntry
-	(*descriptorpb.FieldOptions)(nil), // 68: google.protobuf.FieldOptions
+	(*DecommissionNodeRequest)(nil),   // 41: fluss.v1.DecommissionNodeRequest
+	(*DecommissionNodeResponse)(nil),  // 42: fluss.v1.DecommissionNodeResponse
+	(*RebalanceRequest)(nil),          // 43: fluss.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),         // 44: fluss.v1.RebalanceResponse
+	(*AppendRequest)(nil),             // 45: fluss.v1.AppendRequest
+	(*AppendResult)(nil),              // 46: fluss.v1.AppendResult
+	(*AppendResponse)(nil),            // 47: fluss.v1.AppendResponse
+	(*UpsertRequest)(nil),             // 48: fluss.v1.UpsertRequest
+	(*WriteResult)(nil),               // 49: fluss.v1.WriteResult
+	(*UpsertResponse)(nil),            // 50: fluss.v1.UpsertResponse
+	(*DeleteRequest)(nil),             // 51: fluss.v1.DeleteRequest
+	(*DeleteResponse)(nil),            // 52: fluss.v1.DeleteResponse
+	(*FetchRequest)(nil),              // 53: fluss.v1.FetchRequest
+	(*FetchResponse)(nil),             // 54: fluss.v1.FetchResponse
+	(*ScanRequest)(nil),               // 55: fluss.v1.ScanRequest
+	(*ScanResponse)(nil),              // 56: fluss.v1.ScanResponse
+	(*LookupRequest)(nil),             // 57: fluss.v1.LookupRequest
+	(*LookupResponse)(nil),            // 58: fluss.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),       // 59: fluss.v1.PrefixLookupRequest
+	(*PrefixLookupResult)(nil),        // 60: fluss.v1.PrefixLookupResult
+	(*PrefixLookupResponse)(nil),      // 61: fluss.v1.PrefixLookupResponse
+	(*LimitScanRequest)(nil),          // 62: fluss.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),         // 63: fluss.v1.LimitScanResponse
+	nil,                               // 64: fluss.v1.CreateTableRequest.PropertiesEntry
+	nil,                               // 65: fluss.v1.GetTableResponse.PropertiesEntry
+	nil,                               // 66: fluss.v1.Partition.ValuesEntry
+	nil,                               // 67: fluss.v1.CreatePartitionRequest.ValuesEntry
+	nil,                               // 68: fluss.v1.DropPartitionRequest.ValuesEntry
+	nil,                               // 69: fluss.v1.ListPartitionsRequest.ValuesEntry
+	(*descriptorpb.FieldOptions)(nil), // 70: google.protobuf.FieldOptions
 }
 var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	9,  // 0: fluss.v1.Schema.columns:type_name -> fluss.v1.Column
 	10, // 1: fluss.v1.CreateTableRequest.schema:type_name -> fluss.v1.Schema
-	62, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
+	64, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
 	9,  // 3: fluss.v1.AlterTableRequest.add_columns:type_name -> fluss.v1.Column
 	10, // 4: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
-	63, // 5: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
-	64, // 6: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
-	65, // 7: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
+	65, // 5: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
+	66, // 6: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
+	67, // 7: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
 	21, // 8: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
-	66, // 9: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
+	68, // 9: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
 	21, // 10: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
-	67, // 11: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
+	69, // 11: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
 	21, // 12: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
 	1,  // 13: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
 	29, // 14: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
 	32, // 15: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
 	35, // 16: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
-	44, // 17: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
-	47, // 18: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
-	47, // 19: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
+	46, // 17: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
+	49, // 18: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
+	49, // 19: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
 	0,  // 20: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
 	2,  // 21: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
 	29, // 22: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
 	0,  // 23: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
-	58, // 24: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
-	68, // 25: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
+	60, // 24: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
+	70, // 25: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
 	3,  // 26: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
 	5,  // 27: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
 	7,  // 28: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
@@ -4058,42 +4143,44 @@ var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	34, // 39: fluss.v1.AdminService.DescribeCluster:input_type -> fluss.v1.DescribeClusterRequest
 	37, // 40: fluss.v1.AdminService.DrainNode:input_type -> fluss.v1.DrainNodeRequest
 	39, // 41: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
-	41, // 42: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
-	43, // 43: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
-	46, // 44: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
-	49, // 45: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
-	51, // 46: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
-	53, // 47: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
-	55, // 48: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
-	57, // 49: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
-	60, // 50: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
-	4,  // 51: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
-	6,  // 52: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
-	8,  // 53: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
-	12, // 54: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
-	16, // 55: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
-	18, // 56: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
-	20, // 57: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
-	14, // 58: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
-	23, // 59: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
-	25, // 60: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
-	27, // 61: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
-	30, // 62: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
-	33, // 63: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
-	36, // 64: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
-	38, // 65: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
-	40, // 66: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
-	42, // 67: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
-	45, // 68: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
-	48, // 69: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
-	50, // 70: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
-	52, // 71: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
-	54, // 72: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
-	56, // 73: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
-	59, // 74: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
-	61, // 75: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
-	51, // [51:76] is the sub-list for method output_type
-	26, // [26:51] is the sub-list for method input_type
+	41, // 42: fluss.v1.AdminService.DecommissionNode:input_type -> fluss.v1.DecommissionNodeRequest
+	43, // 43: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
+	45, // 44: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
+	48, // 45: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
+	51, // 46: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
+	53, // 47: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
+	55, // 48: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
+	57, // 49: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
+	59, // 50: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
+	62, // 51: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
+	4,  // 52: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
+	6,  // 53: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
+	8,  // 54: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
+	12, // 55: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
+	16, // 56: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
+	18, // 57: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
+	20, // 58: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
+	14, // 59: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
+	23, // 60: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
+	25, // 61: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
+	27, // 62: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
+	30, // 63: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
+	33, // 64: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
+	36, // 65: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
+	38, // 66: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
+	40, // 67: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
+	42, // 68: fluss.v1.AdminService.DecommissionNode:output_type -> fluss.v1.DecommissionNodeResponse
+	44, // 69: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
+	47, // 70: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
+	50, // 71: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
+	52, // 72: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
+	54, // 73: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
+	56, // 74: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
+	58, // 75: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
+	61, // 76: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
+	63, // 77: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
+	52, // [52:78] is the sub-list for method output_type
+	26, // [26:52] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	25, // [25:26] is the sub-list for extension extendee
 	0,  // [0:25] is the sub-list for field type_name
@@ -4106,15 +4193,15 @@ func file_fluss_v1_fluss_proto_init() {
 	}
 	file_fluss_v1_fluss_proto_msgTypes[6].OneofWrappers = []any{}
 	file_fluss_v1_fluss_proto_msgTypes[32].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[40].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[57].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[42].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[59].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_v1_fluss_proto_rawDesc), len(file_fluss_v1_fluss_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 1,
 			NumServices:   3,
 		},

@@ -88,6 +88,9 @@ const (
 	// AdminServiceUndrainNodeProcedure is the fully-qualified name of the AdminService's UndrainNode
 	// RPC.
 	AdminServiceUndrainNodeProcedure = "/fluss.v1.AdminService/UndrainNode"
+	// AdminServiceDecommissionNodeProcedure is the fully-qualified name of the AdminService's
+	// DecommissionNode RPC.
+	AdminServiceDecommissionNodeProcedure = "/fluss.v1.AdminService/DecommissionNode"
 	// AdminServiceRebalanceProcedure is the fully-qualified name of the AdminService's Rebalance RPC.
 	AdminServiceRebalanceProcedure = "/fluss.v1.AdminService/Rebalance"
 	// WriteServiceAppendProcedure is the fully-qualified name of the WriteService's Append RPC.
@@ -131,8 +134,15 @@ type AdminServiceClient interface {
 	// DrainNode marks a node draining: its bucket leaderships move to other
 	// replicas and no new buckets are placed on it (`cluster drain NODE`).
 	DrainNode(context.Context, *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error)
-	// UndrainNode returns a draining node to active (`cluster undrain NODE`).
+	// UndrainNode returns a draining or decommissioning node to active
+	// (`cluster undrain NODE`).
 	UndrainNode(context.Context, *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error)
+	// DecommissionNode removes a running node from the cluster for good
+	// (`cluster decommission NODE`): it drains, its replicas move to active
+	// nodes (the buckets keep all their replicas meanwhile), and it leaves the
+	// metadata group. failed_precondition when some bucket it holds has no
+	// other active node to move to.
+	DecommissionNode(context.Context, *connect.Request[flussv1.DecommissionNodeRequest]) (*connect.Response[flussv1.DecommissionNodeResponse], error)
 	// Rebalance spreads bucket replicas evenly over the active nodes
 	// (`cluster rebalance`); replicas move by add, catch up, remove.
 	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
@@ -245,6 +255,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("UndrainNode")),
 			connect.WithClientOptions(opts...),
 		),
+		decommissionNode: connect.NewClient[flussv1.DecommissionNodeRequest, flussv1.DecommissionNodeResponse](
+			httpClient,
+			baseURL+AdminServiceDecommissionNodeProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DecommissionNode")),
+			connect.WithClientOptions(opts...),
+		),
 		rebalance: connect.NewClient[flussv1.RebalanceRequest, flussv1.RebalanceResponse](
 			httpClient,
 			baseURL+AdminServiceRebalanceProcedure,
@@ -256,23 +272,24 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	createDatabase  *connect.Client[flussv1.CreateDatabaseRequest, flussv1.CreateDatabaseResponse]
-	dropDatabase    *connect.Client[flussv1.DropDatabaseRequest, flussv1.DropDatabaseResponse]
-	listDatabases   *connect.Client[flussv1.ListDatabasesRequest, flussv1.ListDatabasesResponse]
-	createTable     *connect.Client[flussv1.CreateTableRequest, flussv1.CreateTableResponse]
-	getTable        *connect.Client[flussv1.GetTableRequest, flussv1.GetTableResponse]
-	listTables      *connect.Client[flussv1.ListTablesRequest, flussv1.ListTablesResponse]
-	dropTable       *connect.Client[flussv1.DropTableRequest, flussv1.DropTableResponse]
-	alterTable      *connect.Client[flussv1.AlterTableRequest, flussv1.AlterTableResponse]
-	createPartition *connect.Client[flussv1.CreatePartitionRequest, flussv1.CreatePartitionResponse]
-	dropPartition   *connect.Client[flussv1.DropPartitionRequest, flussv1.DropPartitionResponse]
-	listPartitions  *connect.Client[flussv1.ListPartitionsRequest, flussv1.ListPartitionsResponse]
-	listOffsets     *connect.Client[flussv1.ListOffsetsRequest, flussv1.ListOffsetsResponse]
-	getTableLayout  *connect.Client[flussv1.GetTableLayoutRequest, flussv1.GetTableLayoutResponse]
-	describeCluster *connect.Client[flussv1.DescribeClusterRequest, flussv1.DescribeClusterResponse]
-	drainNode       *connect.Client[flussv1.DrainNodeRequest, flussv1.DrainNodeResponse]
-	undrainNode     *connect.Client[flussv1.UndrainNodeRequest, flussv1.UndrainNodeResponse]
-	rebalance       *connect.Client[flussv1.RebalanceRequest, flussv1.RebalanceResponse]
+	createDatabase   *connect.Client[flussv1.CreateDatabaseRequest, flussv1.CreateDatabaseResponse]
+	dropDatabase     *connect.Client[flussv1.DropDatabaseRequest, flussv1.DropDatabaseResponse]
+	listDatabases    *connect.Client[flussv1.ListDatabasesRequest, flussv1.ListDatabasesResponse]
+	createTable      *connect.Client[flussv1.CreateTableRequest, flussv1.CreateTableResponse]
+	getTable         *connect.Client[flussv1.GetTableRequest, flussv1.GetTableResponse]
+	listTables       *connect.Client[flussv1.ListTablesRequest, flussv1.ListTablesResponse]
+	dropTable        *connect.Client[flussv1.DropTableRequest, flussv1.DropTableResponse]
+	alterTable       *connect.Client[flussv1.AlterTableRequest, flussv1.AlterTableResponse]
+	createPartition  *connect.Client[flussv1.CreatePartitionRequest, flussv1.CreatePartitionResponse]
+	dropPartition    *connect.Client[flussv1.DropPartitionRequest, flussv1.DropPartitionResponse]
+	listPartitions   *connect.Client[flussv1.ListPartitionsRequest, flussv1.ListPartitionsResponse]
+	listOffsets      *connect.Client[flussv1.ListOffsetsRequest, flussv1.ListOffsetsResponse]
+	getTableLayout   *connect.Client[flussv1.GetTableLayoutRequest, flussv1.GetTableLayoutResponse]
+	describeCluster  *connect.Client[flussv1.DescribeClusterRequest, flussv1.DescribeClusterResponse]
+	drainNode        *connect.Client[flussv1.DrainNodeRequest, flussv1.DrainNodeResponse]
+	undrainNode      *connect.Client[flussv1.UndrainNodeRequest, flussv1.UndrainNodeResponse]
+	decommissionNode *connect.Client[flussv1.DecommissionNodeRequest, flussv1.DecommissionNodeResponse]
+	rebalance        *connect.Client[flussv1.RebalanceRequest, flussv1.RebalanceResponse]
 }
 
 // CreateDatabase calls fluss.v1.AdminService.CreateDatabase.
@@ -355,6 +372,11 @@ func (c *adminServiceClient) UndrainNode(ctx context.Context, req *connect.Reque
 	return c.undrainNode.CallUnary(ctx, req)
 }
 
+// DecommissionNode calls fluss.v1.AdminService.DecommissionNode.
+func (c *adminServiceClient) DecommissionNode(ctx context.Context, req *connect.Request[flussv1.DecommissionNodeRequest]) (*connect.Response[flussv1.DecommissionNodeResponse], error) {
+	return c.decommissionNode.CallUnary(ctx, req)
+}
+
 // Rebalance calls fluss.v1.AdminService.Rebalance.
 func (c *adminServiceClient) Rebalance(ctx context.Context, req *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error) {
 	return c.rebalance.CallUnary(ctx, req)
@@ -382,8 +404,15 @@ type AdminServiceHandler interface {
 	// DrainNode marks a node draining: its bucket leaderships move to other
 	// replicas and no new buckets are placed on it (`cluster drain NODE`).
 	DrainNode(context.Context, *connect.Request[flussv1.DrainNodeRequest]) (*connect.Response[flussv1.DrainNodeResponse], error)
-	// UndrainNode returns a draining node to active (`cluster undrain NODE`).
+	// UndrainNode returns a draining or decommissioning node to active
+	// (`cluster undrain NODE`).
 	UndrainNode(context.Context, *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error)
+	// DecommissionNode removes a running node from the cluster for good
+	// (`cluster decommission NODE`): it drains, its replicas move to active
+	// nodes (the buckets keep all their replicas meanwhile), and it leaves the
+	// metadata group. failed_precondition when some bucket it holds has no
+	// other active node to move to.
+	DecommissionNode(context.Context, *connect.Request[flussv1.DecommissionNodeRequest]) (*connect.Response[flussv1.DecommissionNodeResponse], error)
 	// Rebalance spreads bucket replicas evenly over the active nodes
 	// (`cluster rebalance`); replicas move by add, catch up, remove.
 	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
@@ -492,6 +521,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("UndrainNode")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceDecommissionNodeHandler := connect.NewUnaryHandler(
+		AdminServiceDecommissionNodeProcedure,
+		svc.DecommissionNode,
+		connect.WithSchema(adminServiceMethods.ByName("DecommissionNode")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceRebalanceHandler := connect.NewUnaryHandler(
 		AdminServiceRebalanceProcedure,
 		svc.Rebalance,
@@ -532,6 +567,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDrainNodeHandler.ServeHTTP(w, r)
 		case AdminServiceUndrainNodeProcedure:
 			adminServiceUndrainNodeHandler.ServeHTTP(w, r)
+		case AdminServiceDecommissionNodeProcedure:
+			adminServiceDecommissionNodeHandler.ServeHTTP(w, r)
 		case AdminServiceRebalanceProcedure:
 			adminServiceRebalanceHandler.ServeHTTP(w, r)
 		default:
@@ -605,6 +642,10 @@ func (UnimplementedAdminServiceHandler) DrainNode(context.Context, *connect.Requ
 
 func (UnimplementedAdminServiceHandler) UndrainNode(context.Context, *connect.Request[flussv1.UndrainNodeRequest]) (*connect.Response[flussv1.UndrainNodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.UndrainNode is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DecommissionNode(context.Context, *connect.Request[flussv1.DecommissionNodeRequest]) (*connect.Response[flussv1.DecommissionNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.DecommissionNode is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error) {
