@@ -267,7 +267,7 @@ func TestKVPrefix(t *testing.T) {
 // created, by CreatePartition or by a write (failed_precondition, nothing
 // stored); once that node is gone (upgraded), partitions are created. The
 // same for dictionary-encoded columns (a later level), by CreateTable and
-// AlterTable.
+// AlterTable, and for decommissioning a node.
 func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 	nodes, _ := opsCluster(t, 2) // the metadata quorum outlives the old node
 	first := nodes[0]
@@ -328,6 +328,14 @@ func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 		if err := call(); codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "feature level") {
 			t.Fatalf("%s next to an old node: %v, want failed_precondition", what, err)
 		}
+	}
+	// And no node is decommissioned: the old node could not apply the state.
+	_, err = c.Admin().DecommissionNode(ctx, connect.NewRequest(&flussv1.DecommissionNodeRequest{NodeId: 2}))
+	if codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "feature level") {
+		t.Fatalf("decommission next to an old node: %v, want failed_precondition", err)
+	}
+	if st := nodeState(first, 2); st != raftmeta.NodeActive {
+		t.Fatalf("node 2 is %q after a refused decommission", st)
 	}
 	// The old node leaves (to be upgraded): the alive nodes all support it.
 	old.Close()
