@@ -387,13 +387,14 @@ func (n *Node) admit(ctx context.Context, nd raftmeta.Node, fresh bool) (raftmet
 	rec := nd
 	rec.State = raftmeta.NodeJoining
 	if j := slices.IndexFunc(nodes, func(m raftmeta.Node) bool { return m.ID == nd.ID }); j >= 0 {
-		// A fresh node under the id of a decommissioned one is a new
-		// member: it must not inherit the state that keeps it out.
-		renew := fresh && nodes[j].State == raftmeta.NodeDecommissioning
-		if nodes[j].PeerAddr == nd.PeerAddr && !renew {
+		switch {
+		case fresh && nodes[j].State == raftmeta.NodeDecommissioning:
+			// A fresh node under the id of a decommissioned one is a
+			// new member: it registers as joining, not in the state
+			// that keeps it out.
+		case nodes[j].PeerAddr == nd.PeerAddr:
 			return nd.ID, nil
-		}
-		if !renew {
+		default:
 			rec = nodes[j]
 			rec.PeerAddr = nd.PeerAddr
 		}

@@ -171,7 +171,6 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 			}
 		}
 	}
-	n.fixMetaMembers(ctx, nodes, alive, expired)
 	var targets []raftmeta.NodeID
 	state := map[raftmeta.NodeID]raftmeta.NodeState{}
 	for _, m := range nodes {
@@ -180,6 +179,7 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 			targets = append(targets, m.ID)
 		}
 	}
+	n.fixMetaMembers(ctx, nodes, state, alive, expired)
 	if changes := raftmeta.ReplaceDown(n.meta.Assignments(), expired, targets); len(changes) > 0 {
 		if !n.setAssignments(ctx, changes, "moved off dead nodes") {
 			return
@@ -229,14 +229,10 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 //     node that comes back by restarting registers so itself, but one that
 //     was only cut off for longer than the grace period never restarted,
 //     and would otherwise get no replicas and no vote until it did.
-func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, expired func(raftmeta.NodeID) bool) {
+func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, expired func(raftmeta.NodeID) bool) {
 	servers, err := n.meta.Servers()
 	if err != nil {
 		return
-	}
-	state := map[raftmeta.NodeID]raftmeta.NodeState{}
-	for _, m := range nodes {
-		state[m.ID] = m.State
 	}
 	in := map[raftmeta.NodeID]bool{}
 	for _, s := range servers {
