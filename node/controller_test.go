@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 
+	"github.com/fluss-node/fluss-node/node/nodetest"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc/client"
@@ -779,4 +782,29 @@ func TestClusterGrowsReplicasToTheFactor(t *testing.T) {
 	appendTo(t, ctx, retryClient(nodes[2]), buckets, 9, 12)
 	checkRows(t, ctx, c, buckets, 12)
 	checkReplicasIdentical(t, nodes, tableID)
+}
+
+// TestAliveNodes asks about catalog nodes gossip does not know: this node
+// is up, nodes whose peer address refuses or never answers are not, and
+// the one that answers node.hello is; all are in the answer.
+func TestAliveNodes(t *testing.T) {
+	nodes, _ := opsCluster(t, 2)
+	n := nodes[0]
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	ask := []raftmeta.Node{
+		{ID: n.ID()},
+		{ID: 7, PeerAddr: nodes[1].peers.Addr()},
+		{ID: 8, PeerAddr: silent.Addr().String()},
+		{ID: 9, PeerAddr: silent.Addr().String()},
+		{ID: 10, PeerAddr: nodetest.FreeAddr()}, // nothing listens
+	}
+	got := n.aliveNodes(context.Background(), ask)
+	want := map[raftmeta.NodeID]bool{n.ID(): true, 7: true, 8: false, 9: false, 10: false}
+	if !maps.Equal(got, want) {
+		t.Fatalf("aliveNodes: %v, want %v", got, want)
+	}
 }
