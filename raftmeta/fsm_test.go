@@ -257,6 +257,13 @@ func TestFSMCommands(t *testing.T) {
 					t.Fatalf("Node = %+v", n)
 				}
 			}},
+		{name: "set node state decommissioning", cmd: func(testing.TB) *metapb.Command { return cNodeState(7, NodeDecommissioning) },
+			check: func(t *testing.T, f *FSM) {
+				if n, _ := f.Node(7); n.State != NodeDecommissioning {
+					t.Fatalf("Node = %+v", n)
+				}
+			}},
+		{name: "set node state unknown", cmd: func(testing.TB) *metapb.Command { return cNodeState(7, "sleepy") }, wantErr: ErrInvalid},
 		{name: "set state of unknown node", cmd: func(testing.TB) *metapb.Command { return cNodeState(9, NodeActive) }, wantErr: ErrNodeNotFound},
 		{name: "set assignments", cmd: func(testing.TB) *metapb.Command {
 			return cSetAssign(Assignment{BucketID: BucketID{TableID: 1, Bucket: 3}, Replicas: []NodeID{7, 1}})
@@ -511,11 +518,11 @@ func randomCommand(t testing.TB, r *rand.Rand) *metapb.Command {
 	case 7:
 		return cDropPartition(int64(1+r.IntN(8)), fmt.Sprintf("p%d", r.IntN(4)), r.IntN(2) == 0)
 	case 8:
-		states := []NodeState{NodeJoining, NodeActive, NodeDraining, NodeLeft}
+		states := []NodeState{NodeJoining, NodeActive, NodeDraining, NodeLeft, NodeDecommissioning}
 		if r.IntN(2) == 0 {
-			return cRegister(NodeID(1+r.IntN(5)), states[r.IntN(4)])
+			return cRegister(NodeID(1+r.IntN(5)), states[r.IntN(len(states))])
 		}
-		return cNodeState(NodeID(1+r.IntN(5)), states[r.IntN(4)])
+		return cNodeState(NodeID(1+r.IntN(5)), states[r.IntN(len(states))])
 	case 9:
 		var as []Assignment
 		for range 1 + r.IntN(3) {
