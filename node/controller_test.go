@@ -403,6 +403,33 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 	checkRows(t, ctx, c, buckets, 96)
 }
 
+// TestBootstrapNodeReturnsAfterRemoval stops node 1, which bootstrapped the
+// cluster and so has no join list, for longer than the grace period: the
+// metadata group drops it. Restarted on its old data, it finds the others
+// through the peers of the metadata group's configuration it restores from
+// its log (its catalog copy may not list them yet), is added back, and its
+// catalog catches up with what changed while it was down.
+func TestBootstrapNodeReturnsAfterRemoval(t *testing.T) {
+	nodes, cfgs := opsCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if len(cfgs[0].Join) != 0 {
+		t.Fatal("node 1 has a join list")
+	}
+	if err := nodes[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool { return metaMembers(nodes[1]) == "2:voter 3:voter" })
+	if err := retryClient(nodes[1]).CreateDatabase(ctx, "while_down", false); err != nil {
+		t.Fatal(err)
+	}
+	nodes[0] = startCluster(t, cfgs[0])
+	waitFor(t, 30*time.Second, func() bool {
+		return metaMembers(nodes[1]) == "1:voter 2:voter 3:voter" && nodeState(nodes[1], 1) == raftmeta.NodeActive
+	})
+	waitFor(t, 10*time.Second, func() bool { _, err := nodes[0].meta.FSM().Database("while_down"); return err == nil })
+}
+
 // TestControllerRestoresLiveNode takes a running node out of the metadata
 // group and marks it left, as the controller does to a node cut off for
 // longer than the grace period that then reconnects without restarting

@@ -174,16 +174,27 @@ func (n *Node) members() []membership.Member {
 }
 
 // gossipJoinLoop joins the gossip cluster: through the join list (seeds
-// may be gossip addresses) and the gossip addresses of the other nodes in
+// may be gossip addresses), the gossip addresses of the other nodes in
 // the catalog (known once this node is registered, so also on a restart
-// and to a node admitted through a peer address). It returns once one
-// seed answered, when no other node is known, or at Close.
+// and to a node admitted through a peer address) and the other servers of
+// the metadata group (gossipSeeds). It returns once one seed answered,
+// when no other node is known, or at Close.
 func (n *Node) gossipJoinLoop() {
 	m := n.gossip.m
 	for attempt := 0; ; attempt++ {
 		seeds := n.gossipSeeds()
 		if len(seeds) == 0 {
+			// Nothing to join through yet: wait for the metadata group
+			// to open (its configuration names the other servers), then
+			// for this node's registration (its catalog copy names the
+			// other nodes).
+			opened := n.metaReady
+			if n.metaOpen() {
+				opened = nil
+			}
 			select {
+			case <-opened:
+				continue
 			case <-n.registered:
 				if seeds = n.gossipSeeds(); len(seeds) == 0 {
 					return // a cluster of one, so far: the others join us
@@ -235,10 +246,16 @@ func ctxOf(ch <-chan struct{}) (context.Context, context.CancelFunc) {
 }
 
 // gossipSeeds are the addresses to join through: the gossip addresses of
-// the other catalog nodes, and for each join-list entry the entry itself
-// when it is a gossip address (seedIsGossip), else its gossip address as
-// its node.hello answers (a peer address; nothing while it does not
-// answer). Own addresses are left out.
+// the other catalog nodes; for each join-list entry the entry itself when
+// it is a gossip address (seedIsGossip), else its gossip address as its
+// node.hello answers (a peer address; nothing while it does not answer);
+// and the same for the peer address of each other server of the metadata
+// group's configuration that the catalog does not already account for.
+// Raft restores that configuration from the local log at start, while the
+// catalog copy may lack the other nodes until a leader brings it up to
+// date: a node without a join list (the one that bootstrapped) that the
+// group dropped while it was down hears from no leader until it is added
+// back, which needs it alive in gossip first. Own addresses are left out.
 func (n *Node) gossipSeeds() []string {
 	self := n.gossip.m.GossipAddr()
 	var out []string
@@ -247,10 +264,20 @@ func (n *Node) gossipSeeds() []string {
 			out = append(out, a)
 		}
 	}
+	var peers []string // peer addresses of the metadata group not in the catalog
 	if n.metaOpen() {
+		known := map[string]bool{}
 		for _, nd := range n.meta.Nodes() {
-			if nd.ID != n.id {
+			if nd.ID != n.id && nd.GossipAddr != "" {
 				add(nd.GossipAddr)
+				known[nd.PeerAddr] = true
+			}
+		}
+		if servers, err := n.meta.Servers(); err == nil {
+			for _, s := range servers {
+				if a := string(s.Address); serverNode(s.ID) != n.id && !known[a] {
+					peers = append(peers, a)
+				}
 			}
 		}
 	}
@@ -264,16 +291,31 @@ func (n *Node) gossipSeeds() []string {
 			add(a)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		b, err := n.peers.Call(ctx, a, callHello, nil)
-		cancel()
-		var h helloResp
-		if err == nil && json.Unmarshal(b, &h) == nil && h.PeerAddr != "" {
+		if gossip, ok := n.helloGossipAddr(a); ok {
 			n.gossip.markSeed(a, false)
-			add(h.GossipAddr) // a peer address: its gossip address, if running
+			add(gossip) // a peer address: its gossip address, if running
+		}
+	}
+	for _, a := range peers {
+		if gossip, ok := n.helloGossipAddr(a); ok {
+			add(gossip)
 		}
 	}
 	return out
+}
+
+// helloGossipAddr is the gossip address ("" if it runs none) that the
+// node at peer address a answers node.hello with; ok is false when it
+// does not answer as a node within a second.
+func (n *Node) helloGossipAddr(a string) (gossip string, ok bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b, err := n.peers.Call(ctx, a, callHello, nil)
+	var h helloResp
+	if err != nil || json.Unmarshal(b, &h) != nil || h.PeerAddr == "" {
+		return "", false
+	}
+	return h.GossipAddr, true
 }
 
 // gossipPeerAddrs are the peer and the gossip addresses of the alive
