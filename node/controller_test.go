@@ -303,13 +303,11 @@ func TestDrainMovesMetaLeader(t *testing.T) {
 			t.Fatalf("node %d, draining, still leads the metadata group after %v", x.ID(), 4*balanceInterval)
 		}
 	}
-	d, err := c.Admin().DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := d.Msg.GetMetaLeader(); l == 0 || l == int32(x.ID()) {
-		t.Fatalf("metadata leader %d after draining node %d", l, x.ID())
-	}
+	// The other nodes learn of the new leader from its first heartbeat.
+	waitFor(t, 5*time.Second, func() bool {
+		d, err := c.Admin().DescribeCluster(ctx, connect.NewRequest(&flussv1.DescribeClusterRequest{}))
+		return err == nil && d.Msg.GetMetaLeader() != 0 && d.Msg.GetMetaLeader() != int32(x.ID())
+	})
 	if ni := nodeInfo(ctx, c, int32(x.ID())); ni == nil || ni.State != "draining" {
 		t.Fatalf("node %d after the drain: %+v", x.ID(), ni)
 	}
@@ -494,7 +492,10 @@ func TestDecommissionNode(t *testing.T) {
 		t.Fatalf("node 1 still has %d replicas open after leaving the metadata group", got)
 	}
 	if st := nodeState(nodes[1], 1); st != raftmeta.NodeDecommissioning {
-		t.Fatalf("node 1 is %q after its decommission, want decommissioning", st)
+		t.Fatalf("node 1 is %q in the catalog after its decommission, want decommissioning", st)
+	}
+	if ni := nodeInfo(ctx, c, 1); ni == nil || ni.State != string(StateDecommissioned) || ni.MetaRole != "none" {
+		t.Fatalf("DescribeCluster after the decommission, node 1: %+v, want decommissioned and no metadata role", ni)
 	}
 	live := []*Node{nil, nodes[1], nodes[2], nodes[3]}
 	waitFor(t, 30*time.Second, func() bool { return healed(live, tableID) })
