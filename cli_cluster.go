@@ -88,7 +88,7 @@ func clusterOpsCmds() []*cobra.Command {
 			if waited {
 				return fmt.Sprintf("node %d is decommissioned: it holds no replica and has left the metadata group; stop it", id)
 			}
-			return fmt.Sprintf("node %d is decommissioning; `fluss-node cluster status` shows its replicas going to 0 and META none (or use --wait), then stop it", id)
+			return fmt.Sprintf("node %d is decommissioning; `fluss-node cluster status` shows its replicas going to 0, then the node decommissioned (or use --wait); stop it then", id)
 		},
 		func(ctx context.Context, c *client.Client, id int32) error {
 			_, err := c.Admin().DecommissionNode(ctx, connect.NewRequest(&flussv1.DecommissionNodeRequest{NodeId: id}))
@@ -135,20 +135,20 @@ func waitDrained(ctx context.Context, c *client.Client, id int32, wait time.Dura
 	})
 }
 
-// waitDecommissioned polls the cluster until node id is decommissioning,
-// reports no replica and has left the metadata group, printing what it
-// still holds as that changes, for at most wait.
+// waitDecommissioned polls the cluster until node id shows decommissioned
+// (no assignment names it and it left the metadata group), printing what
+// it still holds as that changes, for at most wait.
 func waitDecommissioned(ctx context.Context, c *client.Client, id int32, wait time.Duration) error {
 	return waitNode(ctx, c, id, wait, func(n *flussv1.NodeInfo) (bool, string, string) {
 		switch {
 		case n == nil:
 			return false, "is not listed", "see `fluss-node cluster status`"
+		case n.State == "decommissioned":
+			return true, "", ""
 		case n.State != "decommissioning":
-			return false, "is " + n.State + ", not decommissioning", "undrained meanwhile?"
-		case !reported(n):
-			return false, "did not report what it holds", "down or unreachable: see `fluss-node cluster status`"
+			return false, "is " + n.State + ", not decommissioning", "undrained meanwhile, or down: see `fluss-node cluster status`"
 		}
-		return n.Replicas == 0 && n.MetaRole == "none", fmt.Sprintf("still holds %d replica(s), metadata role %s", n.Replicas, n.MetaRole),
+		return false, fmt.Sprintf("still holds %d replica(s), metadata role %s", n.Replicas, n.MetaRole),
 			`the metadata leader's log says why ("no active node to move to"), or the buckets' leaders' (a replica that cannot catch up)`
 	})
 }

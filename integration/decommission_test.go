@@ -65,7 +65,7 @@ func TestDecommissionCLI(t *testing.T) {
 		}
 	}
 	// NODE STATE META REPLICAS LEADERS ...
-	if len(row) < 5 || row[1] != "decommissioning" || row[2] != "none" || row[3] != "0" || row[4] != "0" {
+	if len(row) < 5 || row[1] != "decommissioned" || row[2] != "none" || row[3] != "0" || row[4] != "0" {
 		t.Fatalf("cluster status after the decommission, node %d: %q\n%s", id, row, status)
 	}
 	nodes[2].p.stop(t)

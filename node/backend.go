@@ -360,6 +360,12 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 	for i, m := range nodes {
 		ids[i] = m.ID
 	}
+	assigned := map[raftmeta.NodeID]bool{}
+	for _, a := range n.meta.Assignments() {
+		for _, r := range a.Replicas {
+			assigned[r] = true
+		}
+	}
 	stats := n.statsOf(ctx, ids, true)
 	gossiped := map[raftmeta.NodeID]*membership.Member{}
 	members := n.members()
@@ -367,7 +373,11 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 		gossiped[raftmeta.NodeID(members[i].ID)] = &members[i]
 	}
 	for _, m := range nodes {
-		m.State = gossipNodeState(m.State, gossiped[m.ID])
+		if m.State == raftmeta.NodeDecommissioning && roles[m.ID] == "" && !assigned[m.ID] {
+			m.State = StateDecommissioned
+		} else {
+			m.State = gossipNodeState(m.State, gossiped[m.ID])
+		}
 		ni := rpc.NodeInfo{Node: m, MetaRole: roles[m.ID]}
 		switch {
 		case m.ID == leaderID:

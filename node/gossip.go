@@ -19,6 +19,12 @@ import (
 // declared failed (it is never stored in the catalog).
 const StateDead raftmeta.NodeState = "dead"
 
+// StateDecommissioned is the state DescribeCluster reports for a node
+// whose decommission finished: decommissioning in the catalog, named by no
+// assignment and out of the metadata group. Whether it still runs or not,
+// it is gone from the cluster (stop it if it runs).
+const StateDecommissioned raftmeta.NodeState = "decommissioned"
+
 // gossipLeaveTimeout bounds the leave broadcast of a clean Close.
 const gossipLeaveTimeout = 2 * time.Second
 
