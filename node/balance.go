@@ -82,7 +82,9 @@ func (n *Node) balance(moves *leaderMoves) {
 	nodes := n.meta.Nodes()
 	peerAddr := map[raftmeta.NodeID]string{}
 	serverAddr := map[raft.ServerID]raft.ServerAddress{}
+	state := map[raftmeta.NodeID]raftmeta.NodeState{}
 	for _, m := range nodes {
+		state[m.ID] = m.State
 		if m.PeerAddr != "" {
 			peerAddr[m.ID] = m.PeerAddr
 			serverAddr[nodeServer(m.ID)] = raft.ServerAddress(m.PeerAddr)
@@ -92,8 +94,8 @@ func (n *Node) balance(moves *leaderMoves) {
 	alive := n.gossipAlive(nodes)
 	n.reconcileGroups(alive, peerAddr)
 	n.closeUnassigned()
-	n.balanceLeaders(nodes, alive, moves)
-	n.moveMetaLeader(nodes, alive, &moves.meta)
+	n.balanceLeaders(state, alive, moves)
+	n.moveMetaLeader(state, alive, &moves.meta)
 }
 
 // leavesLeadership reports whether a node in state s hands off every
@@ -152,11 +154,7 @@ func preferredLeader(a raftmeta.Assignment, state map[raftmeta.NodeID]raftmeta.N
 // but does not prefer to its preferred replica, unless that bucket was
 // tried within the backoff. A draining node says in its log, once per
 // reason, why a bucket's leadership cannot leave it.
-func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, moves *leaderMoves) {
-	state := map[raftmeta.NodeID]raftmeta.NodeState{}
-	for _, m := range nodes {
-		state[m.ID] = m.State
-	}
+func (n *Node) balanceLeaders(state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, moves *leaderMoves) {
 	draining := leavesLeadership(state[n.id])
 	backoff := balanceBackoffBeats * n.cfg.Raft.HeartbeatTimeout.Duration
 	if draining {
@@ -236,11 +234,7 @@ func (n *Node) balanceLeaders(nodes []raftmeta.Node, alive map[raftmeta.NodeID]b
 // transfer. A drained node then leads no group at all, and its stop has
 // nothing left to hand off. If no voter qualifies (every other one is
 // draining or down) the leadership stays, and the node says so once.
-func (n *Node) moveMetaLeader(nodes []raftmeta.Node, alive map[raftmeta.NodeID]bool, moves *metaMoves) {
-	state := map[raftmeta.NodeID]raftmeta.NodeState{}
-	for _, m := range nodes {
-		state[m.ID] = m.State
-	}
+func (n *Node) moveMetaLeader(state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, moves *metaMoves) {
 	if !leavesLeadership(state[n.id]) || !n.meta.IsLeader() || time.Since(moves.last) < drainBackoff {
 		return
 	}
