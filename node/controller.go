@@ -230,6 +230,13 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 //     which it learns from its own catalog copy, fed by the group). Not
 //     this node: a decommissioning leader hands the leadership off first
 //     (moveMetaLeader), and the next leader removes it.
+//   - A group with more voters than meta_voters (decommissioning voters,
+//     about to leave, not counted) has one demoted to a non-voter: one
+//     that is down first, else the one with the highest id. A
+//     decommission undone after its vote passed to a non-voter leaves
+//     such a surplus, and so does lowering meta_voters; a group of four
+//     voters survives no more failures than one of three, and waits for
+//     more of them on every commit.
 //   - A node that is up but not in the group (it came back after its
 //     removal, or was removed while only gossip lost it) is added back as
 //     a non-voter, at its catalog peer address: it is not sent the group's
@@ -269,6 +276,14 @@ func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, state 
 		n.logger.Info("controller: node removed from the metadata group", "id", int32(id), "why", why, "voter", s.Suffrage == raft.Voter)
 		return
 	}
+	if id, ok := surplusVoter(servers, state, alive, n.id, n.cfg.MetaVoters); ok {
+		if err := n.meta.DemoteVoter(ctx, id); err != nil {
+			n.logger.Warn("controller: demote a metadata voter beyond meta_voters", "id", int32(id), "err", err)
+			return
+		}
+		n.logger.Info("controller: metadata voter demoted to non-voter (the group had more than meta_voters voters)", "id", int32(id), "alive", alive[id], "meta_voters", n.cfg.MetaVoters)
+		return
+	}
 	for _, m := range nodes {
 		if in[m.ID] || !alive[m.ID] || m.PeerAddr == "" || m.State == raftmeta.NodeDecommissioning {
 			continue
@@ -291,6 +306,30 @@ func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, state 
 		n.logger.Info("controller: node marked active again (up after it was marked left)", "id", int32(m.ID))
 		return
 	}
+}
+
+// surplusVoter picks the voter fixMetaMembers demotes when the group has
+// more than want voters, not counting decommissioning ones: never self
+// (the leader), a down voter before a live one, then the highest id.
+func surplusVoter(servers []raft.Server, state map[raftmeta.NodeID]raftmeta.NodeState, alive map[raftmeta.NodeID]bool, self raftmeta.NodeID, want int) (raftmeta.NodeID, bool) {
+	var voters []raftmeta.NodeID
+	for _, s := range servers {
+		if id := serverNode(s.ID); s.Suffrage == raft.Voter && state[id] != raftmeta.NodeDecommissioning {
+			voters = append(voters, id)
+		}
+	}
+	if len(voters) <= want {
+		return 0, false
+	}
+	var pick raftmeta.NodeID
+	for _, id := range voters {
+		switch {
+		case id == self:
+		case pick == 0, alive[pick] && !alive[id], alive[pick] == alive[id] && id > pick:
+			pick = id
+		}
+	}
+	return pick, pick != 0
 }
 
 // holdsNothing reports whether no assignment names node id and the node

@@ -539,6 +539,81 @@ func TestDecommissionNode(t *testing.T) {
 	})
 }
 
+// TestSurplusVoterDemoted undoes a decommission after the node's vote
+// passed to a non-voter: the group then has four voters for meta_voters =
+// 3, and the controller demotes one, the node that is down, and leaves it
+// at that (promote does not put it back).
+func TestSurplusVoterDemoted(t *testing.T) {
+	nodes, _ := opsClusterWith(t, 4, func(c *Config) {
+		// Node 3 stays down, and so in the group, for the whole test.
+		c.Cluster.DeadNodeGrace = Duration{time.Minute}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitFor(t, 20*time.Second, func() bool { return metaMembers(nodes[0]) == "1:voter 2:voter 3:voter 4:nonvoter" })
+	// Stopped, node 3 cannot report that it holds nothing: decommissioning,
+	// it stays in the group.
+	if err := nodes[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() bool { return !nodes[0].aliveNodes(ctx, nodes[0].meta.Nodes())[3] })
+	if err := nodes[0].DecommissionNode(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() bool { return metaMembers(nodes[0]) == "1:voter 2:voter 3:voter 4:voter" })
+	if err := nodes[0].UndrainNode(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	const want = "1:voter 2:voter 3:nonvoter 4:voter"
+	waitFor(t, 20*time.Second, func() bool { return metaMembers(nodes[0]) == want })
+	time.Sleep(3 * controllerInterval)
+	if got := metaMembers(nodes[0]); got != want {
+		t.Fatalf("metadata group %q a while after the demotion, want %q", got, want)
+	}
+}
+
+func TestSurplusVoter(t *testing.T) {
+	servers := func(voters ...int) []raft.Server {
+		var out []raft.Server
+		for _, id := range voters {
+			out = append(out, raft.Server{ID: nodeServer(raftmeta.NodeID(id)), Suffrage: raft.Voter})
+		}
+		return append(out, raft.Server{ID: "9", Suffrage: raft.Nonvoter})
+	}
+	leaving := map[raftmeta.NodeID]raftmeta.NodeState{4: raftmeta.NodeDecommissioning}
+	up := func(ids ...int) map[raftmeta.NodeID]bool {
+		m := map[raftmeta.NodeID]bool{}
+		for _, id := range ids {
+			m[raftmeta.NodeID(id)] = true
+		}
+		return m
+	}
+	for _, tt := range []struct {
+		name    string
+		servers []raft.Server
+		state   map[raftmeta.NodeID]raftmeta.NodeState
+		alive   map[raftmeta.NodeID]bool
+		self    raftmeta.NodeID
+		want    raftmeta.NodeID // 0: none
+	}{
+		{"as many as wanted", servers(1, 2, 3), nil, up(1, 2, 3), 1, 0},
+		{"fewer", servers(1, 2), nil, up(1, 2), 1, 0},
+		{"one more: the highest id", servers(1, 2, 3, 5), nil, up(1, 2, 3, 5), 1, 5},
+		{"one more: a down one first", servers(1, 2, 3, 5), nil, up(1, 3, 5), 1, 2},
+		{"never self", servers(1, 2, 3, 5), nil, up(1, 2, 3, 5), 5, 3},
+		{"never self, even down", servers(1, 2, 3, 5), nil, up(1, 2, 3), 5, 3},
+		{"a decommissioning voter does not count", servers(1, 2, 3, 4), leaving, up(1, 2, 3, 4), 1, 0},
+		{"nor is it demoted", servers(1, 2, 3, 4, 5), leaving, up(1, 2, 3, 5), 1, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := surplusVoter(tt.servers, tt.state, tt.alive, tt.self, 3)
+			if ok != (tt.want != 0) || got != tt.want {
+				t.Fatalf("surplusVoter = %d, %v; want %d", got, ok, tt.want)
+			}
+		})
+	}
+}
+
 // metaMembers is the metadata group's configuration as n's leader sees
 // it, "id:voter" or "id:nonvoter" in id order ("" when n cannot tell).
 func metaMembers(n *Node) string {

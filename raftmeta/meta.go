@@ -585,6 +585,15 @@ func (m *Meta) AddNonvoter(ctx context.Context, id NodeID, addr raft.ServerAddre
 	})
 }
 
+// DemoteVoter makes a voter of the metadata group a non-voter: it keeps
+// receiving the log but no longer votes or counts toward a quorum. Leader
+// only.
+func (m *Meta) DemoteVoter(ctx context.Context, id NodeID) error {
+	return m.membership(ctx, func(to time.Duration) raft.IndexFuture {
+		return m.raft.DemoteVoter(serverID(id), 0, to)
+	})
+}
+
 // RemoveServer removes a node from the metadata group. Leader only.
 func (m *Meta) RemoveServer(ctx context.Context, id NodeID) error {
 	return m.membership(ctx, func(to time.Duration) raft.IndexFuture {
