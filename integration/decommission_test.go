@@ -1,6 +1,10 @@
 package integration
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +18,9 @@ import (
 // two replicas per bucket: `cluster decommission --wait` returns once the
 // node holds no replica and has left the metadata group, `cluster status`
 // shows it so, and after it is stopped every acknowledged append is stored
-// once, at its offset, on the two remaining nodes, in sync.
+// once, at its offset, on the two remaining nodes, in sync. Restarted on
+// its old data, the node stays out, and its /readyz says it was
+// decommissioned, until undrain brings it back.
 func TestDecommissionCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -73,4 +79,39 @@ func TestDecommissionCLI(t *testing.T) {
 	acks := stopAndCheckAcks(t, &stop, wait, 1, "dc.events", buckets, func(b int) string { return nodes[b%2].client })
 	t.Logf("%d acknowledged appends across %d buckets during the decommission", len(acks), buckets)
 	waitFor(t, 30*time.Second, func() error { return checkInSync(nodes[0].client, "dc.events", rest) })
+
+	// Restarted on its old data, the node stays out of the cluster and its
+	// /readyz says why.
+	nodes[2].start(t)
+	waitFor(t, 30*time.Second, func() error {
+		resp, err := http.Get("http://" + nodes[2].client + "/readyz")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "decommissioned") {
+			return fmt.Errorf("/readyz of the restarted decommissioned node: %d %q", resp.StatusCode, body)
+		}
+		return nil
+	})
+	status = mustCLI(t, nodes[0].client, "", "cluster", "status").stdout
+	if !regexp.MustCompile(`(?m)^` + strconv.Itoa(id) + `\s+decommissioned\s+none\s`).MatchString(status) {
+		t.Fatalf("cluster status with the decommissioned node restarted:\n%s", status)
+	}
+	// Undrain brings it back, as the reason says.
+	mustCLI(t, nodes[0].client, "", "cluster", "undrain", strconv.Itoa(id))
+	waitFor(t, 30*time.Second, func() error {
+		resp, err := http.Get("http://" + nodes[2].client + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		status = mustCLI(t, nodes[0].client, "", "cluster", "status").stdout
+		if resp.StatusCode != http.StatusOK || !regexp.MustCompile(`(?m)^`+strconv.Itoa(id)+`\s+active\s+(voter|nonvoter)\s`).MatchString(status) {
+			return fmt.Errorf("after undrain: /readyz %d, cluster status:\n%s", resp.StatusCode, status)
+		}
+		return nil
+	})
+	nodes[2].p.stop(t)
 }

@@ -405,6 +405,9 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 // (fluss_bucket_replicas_offline), and the node serves its other buckets.
 func (n *Node) Ready() error {
 	if id, _ := n.meta.Leader(); id == 0 {
+		if n.removedFromMeta() {
+			return errRemoved
+		}
 		return raftmeta.ErrNoLeader
 	}
 	if !n.catalogCaughtUp.Load() {

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -576,6 +577,7 @@ func (n *Node) registerLoop() {
 		Version:    Version,
 		State:      raftmeta.NodeActive,
 	}
+	start, warned := time.Now(), false
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := n.rejoinIfMoved(ctx, self)
@@ -596,12 +598,45 @@ func (n *Node) registerLoop() {
 			return
 		}
 		n.logger.Debug("register node", "err", err)
+		if !warned && time.Since(start) >= registerWarnAfter {
+			warned = true
+			if id, _ := n.meta.Leader(); id == 0 && n.removedFromMeta() {
+				n.logger.Warn(errRemoved.Error(), "id", int32(n.id))
+			} else {
+				n.logger.Warn("node not registered in the catalog yet; still trying", "after", registerWarnAfter, "err", err)
+			}
+		}
 		select {
 		case <-n.quit:
 			return
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// registerWarnAfter is how long registerLoop tries quietly before it says
+// at Warn level why the node is not registered.
+const registerWarnAfter = 30 * time.Second
+
+// errRemoved is why a node that the metadata group dropped is neither
+// ready nor registered: the group sends it nothing, so it knows no leader.
+// A decommissioned node restarted on its old data stays so; a node removed
+// while it was down past dead_node_grace is added back by the metadata
+// leader once it sees it up.
+var errRemoved = errors.New("this node is no longer a member of the metadata group: it was decommissioned " +
+	"(stop it, bring it back with `fluss-node cluster undrain ID`, or join it afresh with an empty data directory), " +
+	"or removed while it was down longer than cluster.dead_node_grace (the metadata leader adds it back once it sees it up)")
+
+// removedFromMeta reports whether the metadata group's configuration, as
+// this node last learned it, lists other nodes but not this one. (Its
+// catalog copy cannot tell: after a restart it holds only what the last
+// snapshot held until a leader says which entries are committed.)
+func (n *Node) removedFromMeta() bool {
+	servers, err := n.meta.Servers()
+	if err != nil || len(servers) == 0 {
+		return false
+	}
+	return !slices.ContainsFunc(servers, func(s raft.Server) bool { return serverNode(s.ID) == n.id })
 }
 
 // rejoinIfMoved re-admits this node when its peer address differs from
