@@ -141,9 +141,9 @@ func waitDrained(ctx context.Context, c *client.Client, id int32, wait time.Dura
 func waitDecommissioned(ctx context.Context, c *client.Client, id int32, wait time.Duration) error {
 	return waitNode(ctx, c, id, wait, func(n *flussv1.NodeInfo) (bool, string, string) {
 		switch {
-		case n == nil:
-			return false, "is not listed", "see `fluss-node cluster status`"
-		case n.State == "decommissioned":
+		case n == nil, n.State == "decommissioned":
+			// Not listed: forgotten (stopped for dead_node_grace after its
+			// decommission finished); the call that began it found it.
 			return true, "", ""
 		case n.State != "decommissioning":
 			return false, "is " + n.State + ", not decommissioning", "undrained meanwhile, or down: see `fluss-node cluster status`"

@@ -191,6 +191,7 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 		}
 	}
 	n.fixMetaMembers(ctx, nodes, state, alive, expired)
+	n.forgetDecommissioned(ctx, nodes, expired)
 	if changes := raftmeta.ReplaceDown(n.meta.Assignments(), expired, targets); len(changes) > 0 {
 		if !n.setAssignments(ctx, changes, "moved off dead nodes") {
 			return
@@ -304,6 +305,41 @@ func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, state 
 			return
 		}
 		n.logger.Info("controller: node marked active again (up after it was marked left)", "id", int32(m.ID))
+		return
+	}
+}
+
+// forgetDecommissioned removes from the catalog one node per pass whose
+// decommission finished (no assignment names it, it is out of the metadata
+// group) and that has been down for the grace period since: stopped for
+// good, it would otherwise stay listed, as decommissioned, forever. Until
+// then `cluster undrain` can take it back.
+func (n *Node) forgetDecommissioned(ctx context.Context, nodes []raftmeta.Node, expired func(raftmeta.NodeID) bool) {
+	if n.clusterFeatureLevel() < featureForget {
+		return
+	}
+	servers, err := n.meta.Servers()
+	if err != nil {
+		return
+	}
+	held := map[raftmeta.NodeID]bool{}
+	for _, s := range servers {
+		held[serverNode(s.ID)] = true
+	}
+	for _, a := range n.meta.Assignments() {
+		for _, id := range a.Replicas {
+			held[id] = true
+		}
+	}
+	for _, m := range nodes {
+		if m.State != raftmeta.NodeDecommissioning || held[m.ID] || !expired(m.ID) {
+			continue
+		}
+		if err := n.meta.ForgetNode(ctx, m.ID); err != nil {
+			n.logger.Warn("controller: forget a decommissioned node", "id", int32(m.ID), "err", err)
+			return
+		}
+		n.logger.Info("controller: decommissioned node forgotten (down past the grace period)", "id", int32(m.ID))
 		return
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 
+	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/node/nodetest"
 	flussv1 "github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
@@ -464,6 +465,7 @@ func TestControllerRestoresLiveNode(t *testing.T) {
 // node 4 and it leaves the metadata group, holding nothing; the buckets end
 // with every row on identical replicas. A second decommission that would
 // leave buckets nowhere to go is refused, and undrain brings node 1 back.
+// Decommissioned again and stopped, it is forgotten.
 func TestDecommissionNode(t *testing.T) {
 	nodes, _ := opsCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -520,15 +522,23 @@ func TestDecommissionNode(t *testing.T) {
 		return nodeState(nodes[1], 1) == raftmeta.NodeActive && metaMembers(nodes[1]) == "1:nonvoter 2:voter 3:voter 4:voter"
 	})
 
-	// Decommissioned again (it holds nothing now) and stopped, node 1's
-	// machine joins afresh under its old id: a new member, active.
+	// Decommissioned again (it holds nothing now) and stopped, node 1 is
+	// forgotten once down for the grace period (2 s here); its machine
+	// then joins afresh under its old id: a new member, active.
 	if err := nodes[1].DecommissionNode(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() bool { return metaMembers(nodes[1]) == "2:voter 3:voter 4:voter" })
+	if _, err := nodes[1].meta.Node(1); err != nil {
+		t.Fatalf("node 1 left the catalog while it ran: %v", err)
+	}
 	if err := nodes[0].Close(); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 30*time.Second, func() bool {
+		_, err := nodes[1].meta.Node(1)
+		return errors.Is(err, raftmeta.ErrNodeNotFound) && nodeInfo(ctx, c, 1) == nil
+	})
 	cfg := clusterConfig(t.TempDir())
 	cfg.NodeID = 1
 	cfg.Join = []string{nodes[1].peers.Addr()}
@@ -536,6 +546,48 @@ func TestDecommissionNode(t *testing.T) {
 	t.Cleanup(func() { nodes[0].Close() }) // before its directory goes
 	waitFor(t, 30*time.Second, func() bool {
 		return nodeState(nodes[1], 1) == raftmeta.NodeActive && metaMembers(nodes[1]) == "1:nonvoter 2:voter 3:voter 4:voter"
+	})
+}
+
+// TestForgetNeedsTheFeatureLevel: a decommissioned node that stopped is
+// not forgotten while an alive node runs a binary without the forget_node
+// command (it could not apply it), and is once that node is gone.
+func TestForgetNeedsTheFeatureLevel(t *testing.T) {
+	nodes, _ := opsCluster(t, 3)
+	cfg := clusterConfig(t.TempDir())
+	cfg.Join = []string{nodes[0].peers.Addr()}
+	old, err := New(cfg, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.gossipProfile = membership.ProfileLocal
+	old.featureLevel = featureDecommission
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := old.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	waitFor(t, 20*time.Second, func() bool {
+		return len(nodes[0].members()) == 4 && nodes[0].clusterFeatureLevel() == featureDecommission
+	})
+	if err := nodes[0].DecommissionNode(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool { return !strings.Contains(metaMembers(nodes[0]), "3:") })
+	if err := nodes[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * nodes[0].cfg.Cluster.DeadNodeGrace.Duration)
+	if _, err := nodes[0].meta.Node(3); err != nil {
+		t.Fatalf("node 3 forgotten beside a binary without forget_node: %v", err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		_, err := nodes[0].meta.Node(3)
+		return errors.Is(err, raftmeta.ErrNodeNotFound)
 	})
 }
 

@@ -33,9 +33,13 @@ const (
 	// earlier binary refuses to apply it (an unknown state), so its
 	// catalog copy would part from the others'.
 	featureDecommission uint32 = 4
+	// featureForget: the forget_node metadata command, which removes a
+	// decommissioned node from the catalog. An earlier binary cannot
+	// decode it and would stop applying the metadata log.
+	featureForget uint32 = 5
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureDecommission
+	featureLevel = featureForget
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

@@ -624,7 +624,8 @@ const registerWarnAfter = 30 * time.Second
 // while it was down past dead_node_grace is added back by the metadata
 // leader once it sees it up.
 var errRemoved = errors.New("this node is no longer a member of the metadata group: it was decommissioned " +
-	"(stop it, bring it back with `fluss-node cluster undrain ID`, or join it afresh with an empty data directory), " +
+	"(stop it; `fluss-node cluster undrain ID` takes it back unless the cluster forgot it, which it does once the node " +
+	"has been down for cluster.dead_node_grace; or join it afresh with an empty data directory), " +
 	"or removed while it was down longer than cluster.dead_node_grace (the metadata leader adds it back once it sees it up)")
 
 // removedFromMeta reports whether the metadata group's configuration, as

@@ -38,6 +38,8 @@ func (st *state) apply(cmd *metapb.Command) (*ApplyResult, bool) {
 		err = st.registerNode(c.RegisterNode.Node)
 	case *metapb.Command_SetNodeState:
 		err = st.setNodeState(c.SetNodeState)
+	case *metapb.Command_ForgetNode:
+		err = st.forgetNode(c.ForgetNode)
 	case *metapb.Command_SetClusterId:
 		changed, err = st.setClusterID(c.SetClusterId)
 	case *metapb.Command_AddColumns:
@@ -344,6 +346,31 @@ func (st *state) setNodeState(c *metapb.SetNodeState) error {
 	}
 	n.State = NodeState(c.State)
 	st.nodes[n.ID] = n
+	return nil
+}
+
+// forgetNode removes a decommissioned node: only one decommissioning and
+// named by no assignment, so that nothing refers to it afterwards.
+func (st *state) forgetNode(c *metapb.ForgetNode) error {
+	n, ok := st.nodes[NodeID(c.Id)]
+	if !ok {
+		return Named(ErrNodeNotFound, "forget node %d: node not found", c.Id)
+	}
+	if n.State != NodeDecommissioning {
+		return fmt.Errorf("%w: node %d is %s: only a decommissioned node can be forgotten", ErrInvalid, c.Id, n.State)
+	}
+	held := 0
+	for _, as := range st.assignments {
+		for _, a := range as {
+			if slices.Contains(a.Replicas, n.ID) {
+				held++
+			}
+		}
+	}
+	if held > 0 {
+		return fmt.Errorf("%w: node %d still holds %d bucket replicas", ErrInvalid, c.Id, held)
+	}
+	delete(st.nodes, n.ID)
 	return nil
 }
 

@@ -108,6 +108,10 @@ func cNodeState(id NodeID, s NodeState) *metapb.Command {
 	return &metapb.Command{Cmd: &metapb.Command_SetNodeState{SetNodeState: &metapb.SetNodeState{Id: int32(id), State: string(s)}}}
 }
 
+func cForget(id NodeID) *metapb.Command {
+	return &metapb.Command{Cmd: &metapb.Command_ForgetNode{ForgetNode: &metapb.ForgetNode{Id: int32(id)}}}
+}
+
 func cSetAssign(as ...Assignment) *metapb.Command {
 	c := &metapb.SetAssignments{}
 	for _, a := range as {
@@ -293,6 +297,12 @@ func TestFSMCommands(t *testing.T) {
 		{name: "set assignments no replicas", cmd: func(testing.TB) *metapb.Command {
 			return cSetAssign(Assignment{BucketID: BucketID{TableID: 1}})
 		}, wantErr: ErrInvalid},
+		{name: "forget a node that holds a replica", cmd: func(testing.TB) *metapb.Command { return cForget(7) }, wantErr: ErrInvalid,
+			check: func(t *testing.T, f *FSM) {
+				if _, err := f.Node(7); err != nil {
+					t.Fatalf("node 7 after a refused ForgetNode: %v", err)
+				}
+			}},
 		{name: "add columns", cmd: func(testing.TB) *metapb.Command {
 			return cAddColumns(1, record.Column{Name: "note", Type: record.Type{Kind: record.KindString}, Nullable: true})
 		}, wantID: 2, check: func(t *testing.T, f *FSM) {
@@ -343,6 +353,15 @@ func TestFSMCommands(t *testing.T) {
 		{name: "drop table missing", cmd: func(testing.TB) *metapb.Command { return cDropTable("shop", "orders", false) }, wantErr: ErrTableNotFound},
 		{name: "drop table missing db", cmd: func(testing.TB) *metapb.Command { return cDropTable("zz", "orders", false) }, wantErr: ErrDatabaseNotFound},
 		{name: "drop table missing ignored", cmd: func(testing.TB) *metapb.Command { return cDropTable("shop", "orders", true) }},
+		{name: "forget a decommissioned node", cmd: func(testing.TB) *metapb.Command { return cForget(7) },
+			check: func(t *testing.T, f *FSM) {
+				if _, err := f.Node(7); !errors.Is(err, ErrNodeNotFound) {
+					t.Fatalf("node 7 after ForgetNode: %v", err)
+				}
+			}},
+		{name: "forget an unknown node", cmd: func(testing.TB) *metapb.Command { return cForget(7) }, wantErr: ErrNodeNotFound},
+		{name: "register another node", cmd: func(testing.TB) *metapb.Command { return cRegister(8, NodeActive) }},
+		{name: "forget an active node", cmd: func(testing.TB) *metapb.Command { return cForget(8) }, wantErr: ErrInvalid},
 		{name: "recreate gets a new id", cmd: func(t testing.TB) *metapb.Command {
 			return cCreateTable(t, testSpec("shop", "orders"), false)
 		}, wantID: 3},
@@ -519,8 +538,11 @@ func randomCommand(t testing.TB, r *rand.Rand) *metapb.Command {
 		return cDropPartition(int64(1+r.IntN(8)), fmt.Sprintf("p%d", r.IntN(4)), r.IntN(2) == 0)
 	case 8:
 		states := []NodeState{NodeJoining, NodeActive, NodeDraining, NodeLeft, NodeDecommissioning}
-		if r.IntN(2) == 0 {
+		switch r.IntN(5) {
+		case 0, 1:
 			return cRegister(NodeID(1+r.IntN(5)), states[r.IntN(len(states))])
+		case 2:
+			return cForget(NodeID(1 + r.IntN(5)))
 		}
 		return cNodeState(NodeID(1+r.IntN(5)), states[r.IntN(len(states))])
 	case 9:

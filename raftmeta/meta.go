@@ -539,6 +539,13 @@ func (m *Meta) SetNodeState(ctx context.Context, id NodeID, s NodeState) error {
 }
 
 // SetClusterID sets the cluster id (normally done once by the first leader).
+// ForgetNode removes a decommissioned node (state decommissioning, named
+// by no assignment) from the catalog.
+func (m *Meta) ForgetNode(ctx context.Context, id NodeID) error {
+	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_ForgetNode{ForgetNode: &metapb.ForgetNode{Id: int32(id)}}})
+	return err
+}
+
 func (m *Meta) SetClusterID(ctx context.Context, id string) error {
 	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetClusterId{SetClusterId: &metapb.SetClusterID{ClusterId: id}}})
 	return err

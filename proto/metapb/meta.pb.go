@@ -510,7 +510,7 @@ type Node struct {
 	PeerAddr   string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
 	GossipAddr string                 `protobuf:"bytes,4,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
 	Version    string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
-	// state is joining | active | draining | left.
+	// state is joining | active | draining | left | decommissioning.
 	State         string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -603,6 +603,7 @@ type Command struct {
 	//	*Command_SetNodeState
 	//	*Command_SetClusterId
 	//	*Command_AddColumns
+	//	*Command_ForgetNode
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -744,6 +745,15 @@ func (x *Command) GetAddColumns() *AddColumns {
 	return nil
 }
 
+func (x *Command) GetForgetNode() *ForgetNode {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ForgetNode); ok {
+			return x.ForgetNode
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -792,6 +802,10 @@ type Command_AddColumns struct {
 	AddColumns *AddColumns `protobuf:"bytes,11,opt,name=add_columns,json=addColumns,proto3,oneof"`
 }
 
+type Command_ForgetNode struct {
+	ForgetNode *ForgetNode `protobuf:"bytes,12,opt,name=forget_node,json=forgetNode,proto3,oneof"`
+}
+
 func (*Command_CreateDatabase) isCommand_Cmd() {}
 
 func (*Command_DropDatabase) isCommand_Cmd() {}
@@ -813,6 +827,8 @@ func (*Command_SetNodeState) isCommand_Cmd() {}
 func (*Command_SetClusterId) isCommand_Cmd() {}
 
 func (*Command_AddColumns) isCommand_Cmd() {}
+
+func (*Command_ForgetNode) isCommand_Cmd() {}
 
 type CreateDatabase struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1341,6 +1357,52 @@ func (x *SetNodeState) GetState() string {
 	return ""
 }
 
+// ForgetNode removes a decommissioned node from the catalog: its state is
+// decommissioning and no assignment names it.
+type ForgetNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetNode) Reset() {
+	*x = ForgetNode{}
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetNode) ProtoMessage() {}
+
+func (x *ForgetNode) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetNode.ProtoReflect.Descriptor instead.
+func (*ForgetNode) Descriptor() ([]byte, []int) {
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ForgetNode) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 type SetClusterID struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -1352,7 +1414,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1426,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1439,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{17}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1406,7 +1468,7 @@ type AddColumns struct {
 
 func (x *AddColumns) Reset() {
 	*x = AddColumns{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1480,7 @@ func (x *AddColumns) String() string {
 func (*AddColumns) ProtoMessage() {}
 
 func (x *AddColumns) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1493,7 @@ func (x *AddColumns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddColumns.ProtoReflect.Descriptor instead.
 func (*AddColumns) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{18}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AddColumns) GetTableId() int64 {
@@ -1469,7 +1531,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1543,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1556,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{19}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *State) GetClusterId() string {
@@ -1624,7 +1686,7 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x04 \x01(\tR\n" +
 	"gossipAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\tR\x05state\"\x84\x06\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"\xc2\x06\n" +
 	"\aCommand\x12H\n" +
 	"\x0fcreate_database\x18\x01 \x01(\v2\x1d.fluss.meta.v1.CreateDatabaseH\x00R\x0ecreateDatabase\x12B\n" +
 	"\rdrop_database\x18\x02 \x01(\v2\x1b.fluss.meta.v1.DropDatabaseH\x00R\fdropDatabase\x12?\n" +
@@ -1639,7 +1701,9 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\x0eset_cluster_id\x18\n" +
 	" \x01(\v2\x1b.fluss.meta.v1.SetClusterIDH\x00R\fsetClusterId\x12<\n" +
 	"\vadd_columns\x18\v \x01(\v2\x19.fluss.meta.v1.AddColumnsH\x00R\n" +
-	"addColumnsB\x05\n" +
+	"addColumns\x12<\n" +
+	"\vforget_node\x18\f \x01(\v2\x19.fluss.meta.v1.ForgetNodeH\x00R\n" +
+	"forgetNodeB\x05\n" +
 	"\x03cmd\"o\n" +
 	"\x0eCreateDatabase\x123\n" +
 	"\bdatabase\x18\x01 \x01(\v2\x17.fluss.meta.v1.DatabaseR\bdatabase\x12(\n" +
@@ -1676,7 +1740,10 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x13.fluss.meta.v1.NodeR\x04node\"4\n" +
 	"\fSetNodeState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\"Q\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\x1c\n" +
+	"\n" +
+	"ForgetNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"Q\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\"\n" +
@@ -1711,7 +1778,7 @@ func file_fluss_meta_v1_meta_proto_rawDescGZIP() []byte {
 	return file_fluss_meta_v1_meta_proto_rawDescData
 }
 
-var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*Column)(nil),          // 0: fluss.meta.v1.Column
 	(*Schema)(nil),          // 1: fluss.meta.v1.Schema
@@ -1730,18 +1797,19 @@ var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*SetAssignments)(nil),  // 14: fluss.meta.v1.SetAssignments
 	(*RegisterNode)(nil),    // 15: fluss.meta.v1.RegisterNode
 	(*SetNodeState)(nil),    // 16: fluss.meta.v1.SetNodeState
-	(*SetClusterID)(nil),    // 17: fluss.meta.v1.SetClusterID
-	(*AddColumns)(nil),      // 18: fluss.meta.v1.AddColumns
-	(*State)(nil),           // 19: fluss.meta.v1.State
-	nil,                     // 20: fluss.meta.v1.Table.PropertiesEntry
-	nil,                     // 21: fluss.meta.v1.Partition.ValuesEntry
-	nil,                     // 22: fluss.meta.v1.CreatePartition.ValuesEntry
+	(*ForgetNode)(nil),      // 17: fluss.meta.v1.ForgetNode
+	(*SetClusterID)(nil),    // 18: fluss.meta.v1.SetClusterID
+	(*AddColumns)(nil),      // 19: fluss.meta.v1.AddColumns
+	(*State)(nil),           // 20: fluss.meta.v1.State
+	nil,                     // 21: fluss.meta.v1.Table.PropertiesEntry
+	nil,                     // 22: fluss.meta.v1.Partition.ValuesEntry
+	nil,                     // 23: fluss.meta.v1.CreatePartition.ValuesEntry
 }
 var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	0,  // 0: fluss.meta.v1.Schema.columns:type_name -> fluss.meta.v1.Column
 	1,  // 1: fluss.meta.v1.Table.schemas:type_name -> fluss.meta.v1.Schema
-	20, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
-	21, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
+	21, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
+	22, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
 	8,  // 4: fluss.meta.v1.Command.create_database:type_name -> fluss.meta.v1.CreateDatabase
 	9,  // 5: fluss.meta.v1.Command.drop_database:type_name -> fluss.meta.v1.DropDatabase
 	10, // 6: fluss.meta.v1.Command.create_table:type_name -> fluss.meta.v1.CreateTable
@@ -1751,26 +1819,27 @@ var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	14, // 10: fluss.meta.v1.Command.set_assignments:type_name -> fluss.meta.v1.SetAssignments
 	15, // 11: fluss.meta.v1.Command.register_node:type_name -> fluss.meta.v1.RegisterNode
 	16, // 12: fluss.meta.v1.Command.set_node_state:type_name -> fluss.meta.v1.SetNodeState
-	17, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
-	18, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
-	2,  // 15: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
-	3,  // 16: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
-	5,  // 17: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
-	22, // 18: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
-	5,  // 19: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
-	5,  // 20: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
-	6,  // 21: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
-	0,  // 22: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
-	6,  // 23: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
-	2,  // 24: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
-	3,  // 25: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
-	4,  // 26: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
-	5,  // 27: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	18, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
+	19, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
+	17, // 15: fluss.meta.v1.Command.forget_node:type_name -> fluss.meta.v1.ForgetNode
+	2,  // 16: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
+	3,  // 17: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
+	5,  // 18: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
+	23, // 19: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
+	5,  // 20: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
+	5,  // 21: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
+	6,  // 22: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
+	0,  // 23: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
+	6,  // 24: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
+	2,  // 25: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
+	3,  // 26: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
+	4,  // 27: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
+	5,  // 28: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_fluss_meta_v1_meta_proto_init() }
@@ -1790,6 +1859,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 		(*Command_SetNodeState)(nil),
 		(*Command_SetClusterId)(nil),
 		(*Command_AddColumns)(nil),
+		(*Command_ForgetNode)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1797,7 +1867,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_meta_v1_meta_proto_rawDesc), len(file_fluss_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
