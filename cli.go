@@ -158,12 +158,8 @@ func tableCmd() *cobra.Command {
 				Comment:        comment,
 				IgnoreIfExists: ifNotExists,
 			}
-			for _, p := range props {
-				k, v, ok := strings.Cut(p, "=")
-				if !ok {
-					return fmt.Errorf("--set %q: want key=value", p)
-				}
-				req.Properties[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			if req.Properties, err = parseSetFlags(props); err != nil {
+				return err
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
@@ -224,34 +220,67 @@ func tableCmd() *cobra.Command {
 		},
 	}
 	drop.Flags().BoolVar(&ifExists, "if-exists", false, "succeed if the table does not exist")
-	var addColumns string
+	var (
+		addColumns string
+		setProps   []string
+		resetProps []string
+	)
 	alter := &cobra.Command{
-		Use:     "alter DB.TABLE",
-		Short:   "Add nullable columns to a log table (a new schema version; earlier rows read them as null)",
-		Example: `  fluss-node table alter shop.orders --add-columns "note STRING, discount DECIMAL(10,2)"`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "alter DB.TABLE",
+		Short: "Add nullable columns to a log table (a new schema version; earlier rows read them as null), or change table properties",
+		Example: `  fluss-node table alter shop.orders --add-columns "note STRING, discount DECIMAL(10,2)"
+  fluss-node table alter shop.orders --set table.log.ttl=3d --reset table.log.arrow.compression.type`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cols, pk, err := parseSchemaFlag(addColumns)
-			if err == nil && pk != nil {
-				err = errors.New("PRIMARY KEY: a primary key is set when the table is created, not altered")
+			if addColumns == "" && len(setProps) == 0 && len(resetProps) == 0 {
+				return errors.New("nothing to alter: give --add-columns, --set or --reset")
 			}
-			if err != nil {
-				return fmt.Errorf("--add-columns: %w", err)
+			var cols []*flussv1.Column
+			if addColumns != "" {
+				var pk []string
+				var err error
+				cols, pk, err = parseSchemaFlag(addColumns)
+				if err == nil && pk != nil {
+					err = errors.New("PRIMARY KEY: a primary key is set when the table is created, not altered")
+				}
+				if err != nil {
+					return fmt.Errorf("--add-columns: %w", err)
+				}
 			}
-			ctx, cancel := cmdContext(cmd)
-			defer cancel()
-			id, err := newClient().AddColumns(ctx, args[0], cols...)
+			set, err := parseSetFlags(setProps)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "altered %s (schema %d)\n", args[0], id)
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			res, err := newClient().AlterTable(ctx, &flussv1.AlterTableRequest{
+				Table: args[0], AddColumns: cols, SetProperties: set, ResetProperties: resetProps,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "altered %s (schema %d)\n", args[0], res.GetSchemaId())
 			return nil
 		},
 	}
-	alter.Flags().StringVar(&addColumns, "add-columns", "", `columns to append, e.g. "note STRING, score DOUBLE" (required; each nullable)`)
-	alter.MarkFlagRequired("add-columns")
+	alter.Flags().StringVar(&addColumns, "add-columns", "", `columns to append, e.g. "note STRING, score DOUBLE" (each nullable)`)
+	alter.Flags().StringArrayVar(&setProps, "set", nil, "table property key=value to set (repeatable), e.g. table.log.ttl=3d; only properties that may change after creation (table.log.ttl, table.log.tiered.local-segments, compression of a log table, table.datalake.enabled (on) and freshness, table.auto-partition.num-precreate and num-retention, keys outside table.* and fields.*)")
+	alter.Flags().StringArrayVar(&resetProps, "reset", nil, "table property to remove, back to its default (repeatable)")
 	cmd.AddCommand(create, list, describe, alter, drop)
 	return cmd
+}
+
+// parseSetFlags turns repeated --set key=value flags into a map.
+func parseSetFlags(flags []string) (map[string]string, error) {
+	out := make(map[string]string, len(flags))
+	for _, p := range flags {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("--set %q: want key=value", p)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
 }
 
 func printTable(w io.Writer, name string, t *flussv1.GetTableResponse, layout []*flussv1.BucketLayout) {

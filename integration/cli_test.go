@@ -321,7 +321,8 @@ func TestCLIBenchProduce(t *testing.T) {
 
 // TestCLITableAlter adds columns to a log table with rows through the CLI;
 // the rows written before read the new columns as null, also after a
-// kill -9 and restart (the schema versions are in the metadata log).
+// kill -9 and restart (the schema versions are in the metadata log). It
+// also sets and resets properties, which survive the restart too.
 func TestCLITableAlter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -340,6 +341,21 @@ func TestCLITableAlter(t *testing.T) {
 	if r := runCLI(t, addr, "", "table", "alter", "app.ev", "--add-columns", "x INT NOT NULL"); r.code == 0 || !strings.Contains(r.stderr, "must be nullable") {
 		t.Fatalf("alter with a NOT NULL column: exit %d, %s", r.code, r.stderr)
 	}
+	cli("", "table", "alter", "app.ev", "--set", "table.log.ttl=3d", "--set", "team=core", "--set", "owner=ann")
+	if out := cli("", "table", "alter", "app.ev", "--reset", "owner").stdout; out != "altered app.ev (schema 2)\n" {
+		t.Fatalf("table alter --reset printed %q", out)
+	}
+	for _, args := range [][]string{
+		{"--set", "table.replication.factor=2"}, // fixed at creation
+		{"--set", "table.log.ttl=soon"},
+		{"--set", "ttl"},
+		{}, // nothing to alter
+	} {
+		r := runCLI(t, addr, "", append([]string{"table", "alter", "app.ev"}, args...)...)
+		if r.code == 0 || r.stderr == "" {
+			t.Fatalf("table alter %q: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
 
 	check := func() {
 		t.Helper()
@@ -354,7 +370,9 @@ func TestCLITableAlter(t *testing.T) {
 		if ids := scanIDs(t, cli("", "scan", "app.ev", "--where", "note IS NULL").stdout, "id", "kind", "note", "score"); !slices.Equal(ids, []int{1, 2}) {
 			t.Fatalf("rows with note IS NULL: %v", ids)
 		}
-		if desc := cli("", "table", "describe", "app.ev").stdout; !strings.Contains(desc, "schema 2") || !strings.Contains(desc, "score") {
+		desc := cli("", "table", "describe", "app.ev").stdout
+		if !strings.Contains(desc, "schema 2") || !strings.Contains(desc, "score") ||
+			!strings.Contains(desc, "properties:\n  table.log.ttl = 3d\n  team = core\n") || strings.Contains(desc, "owner") {
 			t.Fatalf("describe after alter:\n%s", desc)
 		}
 	}

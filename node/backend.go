@@ -208,6 +208,25 @@ func (n *Node) AddColumns(ctx context.Context, name string, cols []record.Column
 	return int32(id), err
 }
 
+// SetTableProperties sets and resets properties of a table that may
+// change after it is created (raftmeta.AlterProperties says which).
+func (n *Node) SetTableProperties(ctx context.Context, name string, set map[string]string, reset []string) error {
+	db, t, err := splitTableName(name)
+	if err != nil {
+		return err
+	}
+	if err := n.requireFeature(featureAlterProperties, "changing table properties"); err != nil {
+		return err
+	}
+	if v := set[raftmeta.PropLakeEnabled]; strings.EqualFold(v, "true") && n.lake == nil {
+		return fmt.Errorf("%w: table %s sets %s = %s, but node %d has no lake directory ([tiering] lake_dir)",
+			rpc.ErrNotConfigured, name, raftmeta.PropLakeEnabled, v, n.id)
+	}
+	n.awaitMetaLeader(ctx)
+	_, err = n.metaCall(ctx, &metaOp{Op: opSetProperties, Database: db, Name: t, Props: set, Reset: reset})
+	return err
+}
+
 // CreatePartition creates the partition of the table with the given values
 // and then waits (up to createWait), as CreateTable does, until its buckets
 // have leaders.

@@ -29,6 +29,7 @@ const (
 	opCreateTable     = "create_table"
 	opDropTable       = "drop_table"
 	opAddColumns      = "add_columns"
+	opSetProperties   = "set_properties"
 	opCreatePartition = "create_partition"
 	opDropPartition   = "drop_partition"
 	opRegister        = "register" // a node records its addresses and state
@@ -52,6 +53,8 @@ type metaOp struct {
 	Spec              *raftmeta.TableSpec `json:"spec,omitempty"`
 	Columns           []record.Column     `json:"columns,omitempty"`
 	Values            map[string]string   `json:"values,omitempty"` // a partition's, by partition key
+	Props             map[string]string   `json:"props,omitempty"`  // table properties to set
+	Reset             []string            `json:"reset,omitempty"`  // table properties to remove
 	Node              *raftmeta.Node      `json:"node,omitempty"`
 	// Fresh: a join from a node without metadata state (joinCluster), as
 	// opposed to a member's rejoin at a new address (rejoinIfMoved).
@@ -174,6 +177,8 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 	case opAddColumns:
 		id, err := n.meta.AddColumns(ctx, op.Database, op.Name, op.Columns)
 		return int64(id), err
+	case opSetProperties:
+		return 0, n.meta.SetTableProperties(ctx, op.Database, op.Name, op.Props, op.Reset)
 	case opCreatePartition:
 		return n.createPartition(ctx, op.Database, op.Name, op.Values, op.IgnoreIfExists)
 	case opDropPartition:

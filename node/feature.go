@@ -37,9 +37,13 @@ const (
 	// decommissioned node from the catalog. An earlier binary cannot
 	// decode it and would stop applying the metadata log.
 	featureForget uint32 = 5
+	// featureAlterProperties: the set_table_properties metadata command
+	// (AlterTable's setProperties and resetProperties), which an earlier
+	// binary cannot decode.
+	featureAlterProperties uint32 = 6
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureForget
+	featureLevel = featureAlterProperties
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

@@ -272,6 +272,15 @@ func TestLakeTiering(t *testing.T) {
 	if codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "lake_dir") {
 		t.Fatalf("CreateTable with datalake on a node without a lake: %v", err)
 	}
+	if _, err := c2.CreateTable(ctx2, &flussv1.CreateTableRequest{
+		Table: "db.plain", Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = c2.SetTableProperties(ctx2, "db.plain", map[string]string{"table.datalake.enabled": "true"})
+	if codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "lake_dir") {
+		t.Fatalf("AlterTable turning datalake on, on a node without a lake: %v", err)
+	}
 	if m, _ := filepath.Glob(filepath.Join(lake, "db", "events", fmt.Sprint(tableID), "bucket=*", "*.parquet")); len(m) != 2 {
 		t.Fatalf("%d lake files, want 2 (two buckets, their passes' files merged)", len(m))
 	}
@@ -279,6 +288,45 @@ func TestLakeTiering(t *testing.T) {
 		t.Fatalf("fluss_lake_files_compacted_total = %v, want the first passes' files merged away", merged)
 	}
 
+}
+
+// TestLakeEnabledByAlterTable: a table whose lake tiering AlterTable turns
+// on later is tiered from its first row; it cannot be turned off again.
+func TestLakeEnabledByAlterTable(t *testing.T) {
+	n, ctx, c, _, store := startLakeNode(t, time.Hour, 100*time.Millisecond)
+	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
+		Table:      "db.late",
+		Schema:     &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}}},
+		Properties: map[string]string{"table.datalake.freshness": "1s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for i := range 100 {
+		rows = append(rows, fmt.Sprintf(`{"id":%d}`, i))
+	}
+	if _, err := c.Append(ctx, "db.late", []byte("["+strings.Join(rows, ",")+"]")); err != nil {
+		t.Fatal(err)
+	}
+	dir := tiering.LakeBucketDir("db", "late", tableID, "", 0)
+	time.Sleep(300 * time.Millisecond) // three lake passes
+	if files, err := tiering.ListLake(store, dir); err != nil || len(files) != 0 {
+		t.Fatalf("lake files of a table without table.datalake.enabled: %v, %v", files, err)
+	}
+	if err := c.SetTableProperties(ctx, "db.late", map[string]string{"table.datalake.enabled": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		files, err := tiering.ListLake(store, dir)
+		return err == nil && len(files) > 0 && files[0].FirstOffset == 0 && tiering.LakeEnd(files) == 100
+	})
+	if err := c.SetTableProperties(ctx, "db.late", nil, "table.datalake.enabled"); codeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("turning the lake off: %v, want invalid_argument", err)
+	}
+	if tb, _ := n.meta.TableByID(tableID); !lakeEnabled(tb) {
+		t.Fatal("the lake was turned off")
+	}
 }
 
 // startLakeNode starts a node with a lake directory, 1 MiB segments,

@@ -267,7 +267,8 @@ func TestKVPrefix(t *testing.T) {
 // created, by CreatePartition or by a write (failed_precondition, nothing
 // stored); once that node is gone (upgraded), partitions are created. The
 // same for dictionary-encoded columns (a later level), by CreateTable and
-// AlterTable, and for decommissioning a node.
+// AlterTable, for changing table properties, and for decommissioning a
+// node.
 func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 	nodes, _ := opsCluster(t, 2) // the metadata quorum outlives the old node
 	first := nodes[0]
@@ -324,7 +325,9 @@ func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 			AddColumns: []*flussv1.Column{{Name: "kind", Type: "STRING", Dictionary: true}}}))
 		return err
 	}
-	for what, call := range map[string]func() error{"create a dictionary table": dictTable, "add a dictionary column": addDict} {
+	setTTL := func() error { return c.SetTableProperties(ctx, "db.ev", map[string]string{"table.log.ttl": "1d"}) }
+	calls := map[string]func() error{"create a dictionary table": dictTable, "add a dictionary column": addDict, "change a property": setTTL}
+	for what, call := range calls {
 		if err := call(); codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "feature level") {
 			t.Fatalf("%s next to an old node: %v, want failed_precondition", what, err)
 		}
@@ -343,9 +346,17 @@ func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 	if err := create(); err != nil {
 		t.Fatalf("create a partition once every alive node supports it: %v", err)
 	}
-	for what, call := range map[string]func() error{"create a dictionary table": dictTable, "add a dictionary column": addDict} {
+	for what, call := range calls {
 		if err := call(); err != nil {
 			t.Fatalf("%s once every alive node supports it: %v", what, err)
 		}
+	}
+	// Retention reads the changed property on its next pass.
+	tb, err := first.meta.TableByName("db", "ev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first.tableTTL(tb.ID); got != 24*time.Hour {
+		t.Fatalf("table.log.ttl after AlterTable: retention uses %v, want 24h", got)
 	}
 }

@@ -38,6 +38,8 @@ func (st *state) apply(cmd *metapb.Command) (*ApplyResult, bool) {
 		err = st.registerNode(c.RegisterNode.Node)
 	case *metapb.Command_SetNodeState:
 		err = st.setNodeState(c.SetNodeState)
+	case *metapb.Command_SetTableProperties:
+		err = st.setTableProperties(c.SetTableProperties)
 	case *metapb.Command_ForgetNode:
 		err = st.forgetNode(c.ForgetNode)
 	case *metapb.Command_SetClusterId:
@@ -346,6 +348,33 @@ func (st *state) setNodeState(c *metapb.SetNodeState) error {
 	}
 	n.State = NodeState(c.State)
 	st.nodes[n.ID] = n
+	return nil
+}
+
+// setTableProperties applies a property change. The proposer checked it
+// whole (AlterProperties); the state machine re-checks only that the table
+// exists and each key may change, so the catalog never holds a changed
+// key that only a newer build's proposer would allow.
+func (st *state) setTableProperties(c *metapb.SetTableProperties) error {
+	t, ok := st.tables[c.TableId]
+	if !ok {
+		return Named(ErrTableNotFound, "set properties: table id %d not found", c.TableId)
+	}
+	for _, k := range append(slices.Sorted(maps.Keys(c.Set)), c.Reset_...) {
+		if !MutableProperty(k) {
+			return fmt.Errorf("%w: table %s: property %q cannot change after the table is created", ErrInvalid, t.FullName(), k)
+		}
+	}
+	nt := *t
+	nt.Properties = maps.Clone(t.Properties)
+	if nt.Properties == nil {
+		nt.Properties = map[string]string{}
+	}
+	maps.Copy(nt.Properties, c.Set)
+	for _, k := range c.Reset_ {
+		delete(nt.Properties, k)
+	}
+	st.tables[t.ID] = &nt
 	return nil
 }
 

@@ -74,6 +74,10 @@ func DecodeCommand(b []byte) (*metapb.Command, error) {
 		if c.SetNodeState == nil {
 			return nil, fmt.Errorf("%w: empty SetNodeState", ErrBadCommand)
 		}
+	case *metapb.Command_SetTableProperties:
+		if c.SetTableProperties == nil {
+			return nil, fmt.Errorf("%w: empty SetTableProperties", ErrBadCommand)
+		}
 	case *metapb.Command_ForgetNode:
 		if c.ForgetNode == nil {
 			return nil, fmt.Errorf("%w: empty ForgetNode", ErrBadCommand)

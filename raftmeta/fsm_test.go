@@ -108,6 +108,10 @@ func cNodeState(id NodeID, s NodeState) *metapb.Command {
 	return &metapb.Command{Cmd: &metapb.Command_SetNodeState{SetNodeState: &metapb.SetNodeState{Id: int32(id), State: string(s)}}}
 }
 
+func cSetProps(tableID int64, set map[string]string, reset ...string) *metapb.Command {
+	return &metapb.Command{Cmd: &metapb.Command_SetTableProperties{SetTableProperties: &metapb.SetTableProperties{TableId: tableID, Set: set, Reset_: reset}}}
+}
+
 func cForget(id NodeID) *metapb.Command {
 	return &metapb.Command{Cmd: &metapb.Command_ForgetNode{ForgetNode: &metapb.ForgetNode{Id: int32(id)}}}
 }
@@ -314,6 +318,35 @@ func TestFSMCommands(t *testing.T) {
 				t.Fatalf("schema 1 changed: %+v", s1)
 			}
 		}},
+		{name: "set properties", cmd: func(testing.TB) *metapb.Command {
+			return cSetProps(1, map[string]string{"table.log.ttl": "1d", "team": "core"})
+		}, check: func(t *testing.T, f *FSM) {
+			tb, _ := f.TableByID(1)
+			if tb.Properties["table.log.ttl"] != "1d" || tb.Properties["team"] != "core" || tb.Schema().ID != 2 {
+				t.Fatalf("table after SetTableProperties: %+v", tb)
+			}
+			if byName, _ := f.TableByName("shop", "orders"); byName != tb {
+				t.Fatal("TableByName and TableByID disagree after SetTableProperties")
+			}
+		}},
+		{name: "reset a property", cmd: func(testing.TB) *metapb.Command { return cSetProps(1, nil, "team") },
+			check: func(t *testing.T, f *FSM) {
+				tb, _ := f.TableByID(1)
+				if _, ok := tb.Properties["team"]; ok || tb.Properties["table.log.ttl"] != "1d" {
+					t.Fatalf("properties after a reset: %v", tb.Properties)
+				}
+			}},
+		{name: "set a property fixed at creation", cmd: func(testing.TB) *metapb.Command {
+			return cSetProps(1, map[string]string{"table.log.ttl": "2d", "table.replication.factor": "2"})
+		}, wantErr: ErrInvalid, check: func(t *testing.T, f *FSM) {
+			tb, _ := f.TableByID(1)
+			if tb.Properties["table.log.ttl"] != "1d" || tb.Properties["table.replication.factor"] != "" {
+				t.Fatalf("a refused SetTableProperties changed %v", tb.Properties)
+			}
+		}},
+		{name: "set properties of an unknown table", cmd: func(testing.TB) *metapb.Command {
+			return cSetProps(77, map[string]string{"table.log.ttl": "2d"})
+		}, wantErr: ErrTableNotFound},
 		{name: "add existing column", cmd: func(testing.TB) *metapb.Command {
 			return cAddColumns(1, record.Column{Name: "id", Type: record.Type{Kind: record.KindString}, Nullable: true})
 		}, wantErr: ErrInvalid},
@@ -545,6 +578,8 @@ func randomCommand(t testing.TB, r *rand.Rand) *metapb.Command {
 			return cForget(NodeID(1 + r.IntN(5)))
 		}
 		return cNodeState(NodeID(1+r.IntN(5)), states[r.IntN(len(states))])
+	case 10:
+		return cSetProps(int64(1+r.IntN(8)), map[string]string{"table.log.ttl": fmt.Sprintf("%dd", 1+r.IntN(3))}, "owner")
 	case 9:
 		var as []Assignment
 		for range 1 + r.IntN(3) {

@@ -442,6 +442,22 @@ func (m *Meta) AddColumns(ctx context.Context, db, table string, cols []record.C
 	return int32(res.ID), nil
 }
 
+// SetTableProperties sets and resets properties of db.table that may
+// change after creation (AlterProperties checks the change).
+func (m *Meta) SetTableProperties(ctx context.Context, db, table string, set map[string]string, reset []string) error {
+	t, err := m.fsm.TableByName(db, table)
+	if err != nil {
+		return err
+	}
+	if _, err := AlterProperties(t, set, reset); err != nil {
+		return err
+	}
+	_, err = m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetTableProperties{SetTableProperties: &metapb.SetTableProperties{
+		TableId: t.ID, Set: set, Reset_: reset,
+	}}})
+	return err
+}
+
 // DropTable drops db.name with its partitions and assignments.
 func (m *Meta) DropTable(ctx context.Context, db, name string, ignoreIfNotExists bool) error {
 	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_DropTable{DropTable: &metapb.DropTable{

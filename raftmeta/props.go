@@ -2,6 +2,8 @@ package raftmeta
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,4 +35,81 @@ func (t *Table) LogCompression() (record.Compression, int, error) {
 		level = n
 	}
 	return c, level, nil
+}
+
+// Table properties AlterTable may change (MutableProperty).
+const (
+	PropLogTTL         = "table.log.ttl"
+	PropLocalSegments  = "table.log.tiered.local-segments"
+	PropLakeEnabled    = "table.datalake.enabled"
+	PropLakeFreshness  = "table.datalake.freshness"
+	PropAutoPrecreate  = "table.auto-partition.num-precreate"
+	PropAutoRetention  = "table.auto-partition.num-retention"
+	mutablePropsListed = PropLogTTL + ", " + PropLocalSegments + ", " + PropCompression + ", " + PropZstdLevel + ", " +
+		PropLakeEnabled + " (to true), " + PropLakeFreshness + ", " + PropAutoPrecreate + ", " + PropAutoRetention +
+		", and keys outside table.* and fields.*"
+)
+
+// MutableProperty reports whether table property key may change after the
+// table is created: the ones the server reads afresh on each use
+// (retention, tiering, compression of new batches, partition upkeep) and
+// user keys outside table.* and fields.*. Not those fixed in stored data or
+// in how rows merge (the merge engine, changelog image, bucket and
+// partition layout, the lake's format), nor the replication factor.
+func MutableProperty(key string) bool {
+	switch key {
+	case PropLogTTL, PropLocalSegments, PropCompression, PropZstdLevel,
+		PropLakeEnabled, PropLakeFreshness, PropAutoPrecreate, PropAutoRetention:
+		return true
+	}
+	return !strings.HasPrefix(key, "table.") && !strings.HasPrefix(key, "fields.")
+}
+
+// AlterProperties returns t's properties with set applied and reset
+// removed, after checking the change: at least one key, none both set and
+// reset, each MutableProperty (the compression not on a primary-key
+// table), table.datalake.enabled never turned off
+// once on (rows that retention dropped from the log are only in the lake,
+// and the union read would no longer see them), and the result valid as a
+// whole (CreateTable's rules). Errors wrap ErrInvalid.
+func AlterProperties(t *Table, set map[string]string, reset []string) (map[string]string, error) {
+	full := t.FullName()
+	if len(set) == 0 && len(reset) == 0 {
+		return nil, fmt.Errorf("%w: alter table %s: no property to set or reset", ErrInvalid, full)
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if slices.Contains(reset, k) {
+			return nil, fmt.Errorf("%w: alter table %s: property %q is both set and reset", ErrInvalid, full, k)
+		}
+	}
+	for _, k := range append(slices.Sorted(maps.Keys(set)), reset...) {
+		if strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%w: alter table %s: empty property key", ErrInvalid, full)
+		}
+		if !MutableProperty(k) {
+			return nil, fmt.Errorf("%w: alter table %s: property %q cannot change after the table is created (these can: %s)", ErrInvalid, full, k, mutablePropsListed)
+		}
+		if (k == PropCompression || k == PropZstdLevel) && t.HasPrimaryKey() {
+			// A primary-key bucket's state machine takes its changelog's
+			// compression when the replica opens (replica.PKConfig).
+			return nil, fmt.Errorf("%w: alter table %s: property %q cannot change on a primary-key table", ErrInvalid, full, k)
+		}
+	}
+	props := maps.Clone(t.Properties)
+	if props == nil {
+		props = map[string]string{}
+	}
+	maps.Copy(props, set)
+	for _, k := range reset {
+		delete(props, k)
+	}
+	if strings.EqualFold(t.Properties[PropLakeEnabled], "true") && !strings.EqualFold(props[PropLakeEnabled], "true") {
+		return nil, fmt.Errorf("%w: alter table %s: %s cannot be turned off once on: rows retention dropped from the log are only in the lake, and reads would no longer see them", ErrInvalid, full, PropLakeEnabled)
+	}
+	nt := *t
+	nt.Properties = props
+	if err := checkProperties(full, nt.Schema(), &nt); err != nil {
+		return nil, err
+	}
+	return props, nil
 }

@@ -218,7 +218,10 @@ func (s *service) DropTable(ctx context.Context, req *connect.Request[flussv1.Dr
 	return connect.NewResponse(&flussv1.DropTableResponse{}), nil
 }
 
-// AlterTable adds nullable columns to a log table (a new schema version).
+// AlterTable adds nullable columns to a log table (a new schema version)
+// and sets and resets table properties that may change after creation.
+// Both parts are checked before either is applied; the properties change
+// first, then the columns are added.
 func (s *service) AlterTable(ctx context.Context, req *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error) {
 	t, ref, err := s.table(ctx, req.Msg.GetTable())
 	if err != nil {
@@ -227,23 +230,42 @@ func (s *service) AlterTable(ctx context.Context, req *connect.Request[flussv1.A
 	if ref.Virtual != "" {
 		return nil, fmt.Errorf("%w: cannot alter %q: $%s tables are virtual", ErrInvalidRequest, req.Msg.GetTable(), ref.Virtual)
 	}
-	if len(req.Msg.GetAddColumns()) == 0 {
-		return nil, fmt.Errorf("%w: alter table %s: no change given (addColumns is empty)", ErrInvalidRequest, t.FullName())
+	add, set, reset := req.Msg.GetAddColumns(), req.Msg.GetSetProperties(), req.Msg.GetResetProperties()
+	if len(add) == 0 && len(set) == 0 && len(reset) == 0 {
+		return nil, fmt.Errorf("%w: alter table %s: no change given (addColumns, setProperties and resetProperties are empty)", ErrInvalidRequest, t.FullName())
 	}
-	if t.HasPrimaryKey() {
-		return nil, fmt.Errorf("%w: table %s has a primary key: adding columns to primary-key tables is not supported yet", ErrWrongTableKind, t.FullName())
+	props := len(set) > 0 || len(reset) > 0
+	if props {
+		if _, err := raftmeta.AlterProperties(t, set, reset); err != nil {
+			return nil, err
+		}
 	}
-	cols := make([]record.Column, 0, len(req.Msg.GetAddColumns()))
-	for _, c := range req.Msg.GetAddColumns() {
-		col, err := columnFromProto(c, false)
-		if err != nil {
+	cols := make([]record.Column, 0, len(add))
+	if len(add) > 0 {
+		if t.HasPrimaryKey() {
+			return nil, fmt.Errorf("%w: table %s has a primary key: adding columns to primary-key tables is not supported yet", ErrWrongTableKind, t.FullName())
+		}
+		for _, c := range add {
+			col, err := columnFromProto(c, false)
+			if err != nil {
+				return nil, fmt.Errorf("alter table %s: %w", t.FullName(), err)
+			}
+			cols = append(cols, col)
+		}
+		if err := raftmeta.ValidateNewColumns(t.FullName(), t.Schema(), cols); err != nil {
 			return nil, fmt.Errorf("alter table %s: %w", t.FullName(), err)
 		}
-		cols = append(cols, col)
 	}
-	id, err := s.b.AddColumns(ctx, t.FullName(), cols)
-	if err != nil {
-		return nil, fmt.Errorf("alter table %s: %w", t.FullName(), err)
+	if props {
+		if err := s.b.SetTableProperties(ctx, t.FullName(), set, reset); err != nil {
+			return nil, err
+		}
+	}
+	id := t.Schema().ID
+	if len(cols) > 0 {
+		if id, err = s.b.AddColumns(ctx, t.FullName(), cols); err != nil {
+			return nil, fmt.Errorf("alter table %s: %w", t.FullName(), err)
+		}
 	}
 	return connect.NewResponse(&flussv1.AlterTableResponse{SchemaId: id}), nil
 }

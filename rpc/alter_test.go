@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -192,5 +193,64 @@ func TestReadAheadOfCatalog(t *testing.T) {
 	res, err := e.c.Fetch(ctx, &flussv1.FetchRequest{Table: "s.t"})
 	if err != nil || string(res.GetRows()) != `[{"id":1,"note":"x"}]` {
 		t.Fatalf("fetch once the catalog caught up = %s, %v", res.GetRows(), err)
+	}
+}
+
+// TestAlterTableProperties: AlterTable sets and resets the properties that
+// may change after creation (Connect JSON, as curl sends it), and refuses
+// every other change, naming it, with nothing changed (columns asked for
+// in the same request included).
+func TestAlterTableProperties(t *testing.T) {
+	e := newEnv(t, rpc.Limits{})
+	ctx := context.Background()
+	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.t","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"}]},"properties":{"table.log.ttl":"7d","owner":"ann","table.datalake.enabled":"true"}}`)
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.pk","schema":{"columns":[
+		{"name":"id","type":"BIGINT NOT NULL"}],"primaryKey":["id"]}}`)
+	e.mustPost(t, "/fluss.v1.AdminService/AlterTable", `{"table":"s.pk","setProperties":{"table.log.ttl":"1d"}}`)
+	e.mustPost(t, "/fluss.v1.AdminService/AlterTable", `{"table":"s.t",
+		"setProperties":{"table.log.ttl":"2d","table.log.arrow.compression.type":"LZ4_FRAME","team":"core"},
+		"resetProperties":["owner"]}`)
+	want := map[string]string{"table.log.ttl": "2d", "table.log.arrow.compression.type": "LZ4_FRAME", "team": "core", "table.datalake.enabled": "true"}
+	tb, err := e.c.GetTable(ctx, "s.t")
+	if err != nil || !maps.Equal(tb.GetProperties(), want) || tb.GetSchemaId() != 1 {
+		t.Fatalf("GetTable after AlterTable = %v, %v; want properties %v", tb, err, want)
+	}
+	if err := e.c.SetTableProperties(ctx, "s.t", nil, "team"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "team")
+
+	for _, tc := range []struct {
+		name  string
+		req   *flussv1.AlterTableRequest
+		code  connect.Code
+		words string
+	}{
+		{"nothing", &flussv1.AlterTableRequest{Table: "s.t"}, connect.CodeInvalidArgument, "no change"},
+		{"fixed at creation", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.replication.factor": "2"}}, connect.CodeInvalidArgument, "cannot change after the table is created"},
+		{"fixed reset", &flussv1.AlterTableRequest{Table: "s.t", ResetProperties: []string{"table.merge-engine"}}, connect.CodeInvalidArgument, "table.merge-engine"},
+		{"bad value", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.log.ttl": "soon"}}, connect.CodeInvalidArgument, "table.log.ttl"},
+		{"both set and reset", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"x": "1"}, ResetProperties: []string{"x"}}, connect.CodeInvalidArgument, "both set and reset"},
+		{"empty key", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"": "1"}}, connect.CodeInvalidArgument, "empty property key"},
+		{"lake off", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.datalake.enabled": "false"}}, connect.CodeInvalidArgument, "cannot be turned off"},
+		{"lake reset", &flussv1.AlterTableRequest{Table: "s.t", ResetProperties: []string{"table.datalake.enabled"}}, connect.CodeInvalidArgument, "cannot be turned off"},
+		{"with a column", &flussv1.AlterTableRequest{Table: "s.t", AddColumns: []*flussv1.Column{{Name: "note", Type: "STRING"}},
+			SetProperties: map[string]string{"table.log.arrow.compression.zstd.level": "99"}}, connect.CodeInvalidArgument, "zstd.level"},
+		{"a bad column with properties", &flussv1.AlterTableRequest{Table: "s.t", AddColumns: []*flussv1.Column{{Name: "id", Type: "STRING"}},
+			SetProperties: map[string]string{"table.log.ttl": "1d"}}, connect.CodeInvalidArgument, "id"},
+		{"compression of a primary-key table", &flussv1.AlterTableRequest{Table: "s.pk", SetProperties: map[string]string{"table.log.arrow.compression.type": "NONE"}}, connect.CodeInvalidArgument, "primary-key table"},
+		{"unknown table", &flussv1.AlterTableRequest{Table: "s.nope", SetProperties: map[string]string{"table.log.ttl": "1d"}}, connect.CodeNotFound, "s.nope"},
+		{"changelog of a log table", &flussv1.AlterTableRequest{Table: "s.t$changelog", SetProperties: map[string]string{"table.log.ttl": "1d"}}, connect.CodeFailedPrecondition, "primary-key tables"},
+	} {
+		_, err := e.c.AlterTable(ctx, tc.req)
+		if connect.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.words) {
+			t.Errorf("%s: AlterTable = %v, want %v naming %q", tc.name, err, tc.code, tc.words)
+		}
+	}
+	tb, err = e.c.GetTable(ctx, "s.t")
+	if err != nil || !maps.Equal(tb.GetProperties(), want) || tb.GetSchemaId() != 1 {
+		t.Fatalf("GetTable after refused changes = %v, %v; want properties %v and schema 1", tb, err, want)
 	}
 }

@@ -29,6 +29,9 @@ type Backend interface {
 	// AddColumns appends nullable columns to a log table's schema as a new
 	// schema version and returns its id (raftmeta.Meta.AddColumns).
 	AddColumns(ctx context.Context, name string, cols []record.Column) (schemaID int32, err error)
+	// SetTableProperties sets and removes properties of a table that may
+	// change after it is created (raftmeta.AlterProperties).
+	SetTableProperties(ctx context.Context, name string, set map[string]string, reset []string) error
 	// CreatePartition creates the partition of a partitioned table
 	// ("db.table") with the given values (one per partition key) and
 	// returns it once its buckets have leaders (or a bounded wait ended).

@@ -733,9 +733,18 @@ type AlterTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // "db.table"
 	// Columns to append, in order; each must be nullable and new.
-	AddColumns    []*Column `protobuf:"bytes,2,rep,name=add_columns,json=addColumns,proto3" json:"add_columns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AddColumns []*Column `protobuf:"bytes,2,rep,name=add_columns,json=addColumns,proto3" json:"add_columns,omitempty"`
+	// Table properties to set. Only those that can change after creation:
+	// table.log.ttl, table.log.tiered.local-segments,
+	// table.log.arrow.compression.type, table.log.arrow.compression.zstd.level
+	// (log tables), table.datalake.enabled (to true), table.datalake.freshness,
+	// table.auto-partition.num-precreate,
+	// table.auto-partition.num-retention, and keys outside table.* and fields.*.
+	SetProperties map[string]string `protobuf:"bytes,3,rep,name=set_properties,json=setProperties,proto3" json:"set_properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Table properties to remove (back to their defaults); the same keys.
+	ResetProperties []string `protobuf:"bytes,4,rep,name=reset_properties,json=resetProperties,proto3" json:"reset_properties,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AlterTableRequest) Reset() {
@@ -778,6 +787,20 @@ func (x *AlterTableRequest) GetTable() string {
 func (x *AlterTableRequest) GetAddColumns() []*Column {
 	if x != nil {
 		return x.AddColumns
+	}
+	return nil
+}
+
+func (x *AlterTableRequest) GetSetProperties() map[string]string {
+	if x != nil {
+		return x.SetProperties
+	}
+	return nil
+}
+
+func (x *AlterTableRequest) GetResetProperties() []string {
+	if x != nil {
+		return x.ResetProperties
 	}
 	return nil
 }
@@ -3739,11 +3762,16 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"0\n" +
 	"\x13CreateTableResponse\x12\x19\n" +
-	"\btable_id\x18\x01 \x01(\x03R\atableId\"\\\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\"\xa0\x02\n" +
 	"\x11AlterTableRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x121\n" +
 	"\vadd_columns\x18\x02 \x03(\v2\x10.fluss.v1.ColumnR\n" +
-	"addColumns\"1\n" +
+	"addColumns\x12U\n" +
+	"\x0eset_properties\x18\x03 \x03(\v2..fluss.v1.AlterTableRequest.SetPropertiesEntryR\rsetProperties\x12)\n" +
+	"\x10reset_properties\x18\x04 \x03(\tR\x0fresetProperties\x1a@\n" +
+	"\x12SetPropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +
 	"\x12AlterTableResponse\x12\x1b\n" +
 	"\tschema_id\x18\x01 \x01(\x05R\bschemaId\"'\n" +
 	"\x0fGetTableRequest\x12\x14\n" +
@@ -4026,7 +4054,7 @@ func file_fluss_v1_fluss_proto_rawDescGZIP() []byte {
 }
 
 var file_fluss_v1_fluss_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_fluss_v1_fluss_proto_goTypes = []any{
 	(Format)(0),                       // 0: fluss.v1.Format
 	(ListOffsetsRequest_Spec)(0),      // 1: fluss.v1.ListOffsetsRequest.Spec
@@ -4093,97 +4121,99 @@ var file_fluss_v1_fluss_proto_goTypes = []any{
 	(*LimitScanRequest)(nil),          // 62: fluss.v1.LimitScanRequest
 	(*LimitScanResponse)(nil),         // 63: fluss.v1.LimitScanResponse
 	nil,                               // 64: fluss.v1.CreateTableRequest.PropertiesEntry
-	nil,                               // 65: fluss.v1.GetTableResponse.PropertiesEntry
-	nil,                               // 66: fluss.v1.Partition.ValuesEntry
-	nil,                               // 67: fluss.v1.CreatePartitionRequest.ValuesEntry
-	nil,                               // 68: fluss.v1.DropPartitionRequest.ValuesEntry
-	nil,                               // 69: fluss.v1.ListPartitionsRequest.ValuesEntry
-	(*descriptorpb.FieldOptions)(nil), // 70: google.protobuf.FieldOptions
+	nil,                               // 65: fluss.v1.AlterTableRequest.SetPropertiesEntry
+	nil,                               // 66: fluss.v1.GetTableResponse.PropertiesEntry
+	nil,                               // 67: fluss.v1.Partition.ValuesEntry
+	nil,                               // 68: fluss.v1.CreatePartitionRequest.ValuesEntry
+	nil,                               // 69: fluss.v1.DropPartitionRequest.ValuesEntry
+	nil,                               // 70: fluss.v1.ListPartitionsRequest.ValuesEntry
+	(*descriptorpb.FieldOptions)(nil), // 71: google.protobuf.FieldOptions
 }
 var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	9,  // 0: fluss.v1.Schema.columns:type_name -> fluss.v1.Column
 	10, // 1: fluss.v1.CreateTableRequest.schema:type_name -> fluss.v1.Schema
 	64, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
 	9,  // 3: fluss.v1.AlterTableRequest.add_columns:type_name -> fluss.v1.Column
-	10, // 4: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
-	65, // 5: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
-	66, // 6: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
-	67, // 7: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
-	21, // 8: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
-	68, // 9: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
-	21, // 10: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
-	69, // 11: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
-	21, // 12: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
-	1,  // 13: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
-	29, // 14: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
-	32, // 15: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
-	35, // 16: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
-	46, // 17: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
-	49, // 18: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
-	49, // 19: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
-	0,  // 20: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
-	2,  // 21: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
-	29, // 22: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
-	0,  // 23: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
-	60, // 24: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
-	70, // 25: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
-	3,  // 26: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
-	5,  // 27: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
-	7,  // 28: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
-	11, // 29: fluss.v1.AdminService.CreateTable:input_type -> fluss.v1.CreateTableRequest
-	15, // 30: fluss.v1.AdminService.GetTable:input_type -> fluss.v1.GetTableRequest
-	17, // 31: fluss.v1.AdminService.ListTables:input_type -> fluss.v1.ListTablesRequest
-	19, // 32: fluss.v1.AdminService.DropTable:input_type -> fluss.v1.DropTableRequest
-	13, // 33: fluss.v1.AdminService.AlterTable:input_type -> fluss.v1.AlterTableRequest
-	22, // 34: fluss.v1.AdminService.CreatePartition:input_type -> fluss.v1.CreatePartitionRequest
-	24, // 35: fluss.v1.AdminService.DropPartition:input_type -> fluss.v1.DropPartitionRequest
-	26, // 36: fluss.v1.AdminService.ListPartitions:input_type -> fluss.v1.ListPartitionsRequest
-	28, // 37: fluss.v1.AdminService.ListOffsets:input_type -> fluss.v1.ListOffsetsRequest
-	31, // 38: fluss.v1.AdminService.GetTableLayout:input_type -> fluss.v1.GetTableLayoutRequest
-	34, // 39: fluss.v1.AdminService.DescribeCluster:input_type -> fluss.v1.DescribeClusterRequest
-	37, // 40: fluss.v1.AdminService.DrainNode:input_type -> fluss.v1.DrainNodeRequest
-	39, // 41: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
-	41, // 42: fluss.v1.AdminService.DecommissionNode:input_type -> fluss.v1.DecommissionNodeRequest
-	43, // 43: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
-	45, // 44: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
-	48, // 45: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
-	51, // 46: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
-	53, // 47: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
-	55, // 48: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
-	57, // 49: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
-	59, // 50: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
-	62, // 51: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
-	4,  // 52: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
-	6,  // 53: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
-	8,  // 54: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
-	12, // 55: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
-	16, // 56: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
-	18, // 57: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
-	20, // 58: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
-	14, // 59: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
-	23, // 60: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
-	25, // 61: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
-	27, // 62: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
-	30, // 63: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
-	33, // 64: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
-	36, // 65: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
-	38, // 66: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
-	40, // 67: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
-	42, // 68: fluss.v1.AdminService.DecommissionNode:output_type -> fluss.v1.DecommissionNodeResponse
-	44, // 69: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
-	47, // 70: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
-	50, // 71: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
-	52, // 72: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
-	54, // 73: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
-	56, // 74: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
-	58, // 75: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
-	61, // 76: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
-	63, // 77: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
-	52, // [52:78] is the sub-list for method output_type
-	26, // [26:52] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	25, // [25:26] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	65, // 4: fluss.v1.AlterTableRequest.set_properties:type_name -> fluss.v1.AlterTableRequest.SetPropertiesEntry
+	10, // 5: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
+	66, // 6: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
+	67, // 7: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
+	68, // 8: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
+	21, // 9: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
+	69, // 10: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
+	21, // 11: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
+	70, // 12: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
+	21, // 13: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
+	1,  // 14: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
+	29, // 15: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
+	32, // 16: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
+	35, // 17: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
+	46, // 18: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
+	49, // 19: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
+	49, // 20: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
+	0,  // 21: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
+	2,  // 22: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
+	29, // 23: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
+	0,  // 24: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
+	60, // 25: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
+	71, // 26: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
+	3,  // 27: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
+	5,  // 28: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
+	7,  // 29: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
+	11, // 30: fluss.v1.AdminService.CreateTable:input_type -> fluss.v1.CreateTableRequest
+	15, // 31: fluss.v1.AdminService.GetTable:input_type -> fluss.v1.GetTableRequest
+	17, // 32: fluss.v1.AdminService.ListTables:input_type -> fluss.v1.ListTablesRequest
+	19, // 33: fluss.v1.AdminService.DropTable:input_type -> fluss.v1.DropTableRequest
+	13, // 34: fluss.v1.AdminService.AlterTable:input_type -> fluss.v1.AlterTableRequest
+	22, // 35: fluss.v1.AdminService.CreatePartition:input_type -> fluss.v1.CreatePartitionRequest
+	24, // 36: fluss.v1.AdminService.DropPartition:input_type -> fluss.v1.DropPartitionRequest
+	26, // 37: fluss.v1.AdminService.ListPartitions:input_type -> fluss.v1.ListPartitionsRequest
+	28, // 38: fluss.v1.AdminService.ListOffsets:input_type -> fluss.v1.ListOffsetsRequest
+	31, // 39: fluss.v1.AdminService.GetTableLayout:input_type -> fluss.v1.GetTableLayoutRequest
+	34, // 40: fluss.v1.AdminService.DescribeCluster:input_type -> fluss.v1.DescribeClusterRequest
+	37, // 41: fluss.v1.AdminService.DrainNode:input_type -> fluss.v1.DrainNodeRequest
+	39, // 42: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
+	41, // 43: fluss.v1.AdminService.DecommissionNode:input_type -> fluss.v1.DecommissionNodeRequest
+	43, // 44: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
+	45, // 45: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
+	48, // 46: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
+	51, // 47: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
+	53, // 48: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
+	55, // 49: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
+	57, // 50: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
+	59, // 51: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
+	62, // 52: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
+	4,  // 53: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
+	6,  // 54: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
+	8,  // 55: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
+	12, // 56: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
+	16, // 57: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
+	18, // 58: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
+	20, // 59: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
+	14, // 60: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
+	23, // 61: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
+	25, // 62: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
+	27, // 63: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
+	30, // 64: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
+	33, // 65: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
+	36, // 66: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
+	38, // 67: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
+	40, // 68: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
+	42, // 69: fluss.v1.AdminService.DecommissionNode:output_type -> fluss.v1.DecommissionNodeResponse
+	44, // 70: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
+	47, // 71: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
+	50, // 72: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
+	52, // 73: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
+	54, // 74: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
+	56, // 75: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
+	58, // 76: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
+	61, // 77: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
+	63, // 78: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
+	53, // [53:79] is the sub-list for method output_type
+	27, // [27:53] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	26, // [26:27] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_fluss_v1_fluss_proto_init() }
@@ -4201,7 +4231,7 @@ func file_fluss_v1_fluss_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_v1_fluss_proto_rawDesc), len(file_fluss_v1_fluss_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   67,
+			NumMessages:   68,
 			NumExtensions: 1,
 			NumServices:   3,
 		},

@@ -604,6 +604,7 @@ type Command struct {
 	//	*Command_SetClusterId
 	//	*Command_AddColumns
 	//	*Command_ForgetNode
+	//	*Command_SetTableProperties
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -754,6 +755,15 @@ func (x *Command) GetForgetNode() *ForgetNode {
 	return nil
 }
 
+func (x *Command) GetSetTableProperties() *SetTableProperties {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_SetTableProperties); ok {
+			return x.SetTableProperties
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -806,6 +816,10 @@ type Command_ForgetNode struct {
 	ForgetNode *ForgetNode `protobuf:"bytes,12,opt,name=forget_node,json=forgetNode,proto3,oneof"`
 }
 
+type Command_SetTableProperties struct {
+	SetTableProperties *SetTableProperties `protobuf:"bytes,13,opt,name=set_table_properties,json=setTableProperties,proto3,oneof"`
+}
+
 func (*Command_CreateDatabase) isCommand_Cmd() {}
 
 func (*Command_DropDatabase) isCommand_Cmd() {}
@@ -829,6 +843,8 @@ func (*Command_SetClusterId) isCommand_Cmd() {}
 func (*Command_AddColumns) isCommand_Cmd() {}
 
 func (*Command_ForgetNode) isCommand_Cmd() {}
+
+func (*Command_SetTableProperties) isCommand_Cmd() {}
 
 type CreateDatabase struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1357,6 +1373,68 @@ func (x *SetNodeState) GetState() string {
 	return ""
 }
 
+// SetTableProperties sets and removes properties of table_id that may
+// change after creation (raftmeta.MutableProperty).
+type SetTableProperties struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableId       int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Set           map[string]string      `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Reset_        []string               `protobuf:"bytes,3,rep,name=reset,proto3" json:"reset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTableProperties) Reset() {
+	*x = SetTableProperties{}
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTableProperties) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTableProperties) ProtoMessage() {}
+
+func (x *SetTableProperties) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTableProperties.ProtoReflect.Descriptor instead.
+func (*SetTableProperties) Descriptor() ([]byte, []int) {
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetTableProperties) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *SetTableProperties) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *SetTableProperties) GetReset_() []string {
+	if x != nil {
+		return x.Reset_
+	}
+	return nil
+}
+
 // ForgetNode removes a decommissioned node from the catalog: its state is
 // decommissioning and no assignment names it.
 type ForgetNode struct {
@@ -1368,7 +1446,7 @@ type ForgetNode struct {
 
 func (x *ForgetNode) Reset() {
 	*x = ForgetNode{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1458,7 @@ func (x *ForgetNode) String() string {
 func (*ForgetNode) ProtoMessage() {}
 
 func (x *ForgetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1471,7 @@ func (x *ForgetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNode.ProtoReflect.Descriptor instead.
 func (*ForgetNode) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{17}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ForgetNode) GetId() int32 {
@@ -1414,7 +1492,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1504,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1517,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{18}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1468,7 +1546,7 @@ type AddColumns struct {
 
 func (x *AddColumns) Reset() {
 	*x = AddColumns{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1558,7 @@ func (x *AddColumns) String() string {
 func (*AddColumns) ProtoMessage() {}
 
 func (x *AddColumns) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1571,7 @@ func (x *AddColumns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddColumns.ProtoReflect.Descriptor instead.
 func (*AddColumns) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{19}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddColumns) GetTableId() int64 {
@@ -1531,7 +1609,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1621,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1634,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *State) GetClusterId() string {
@@ -1686,7 +1764,7 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x04 \x01(\tR\n" +
 	"gossipAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\tR\x05state\"\xc2\x06\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"\x99\a\n" +
 	"\aCommand\x12H\n" +
 	"\x0fcreate_database\x18\x01 \x01(\v2\x1d.fluss.meta.v1.CreateDatabaseH\x00R\x0ecreateDatabase\x12B\n" +
 	"\rdrop_database\x18\x02 \x01(\v2\x1b.fluss.meta.v1.DropDatabaseH\x00R\fdropDatabase\x12?\n" +
@@ -1703,7 +1781,8 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vadd_columns\x18\v \x01(\v2\x19.fluss.meta.v1.AddColumnsH\x00R\n" +
 	"addColumns\x12<\n" +
 	"\vforget_node\x18\f \x01(\v2\x19.fluss.meta.v1.ForgetNodeH\x00R\n" +
-	"forgetNodeB\x05\n" +
+	"forgetNode\x12U\n" +
+	"\x14set_table_properties\x18\r \x01(\v2!.fluss.meta.v1.SetTablePropertiesH\x00R\x12setTablePropertiesB\x05\n" +
 	"\x03cmd\"o\n" +
 	"\x0eCreateDatabase\x123\n" +
 	"\bdatabase\x18\x01 \x01(\v2\x17.fluss.meta.v1.DatabaseR\bdatabase\x12(\n" +
@@ -1740,7 +1819,14 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x13.fluss.meta.v1.NodeR\x04node\"4\n" +
 	"\fSetNodeState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\"\x1c\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\xbb\x01\n" +
+	"\x12SetTableProperties\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12<\n" +
+	"\x03set\x18\x02 \x03(\v2*.fluss.meta.v1.SetTableProperties.SetEntryR\x03set\x12\x14\n" +
+	"\x05reset\x18\x03 \x03(\tR\x05reset\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1c\n" +
 	"\n" +
 	"ForgetNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\"Q\n" +
@@ -1778,38 +1864,40 @@ func file_fluss_meta_v1_meta_proto_rawDescGZIP() []byte {
 	return file_fluss_meta_v1_meta_proto_rawDescData
 }
 
-var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_fluss_meta_v1_meta_proto_goTypes = []any{
-	(*Column)(nil),          // 0: fluss.meta.v1.Column
-	(*Schema)(nil),          // 1: fluss.meta.v1.Schema
-	(*Database)(nil),        // 2: fluss.meta.v1.Database
-	(*Table)(nil),           // 3: fluss.meta.v1.Table
-	(*Partition)(nil),       // 4: fluss.meta.v1.Partition
-	(*Assignment)(nil),      // 5: fluss.meta.v1.Assignment
-	(*Node)(nil),            // 6: fluss.meta.v1.Node
-	(*Command)(nil),         // 7: fluss.meta.v1.Command
-	(*CreateDatabase)(nil),  // 8: fluss.meta.v1.CreateDatabase
-	(*DropDatabase)(nil),    // 9: fluss.meta.v1.DropDatabase
-	(*CreateTable)(nil),     // 10: fluss.meta.v1.CreateTable
-	(*DropTable)(nil),       // 11: fluss.meta.v1.DropTable
-	(*CreatePartition)(nil), // 12: fluss.meta.v1.CreatePartition
-	(*DropPartition)(nil),   // 13: fluss.meta.v1.DropPartition
-	(*SetAssignments)(nil),  // 14: fluss.meta.v1.SetAssignments
-	(*RegisterNode)(nil),    // 15: fluss.meta.v1.RegisterNode
-	(*SetNodeState)(nil),    // 16: fluss.meta.v1.SetNodeState
-	(*ForgetNode)(nil),      // 17: fluss.meta.v1.ForgetNode
-	(*SetClusterID)(nil),    // 18: fluss.meta.v1.SetClusterID
-	(*AddColumns)(nil),      // 19: fluss.meta.v1.AddColumns
-	(*State)(nil),           // 20: fluss.meta.v1.State
-	nil,                     // 21: fluss.meta.v1.Table.PropertiesEntry
-	nil,                     // 22: fluss.meta.v1.Partition.ValuesEntry
-	nil,                     // 23: fluss.meta.v1.CreatePartition.ValuesEntry
+	(*Column)(nil),             // 0: fluss.meta.v1.Column
+	(*Schema)(nil),             // 1: fluss.meta.v1.Schema
+	(*Database)(nil),           // 2: fluss.meta.v1.Database
+	(*Table)(nil),              // 3: fluss.meta.v1.Table
+	(*Partition)(nil),          // 4: fluss.meta.v1.Partition
+	(*Assignment)(nil),         // 5: fluss.meta.v1.Assignment
+	(*Node)(nil),               // 6: fluss.meta.v1.Node
+	(*Command)(nil),            // 7: fluss.meta.v1.Command
+	(*CreateDatabase)(nil),     // 8: fluss.meta.v1.CreateDatabase
+	(*DropDatabase)(nil),       // 9: fluss.meta.v1.DropDatabase
+	(*CreateTable)(nil),        // 10: fluss.meta.v1.CreateTable
+	(*DropTable)(nil),          // 11: fluss.meta.v1.DropTable
+	(*CreatePartition)(nil),    // 12: fluss.meta.v1.CreatePartition
+	(*DropPartition)(nil),      // 13: fluss.meta.v1.DropPartition
+	(*SetAssignments)(nil),     // 14: fluss.meta.v1.SetAssignments
+	(*RegisterNode)(nil),       // 15: fluss.meta.v1.RegisterNode
+	(*SetNodeState)(nil),       // 16: fluss.meta.v1.SetNodeState
+	(*SetTableProperties)(nil), // 17: fluss.meta.v1.SetTableProperties
+	(*ForgetNode)(nil),         // 18: fluss.meta.v1.ForgetNode
+	(*SetClusterID)(nil),       // 19: fluss.meta.v1.SetClusterID
+	(*AddColumns)(nil),         // 20: fluss.meta.v1.AddColumns
+	(*State)(nil),              // 21: fluss.meta.v1.State
+	nil,                        // 22: fluss.meta.v1.Table.PropertiesEntry
+	nil,                        // 23: fluss.meta.v1.Partition.ValuesEntry
+	nil,                        // 24: fluss.meta.v1.CreatePartition.ValuesEntry
+	nil,                        // 25: fluss.meta.v1.SetTableProperties.SetEntry
 }
 var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	0,  // 0: fluss.meta.v1.Schema.columns:type_name -> fluss.meta.v1.Column
 	1,  // 1: fluss.meta.v1.Table.schemas:type_name -> fluss.meta.v1.Schema
-	21, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
-	22, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
+	22, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
+	23, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
 	8,  // 4: fluss.meta.v1.Command.create_database:type_name -> fluss.meta.v1.CreateDatabase
 	9,  // 5: fluss.meta.v1.Command.drop_database:type_name -> fluss.meta.v1.DropDatabase
 	10, // 6: fluss.meta.v1.Command.create_table:type_name -> fluss.meta.v1.CreateTable
@@ -1819,27 +1907,29 @@ var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	14, // 10: fluss.meta.v1.Command.set_assignments:type_name -> fluss.meta.v1.SetAssignments
 	15, // 11: fluss.meta.v1.Command.register_node:type_name -> fluss.meta.v1.RegisterNode
 	16, // 12: fluss.meta.v1.Command.set_node_state:type_name -> fluss.meta.v1.SetNodeState
-	18, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
-	19, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
-	17, // 15: fluss.meta.v1.Command.forget_node:type_name -> fluss.meta.v1.ForgetNode
-	2,  // 16: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
-	3,  // 17: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
-	5,  // 18: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
-	23, // 19: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
-	5,  // 20: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
-	5,  // 21: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
-	6,  // 22: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
-	0,  // 23: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
-	6,  // 24: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
-	2,  // 25: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
-	3,  // 26: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
-	4,  // 27: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
-	5,  // 28: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	19, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
+	20, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
+	18, // 15: fluss.meta.v1.Command.forget_node:type_name -> fluss.meta.v1.ForgetNode
+	17, // 16: fluss.meta.v1.Command.set_table_properties:type_name -> fluss.meta.v1.SetTableProperties
+	2,  // 17: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
+	3,  // 18: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
+	5,  // 19: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
+	24, // 20: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
+	5,  // 21: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
+	5,  // 22: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
+	6,  // 23: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
+	25, // 24: fluss.meta.v1.SetTableProperties.set:type_name -> fluss.meta.v1.SetTableProperties.SetEntry
+	0,  // 25: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
+	6,  // 26: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
+	2,  // 27: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
+	3,  // 28: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
+	4,  // 29: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
+	5,  // 30: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_fluss_meta_v1_meta_proto_init() }
@@ -1860,6 +1950,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 		(*Command_SetClusterId)(nil),
 		(*Command_AddColumns)(nil),
 		(*Command_ForgetNode)(nil),
+		(*Command_SetTableProperties)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1867,7 +1958,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_meta_v1_meta_proto_rawDesc), len(file_fluss_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -468,6 +468,23 @@ func (c *Client) AddColumns(ctx context.Context, table string, cols ...*flussv1.
 	return res.Msg.GetSchemaId(), nil
 }
 
+// AlterTable sends an AlterTableRequest as it is and returns the table's
+// schema version after it. Sent once, not retried.
+func (c *Client) AlterTable(ctx context.Context, req *flussv1.AlterTableRequest) (*flussv1.AlterTableResponse, error) {
+	res, err := c.admin.AlterTable(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// SetTableProperties sets and resets table properties that may change
+// after the table is created. Sent once, not retried.
+func (c *Client) SetTableProperties(ctx context.Context, table string, set map[string]string, reset ...string) error {
+	_, err := c.admin.AlterTable(ctx, connect.NewRequest(&flussv1.AlterTableRequest{Table: table, SetProperties: set, ResetProperties: reset}))
+	return err
+}
+
 // ListOffsets resolves spec for the given buckets (none: every bucket).
 func (c *Client) ListOffsets(ctx context.Context, table string, spec flussv1.ListOffsetsRequest_Spec, timestampMs int64, buckets ...int32) ([]*flussv1.BucketOffset, error) {
 	res, err := retried(ctx, c, c.adminAny, flussv1connect.AdminServiceClient.ListOffsets,

@@ -237,6 +237,23 @@ func (m *Backend) AddColumns(ctx context.Context, name string, cols []record.Col
 	return next.ID, nil
 }
 
+func (m *Backend) SetTableProperties(ctx context.Context, name string, set map[string]string, reset []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.tableLocked(name)
+	if err != nil {
+		return err
+	}
+	props, err := raftmeta.AlterProperties(t, set, reset)
+	if err != nil {
+		return err
+	}
+	nt := *t // tables are immutable once handed out
+	nt.Properties = props
+	m.tables[name] = &nt
+	return nil
+}
+
 func (m *Backend) tableLocked(name string) (*raftmeta.Table, error) {
 	t, ok := m.tables[name]
 	if !ok {
