@@ -364,7 +364,7 @@ func (n *Node) admit(ctx context.Context, nd raftmeta.Node, fresh bool) (raftmet
 		}
 	}
 	if nd.ID == 0 {
-		var top raftmeta.NodeID
+		top := n.meta.ForgottenNodeID() // never reused (raftmeta forgetNode)
 		for _, s := range servers {
 			if v, err := strconv.Atoi(string(s.ID)); err == nil {
 				top = max(top, raftmeta.NodeID(v))

@@ -551,44 +551,60 @@ func TestDecommissionNode(t *testing.T) {
 
 // TestForgetNeedsTheFeatureLevel: a decommissioned node that stopped is
 // not forgotten while an alive node runs a binary without the forget_node
-// command (it could not apply it), and is once that node is gone.
+// command (it could not apply it), and is once that node is gone; its id,
+// the highest, is not given to the next node that joins.
 func TestForgetNeedsTheFeatureLevel(t *testing.T) {
-	nodes, _ := opsCluster(t, 3)
-	cfg := clusterConfig(t.TempDir())
-	cfg.Join = []string{nodes[0].peers.Addr()}
-	old, err := New(cfg, testLogger())
-	if err != nil {
-		t.Fatal(err)
+	nodes, _ := opsCluster(t, 2)
+	join := func(level uint32) *Node {
+		t.Helper()
+		cfg := clusterConfig(t.TempDir())
+		cfg.Cluster.DeadNodeGrace = Duration{2 * time.Second}
+		cfg.Join = []string{nodes[0].peers.Addr()}
+		nd, err := New(cfg, testLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.gossipProfile = membership.ProfileLocal
+		nd.featureLevel = level
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := nd.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		return nd
 	}
-	old.gossipProfile = membership.ProfileLocal
-	old.featureLevel = featureDecommission
+	old := join(featureDecommission) // node 3
+	fourth := join(featureLevel)     // node 4
+	if old.ID() != 3 || fourth.ID() != 4 {
+		t.Fatalf("nodes joined as %d and %d, want 3 and 4", old.ID(), fourth.ID())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := old.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
 	waitFor(t, 20*time.Second, func() bool {
 		return len(nodes[0].members()) == 4 && nodes[0].clusterFeatureLevel() == featureDecommission
 	})
-	if err := nodes[0].DecommissionNode(ctx, 3); err != nil {
+	if err := nodes[0].DecommissionNode(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return !strings.Contains(metaMembers(nodes[0]), "3:") })
-	if err := nodes[2].Close(); err != nil {
+	waitFor(t, 30*time.Second, func() bool { return !strings.Contains(metaMembers(nodes[0]), "4:") })
+	if err := fourth.Close(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * nodes[0].cfg.Cluster.DeadNodeGrace.Duration)
-	if _, err := nodes[0].meta.Node(3); err != nil {
-		t.Fatalf("node 3 forgotten beside a binary without forget_node: %v", err)
+	if _, err := nodes[0].meta.Node(4); err != nil {
+		t.Fatalf("node 4 forgotten beside a binary without forget_node: %v", err)
 	}
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() bool {
-		_, err := nodes[0].meta.Node(3)
+		_, err := nodes[0].meta.Node(4)
 		return errors.Is(err, raftmeta.ErrNodeNotFound)
 	})
+	if next := join(featureLevel); next.ID() != 5 {
+		t.Fatalf("the node joining after node 4 was forgotten got id %d, want 5", next.ID())
+	}
 }
 
 // TestSurplusVoterDemoted undoes a decommission after the node's vote

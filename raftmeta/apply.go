@@ -379,7 +379,9 @@ func (st *state) setTableProperties(c *metapb.SetTableProperties) error {
 }
 
 // forgetNode removes a decommissioned node: only one decommissioning and
-// named by no assignment, so that nothing refers to it afterwards.
+// named by no assignment, so that nothing refers to it afterwards. Its id
+// is remembered (forgottenNodeID) so that no joining node is given it: the
+// old machine, restarted on its data, would take itself for that node.
 func (st *state) forgetNode(c *metapb.ForgetNode) error {
 	n, ok := st.nodes[NodeID(c.Id)]
 	if !ok {
@@ -400,6 +402,7 @@ func (st *state) forgetNode(c *metapb.ForgetNode) error {
 		return fmt.Errorf("%w: node %d still holds %d bucket replicas", ErrInvalid, c.Id, held)
 	}
 	delete(st.nodes, n.ID)
+	st.forgottenNodeID = max(st.forgottenNodeID, n.ID)
 	return nil
 }
 

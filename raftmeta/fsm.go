@@ -32,6 +32,8 @@ type state struct {
 	nextTableID     int64
 	nextPartitionID int64
 	appliedIndex    uint64
+	// forgottenNodeID is the highest id forgetNode removed (0: none).
+	forgottenNodeID NodeID
 
 	nodes      map[NodeID]Node
 	databases  map[string]*Database
@@ -170,6 +172,7 @@ func (st *state) toPB() *metapb.State {
 		NextTableId:     st.nextTableID,
 		NextPartitionId: st.nextPartitionID,
 		AppliedIndex:    st.appliedIndex,
+		ForgottenNodeId: int32(st.forgottenNodeID),
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.nodes)) {
 		out.Nodes = append(out.Nodes, nodeToPB(st.nodes[id]))
@@ -204,6 +207,7 @@ func decodeState(b []byte) (*state, error) {
 	st.nextTableID = pb.NextTableId
 	st.nextPartitionID = pb.NextPartitionId
 	st.appliedIndex = pb.AppliedIndex
+	st.forgottenNodeID = NodeID(pb.ForgottenNodeId)
 	for _, n := range pb.Nodes {
 		if n == nil {
 			return nil, fmt.Errorf("%w: nil node", ErrBadSnapshot)
@@ -262,6 +266,14 @@ func (f *FSM) ClusterID() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.st.clusterID
+}
+
+// ForgottenNodeID is the highest node id ForgetNode removed (0: none); a
+// joining node is given a higher one.
+func (f *FSM) ForgottenNodeID() NodeID {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.forgottenNodeID
 }
 
 // Databases lists every database, sorted by name.

@@ -391,6 +391,9 @@ func TestFSMCommands(t *testing.T) {
 				if _, err := f.Node(7); !errors.Is(err, ErrNodeNotFound) {
 					t.Fatalf("node 7 after ForgetNode: %v", err)
 				}
+				if got := f.ForgottenNodeID(); got != 7 {
+					t.Fatalf("ForgottenNodeID = %d, want 7", got)
+				}
 			}},
 		{name: "forget an unknown node", cmd: func(testing.TB) *metapb.Command { return cForget(7) }, wantErr: ErrNodeNotFound},
 		{name: "register another node", cmd: func(testing.TB) *metapb.Command { return cRegister(8, NodeActive) }},

@@ -668,6 +668,7 @@ func (m *Meta) AssignmentsForTable(id int64) []Assignment      { return m.fsm.As
 func (m *Meta) Nodes() []Node                                  { return m.fsm.Nodes() }
 func (m *Meta) Node(id NodeID) (Node, error)                   { return m.fsm.Node(id) }
 func (m *Meta) ClusterID() string                              { return m.fsm.ClusterID() }
+func (m *Meta) ForgottenNodeID() NodeID                        { return m.fsm.ForgottenNodeID() }
 
 // IsLeader reports whether this node leads the metadata group.
 func (m *Meta) IsLeader() bool { return m.raft.State() == raft.Leader }

@@ -1602,9 +1602,12 @@ type State struct {
 	Partitions      []*Partition           `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	Assignments     []*Assignment          `protobuf:"bytes,8,rep,name=assignments,proto3" json:"assignments,omitempty"`
 	// applied_index is the index of the last log entry in this state.
-	AppliedIndex  uint64 `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AppliedIndex uint64 `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// forgotten_node_id is the highest id ForgetNode removed: ids up to it
+	// are never given to a joining node again.
+	ForgottenNodeId int32 `protobuf:"varint,10,opt,name=forgotten_node_id,json=forgottenNodeId,proto3" json:"forgotten_node_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
@@ -1696,6 +1699,13 @@ func (x *State) GetAssignments() []*Assignment {
 func (x *State) GetAppliedIndex() uint64 {
 	if x != nil {
 		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *State) GetForgottenNodeId() int32 {
+	if x != nil {
+		return x.ForgottenNodeId
 	}
 	return 0
 }
@@ -1837,7 +1847,7 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\n" +
 	"AddColumns\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12/\n" +
-	"\acolumns\x18\x02 \x03(\v2\x15.fluss.meta.v1.ColumnR\acolumns\"\xa2\x03\n" +
+	"\acolumns\x18\x02 \x03(\v2\x15.fluss.meta.v1.ColumnR\acolumns\"\xce\x03\n" +
 	"\x05State\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\"\n" +
@@ -1850,7 +1860,9 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"partitions\x18\a \x03(\v2\x18.fluss.meta.v1.PartitionR\n" +
 	"partitions\x12;\n" +
 	"\vassignments\x18\b \x03(\v2\x19.fluss.meta.v1.AssignmentR\vassignments\x12#\n" +
-	"\rapplied_index\x18\t \x01(\x04R\fappliedIndexB6Z4github.com/fluss-node/fluss-node/proto/metapb;metapbb\x06proto3"
+	"\rapplied_index\x18\t \x01(\x04R\fappliedIndex\x12*\n" +
+	"\x11forgotten_node_id\x18\n" +
+	" \x01(\x05R\x0fforgottenNodeIdB6Z4github.com/fluss-node/fluss-node/proto/metapb;metapbb\x06proto3"
 
 var (
 	file_fluss_meta_v1_meta_proto_rawDescOnce sync.Once
