@@ -184,9 +184,10 @@ func joinCmd() *cobra.Command {
 }
 
 // runNode starts a node and serves until SIGINT or SIGTERM. SIGHUP reads
-// the [auth] users of configPath again.
+// the [auth] users and the [log] level of configPath again.
 func runNode(cfg node.Config, configPath string) error {
-	logger := newLogger(cfg.Log)
+	var level slog.LevelVar
+	logger := newLogger(cfg.Log, &level)
 	node.Version = version()
 	n, err := node.New(cfg, logger)
 	if err != nil {
@@ -207,7 +208,7 @@ func runNode(cfg node.Config, configPath string) error {
 	for ctx.Err() == nil {
 		select {
 		case <-hup:
-			reloadAuth(n, configPath, logger)
+			reload(n, configPath, logger, &level)
 		case <-ctx.Done():
 		}
 	}
@@ -218,26 +219,40 @@ func runNode(cfg node.Config, configPath string) error {
 	return nil
 }
 
-// reloadAuth replaces the node's client API users by those of the config
-// file; other keys need a restart. Errors are logged: the users stay.
-func reloadAuth(n *node.Node, configPath string, logger *slog.Logger) {
+// reload applies what SIGHUP reads again from the config file: the client
+// API's users ([auth]) and the log level ([log] level); other keys need a
+// restart. Errors are logged, and what they concern stays as it was.
+func reload(n *node.Node, configPath string, logger *slog.Logger, level *slog.LevelVar) {
 	if configPath == "" {
 		logger.Warn("SIGHUP: no --config file to reload")
 		return
 	}
 	cfg := node.Default()
-	err := node.LoadFile(configPath, &cfg)
-	if err == nil {
-		err = n.ReloadAuth(cfg.Auth)
+	if err := node.LoadFile(configPath, &cfg); err != nil {
+		logger.Error("SIGHUP: config not reloaded: the client API's users stay as they were, and so does the log level", "err", err)
+		return
 	}
-	if err != nil {
+	switch l, err := cfg.Log.SlogLevel(); {
+	case err != nil:
+		logger.Error("SIGHUP: the log level stays as it was", "level", level.Level(), "err", err)
+	case l != level.Level():
+		from := level.Level()
+		if l < from {
+			level.Set(l) // more verbose: this line shows at the new level
+		}
+		logger.Info("SIGHUP: log level changed", "from", from, "to", l)
+		level.Set(l)
+	}
+	if err := n.ReloadAuth(cfg.Auth); err != nil {
 		logger.Error("SIGHUP: the client API's users stay as they were", "err", err)
 	}
 }
 
-func newLogger(c node.LogConfig) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level))
+// newLogger returns the process's logger, at level (set here from c; the
+// config was validated).
+func newLogger(c node.LogConfig, level *slog.LevelVar) *slog.Logger {
+	l, _ := c.SlogLevel()
+	level.Set(l)
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))

@@ -202,28 +202,57 @@ func TestAuthReloadOnSIGHUP(t *testing.T) {
 	if !works(oldTok) || works(newTok) {
 		t.Fatal("before the reload: want the old token only")
 	}
-	hup := func(wantLog string) {
-		t.Helper()
-		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 10*time.Second, func() error {
-			if !strings.Contains(p.logText(), wantLog) {
-				return fmt.Errorf("no %q in the log yet", wantLog)
-			}
-			return nil
-		})
-	}
 	write(newUserTable)
-	hup("reloaded the client API's users")
+	sighup(t, p, "reloaded the client API's users")
 	if works(oldTok) || !works(newTok) {
 		t.Fatal("after the reload: want the new token only")
 	}
 	write(newUserTable + "grants = [\"own:*\"]\n")
-	hup("the client API's users stay as they were")
+	sighup(t, p, "the client API's users stay as they were")
 	if !works(newTok) {
 		t.Fatal("a broken config took the users away")
 	}
+}
+
+// SIGHUP sets the log level from the config file's [log] level: a quieter
+// level hides the reload's own Info line, a more verbose one shows it.
+func TestLogLevelReloadOnSIGHUP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fluss.toml")
+	if err := os.WriteFile(path, []byte("[log]\nlevel = \"info\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startNode(t, filepath.Join(t.TempDir(), "data"), "--config", path)
+	hup := func(level, wantLog string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("[log]\nlevel = \""+level+"\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sighup(t, p, wantLog)
+	}
+	const reloaded = "reloaded the client API's users" // Info, after the level is set
+	hup("warn", "to=WARN")
+	hup("debug", "to=DEBUG")
+	waitFor(t, 10*time.Second, func() error {
+		if n := strings.Count(p.logText(), reloaded); n != 1 {
+			return fmt.Errorf("%d %q lines, want 1 (the one at level debug)", n, reloaded)
+		}
+		return nil
+	})
+	hup("nonsense", "the log level stays as it was")
+}
+
+// sighup sends p SIGHUP and waits until its log holds wantLog.
+func sighup(t *testing.T, p *proc, wantLog string) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if !strings.Contains(p.logText(), wantLog) {
+			return fmt.Errorf("no %q in the log yet", wantLog)
+		}
+		return nil
+	})
 }
 
 // Three processes whose peer connections are mutual TLS (and whose client

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"time"
@@ -328,6 +329,21 @@ func LoadFile(path string, cfg *Config) error {
 	return nil
 }
 
+// SlogLevel is the [log] level as a slog.Level.
+func (c LogConfig) SlogLevel() (slog.Level, error) {
+	switch c.Level {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log.level must be debug, info, warn or error, got %q", c.Level)
+}
+
 // Validate checks cross-field rules.
 func (c *Config) Validate() error {
 	var errs []error
@@ -361,10 +377,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("join address %q: %w", j, err))
 		}
 	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("log.level must be debug, info, warn or error, got %q", c.Log.Level))
+	if _, err := c.Log.SlogLevel(); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.Log.Format {
 	case "text", "json":
