@@ -366,14 +366,7 @@ func (st *state) setTableProperties(c *metapb.SetTableProperties) error {
 		}
 	}
 	nt := *t
-	nt.Properties = maps.Clone(t.Properties)
-	if nt.Properties == nil {
-		nt.Properties = map[string]string{}
-	}
-	maps.Copy(nt.Properties, c.Set)
-	for _, k := range c.Reset_ {
-		delete(nt.Properties, k)
-	}
+	nt.Properties = withProperties(t.Properties, c.Set, c.Reset_)
 	st.tables[t.ID] = &nt
 	return nil
 }

@@ -67,11 +67,11 @@ func MutableProperty(key string) bool {
 
 // AlterProperties returns t's properties with set applied and reset
 // removed, after checking the change: at least one key, none both set and
-// reset, each MutableProperty (the compression not on a primary-key
-// table), table.datalake.enabled never turned off
-// once on (rows that retention dropped from the log are only in the lake,
-// and the union read would no longer see them), and the result valid as a
-// whole (CreateTable's rules). Errors wrap ErrInvalid.
+// reset, each MutableProperty (the compression not on a primary-key table),
+// table.datalake.enabled never turned off once on (rows that retention
+// dropped from the log are only in the lake, and the union read would no
+// longer see them), and the result valid as a whole (CreateTable's rules).
+// Errors wrap ErrInvalid.
 func AlterProperties(t *Table, set map[string]string, reset []string) (map[string]string, error) {
 	full := t.FullName()
 	if len(set) == 0 && len(reset) == 0 {
@@ -95,14 +95,7 @@ func AlterProperties(t *Table, set map[string]string, reset []string) (map[strin
 			return nil, fmt.Errorf("%w: alter table %s: property %q cannot change on a primary-key table", ErrInvalid, full, k)
 		}
 	}
-	props := maps.Clone(t.Properties)
-	if props == nil {
-		props = map[string]string{}
-	}
-	maps.Copy(props, set)
-	for _, k := range reset {
-		delete(props, k)
-	}
+	props := withProperties(t.Properties, set, reset)
 	if strings.EqualFold(t.Properties[PropLakeEnabled], "true") && !strings.EqualFold(props[PropLakeEnabled], "true") {
 		return nil, fmt.Errorf("%w: alter table %s: %s cannot be turned off once on: rows retention dropped from the log are only in the lake, and reads would no longer see them", ErrInvalid, full, PropLakeEnabled)
 	}
@@ -112,4 +105,18 @@ func AlterProperties(t *Table, set map[string]string, reset []string) (map[strin
 		return nil, err
 	}
 	return props, nil
+}
+
+// withProperties returns a copy of props with set applied and reset
+// removed.
+func withProperties(props, set map[string]string, reset []string) map[string]string {
+	out := maps.Clone(props)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, set)
+	for _, k := range reset {
+		delete(out, k)
+	}
+	return out
 }
