@@ -330,6 +330,30 @@ func codeOf(err error) connect.Code {
 // one in-process node: upsert, partial update, lookup (order, nulls,
 // projection), prefix lookup, delete, $changelog and $binlog, limit scan,
 // bad input that changes nothing, and a restart.
+// TestPKTrafficMetrics: Upsert and Delete count their rows and the bytes
+// the client sent toward the table's written series.
+func TestPKTrafficMetrics(t *testing.T) {
+	n := startNode(t, testConfig(t.TempDir()))
+	defer n.Close()
+	ctx, c := withDB(t, n)
+	createPKTable(t, ctx, c, "cart", nil)
+	rows := []byte(`[{"user_id":1,"item":10,"qty":2},{"user_id":2,"item":10,"qty":5}]`)
+	keys := []byte(`[{"user_id":1,"item":10}]`)
+	if _, err := c.Upsert(ctx, "db.cart", rows, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, "db.cart", keys); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(t, n)
+	if got := metricValue(t, body, `fluss_table_written_rows_total{table="db.cart"}`); got != 3 {
+		t.Fatalf("rows written: %v, want 2 upserted and 1 deleted", got)
+	}
+	if got := metricValue(t, body, `fluss_table_written_bytes_total{table="db.cart"}`); got != float64(len(rows)+len(keys)) {
+		t.Fatalf("bytes written: %v, want %d", got, len(rows)+len(keys))
+	}
+}
+
 func TestPKTableEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)

@@ -72,8 +72,15 @@ func (s *service) CreateDatabase(ctx context.Context, req *connect.Request[fluss
 
 func (s *service) DropDatabase(ctx context.Context, req *connect.Request[flussv1.DropDatabaseRequest]) (*connect.Response[flussv1.DropDatabaseResponse], error) {
 	m := req.Msg
+	var tables []string // their traffic series go with them
+	if m.GetCascade() {
+		tables, _ = s.b.ListTables(ctx, m.GetName())
+	}
 	if err := s.b.DropDatabase(ctx, m.GetName(), m.GetIgnoreIfNotExists(), m.GetCascade()); err != nil {
 		return nil, err
+	}
+	for _, t := range tables {
+		s.m.dropped(m.GetName() + "." + t)
 	}
 	return connect.NewResponse(&flussv1.DropDatabaseResponse{}), nil
 }
@@ -215,6 +222,7 @@ func (s *service) DropTable(ctx context.Context, req *connect.Request[flussv1.Dr
 	if err := s.b.DropTable(ctx, ref.full(), req.Msg.GetIgnoreIfNotExists()); err != nil {
 		return nil, err
 	}
+	s.m.dropped(ref.full())
 	return connect.NewResponse(&flussv1.DropTableResponse{}), nil
 }
 

@@ -146,6 +146,7 @@ func (s *service) Upsert(ctx context.Context, req *connect.Request[flussv1.Upser
 	if err != nil {
 		return nil, err
 	}
+	s.m.wrote(t, int(rec.NumRows()), len(m.GetRows()))
 	return connect.NewResponse(&flussv1.UpsertResponse{Results: results}), nil
 }
 
@@ -166,6 +167,7 @@ func (s *service) Delete(ctx context.Context, req *connect.Request[flussv1.Delet
 	if err != nil {
 		return nil, err
 	}
+	s.m.wrote(t, int(rec.NumRows()), len(m.GetKeys()))
 	return connect.NewResponse(&flussv1.DeleteResponse{Results: results}), nil
 }
 

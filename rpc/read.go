@@ -449,6 +449,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[flussv1.FetchR
 	} else if out.records > 0 {
 		resp.Rows = out.rows
 	}
+	s.m.read(t, out.records, len(resp.Rows)+len(resp.Arrow))
 	return connect.NewResponse(resp), nil
 }
 
@@ -765,6 +766,7 @@ func (sc *scan) bucket(ctx context.Context, tg scanTarget, maxBytes int, msgs ch
 		} else if out.records > 0 {
 			msg.Rows = out.rows
 		}
+		sc.s.m.read(t, out.records, len(msg.Rows)+len(msg.Arrow))
 		offset = out.nextOffset
 		select {
 		case msgs <- msg:

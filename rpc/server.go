@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
+	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
 // Limits bounds what one request may cost. Zero fields take the defaults of
@@ -87,6 +88,7 @@ type service struct {
 	b   Backend
 	lim Limits
 	log *slog.Logger
+	m   *metrics
 	rr  atomic.Uint32 // rotates the bucket of key-less log-table appends
 }
 
@@ -120,8 +122,8 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 		reg = prometheus.NewRegistry()
 	}
 	lim = lim.withDefaults()
-	s := &service{b: b, lim: lim, log: logger}
 	m := newMetrics(reg)
+	s := &service{b: b, lim: lim, log: logger, m: m}
 	gate := newRequestGate(lim.MaxInflightRequestBytes)
 	registerGateMetrics(reg, gate)
 	opts := []connect.HandlerOption{
@@ -193,34 +195,71 @@ func limitBody(h http.Handler, maxBytes int, ew *connect.ErrorWriter, m *metrics
 type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// Client traffic per table ("db.table"), counted where the client's
+	// request was answered.
+	writtenRows, writtenBytes, readRows, readBytes *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+	table := func(name, help string) *prometheus.CounterVec {
+		return registered(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fluss", Subsystem: "table", Name: name, Help: help,
+		}, []string{"table"}))
+	}
+	return &metrics{
+		requests: registered(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "fluss", Subsystem: "rpc", Name: "requests_total",
 			Help: "Client RPCs handled, by procedure and Connect code.",
-		}, []string{"procedure", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, []string{"procedure", "code"})),
+		latency: registered(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "fluss", Subsystem: "rpc", Name: "request_duration_seconds",
 			Help:    "Client RPC latency, by procedure and Connect code (streams: until the stream ends).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"procedure", "code"}),
+		}, []string{"procedure", "code"})),
+		writtenRows:  table("written_rows_total", "Rows of the table's Append, Upsert and Delete requests this node answered with success."),
+		writtenBytes: table("written_bytes_total", "Bytes of those requests' rows, keys or Arrow stream as the client sent them."),
+		readRows:     table("read_rows_total", "Rows this node sent in answers to Fetch and Scan of the table (its $changelog and $binlog included)."),
+		readBytes:    table("read_bytes_total", "Bytes of those rows or Arrow streams."),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				switch c.(type) {
-				case *prometheus.CounterVec:
-					m.requests = are.ExistingCollector.(*prometheus.CounterVec)
-				case *prometheus.HistogramVec:
-					m.latency = are.ExistingCollector.(*prometheus.HistogramVec)
-				}
+}
+
+// registered registers c with reg and returns it, or the collector reg
+// already holds under its name (a registry shared by several handlers, in
+// tests).
+func registered[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
 			}
 		}
 	}
-	return m
+	return c
+}
+
+// wrote counts a successful write of rows (bytes as sent) to t.
+func (m *metrics) wrote(t *raftmeta.Table, rows, bytes int) {
+	name := t.FullName()
+	m.writtenRows.WithLabelValues(name).Add(float64(rows))
+	m.writtenBytes.WithLabelValues(name).Add(float64(bytes))
+}
+
+// read counts rows (bytes as sent) read from t.
+func (m *metrics) read(t *raftmeta.Table, rows, bytes int) {
+	if rows == 0 && bytes == 0 {
+		return
+	}
+	name := t.FullName()
+	m.readRows.WithLabelValues(name).Add(float64(rows))
+	m.readBytes.WithLabelValues(name).Add(float64(bytes))
+}
+
+// dropped removes a dropped table's series.
+func (m *metrics) dropped(name string) {
+	for _, v := range []*prometheus.CounterVec{m.writtenRows, m.writtenBytes, m.readRows, m.readBytes} {
+		v.DeleteLabelValues(name)
+	}
 }
 
 // registerGateMetrics exports how many bytes of large requests the handlers

@@ -106,6 +106,11 @@ func (s *service) Append(ctx context.Context, req *connect.Request[flussv1.Appen
 	if err != nil {
 		return nil, err
 	}
+	rows := 0
+	for _, r := range results {
+		rows += int(r.Count)
+	}
+	s.m.wrote(t, rows, len(m.GetRows())+len(m.GetArrow()))
 	return connect.NewResponse(&flussv1.AppendResponse{Results: results}), nil
 }
 
