@@ -26,6 +26,8 @@ func FuzzApply(f *testing.F) {
 		cNodeState(1, NodeLeft),
 		cClusterID("c", true),
 		cAddColumns(1, record.Column{Name: "n", Type: record.Type{Kind: record.KindDecimal, Precision: 10, Scale: 2}, Nullable: true}),
+		cSetProps(1, map[string]string{"table.log.ttl": "1d"}, "owner"),
+		cForget(1),
 	}
 	for _, s := range seeds {
 		f.Add(mustEncode(f, s))
