@@ -346,7 +346,7 @@ func TestCLITableAlter(t *testing.T) {
 		t.Fatalf("table alter --reset printed %q", out)
 	}
 	for _, args := range [][]string{
-		{"--set", "table.replication.factor=2"}, // fixed at creation
+		{"--set", "table.log.format=ARROW"}, // fixed at creation
 		{"--set", "table.log.ttl=soon"},
 		{"--set", "ttl"},
 		{}, // nothing to alter

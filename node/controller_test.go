@@ -94,6 +94,12 @@ func retryClient(n *Node) *client.Client {
 // returns the table's id.
 func createT(t *testing.T, ctx context.Context, c *client.Client, buckets int32) int64 {
 	t.Helper()
+	return createTWith(t, ctx, c, buckets, 3)
+}
+
+// createTWith is createT with rf replicas per bucket.
+func createTWith(t *testing.T, ctx context.Context, c *client.Client, buckets int32, rf int) int64 {
+	t.Helper()
 	if err := c.CreateDatabase(ctx, "db", false); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +107,7 @@ func createT(t *testing.T, ctx context.Context, c *client.Client, buckets int32)
 		Table:       "db.t",
 		Schema:      &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRING"}}},
 		BucketCount: buckets,
-		Properties:  map[string]string{"table.replication.factor": "3"},
+		Properties:  map[string]string{"table.replication.factor": strconv.Itoa(rf)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -604,6 +610,38 @@ func TestForgetNeedsTheFeatureLevel(t *testing.T) {
 	})
 	if next := join(featureLevel); next.ID() != 5 {
 		t.Fatalf("the node joining after node 4 was forgotten got id %d, want 5", next.ID())
+	}
+}
+
+// TestRaiseReplicationFactor: AlterTable raises a table's replication
+// factor from 1 to 3 while it is written; the controller adds the replicas,
+// every bucket's group ends with three voters holding identical rows, and
+// lowering the factor is refused.
+func TestRaiseReplicationFactor(t *testing.T) {
+	nodes, _ := opsCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := retryClient(nodes[0])
+	const buckets = 4
+	tableID := createTWith(t, ctx, c, buckets, 1)
+	appendTo(t, ctx, c, buckets, 0, 40)
+	if err := c.SetTableProperties(ctx, "db.t", map[string]string{"table.replication.factor": "3"}); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, ctx, c, buckets, 40, 80) // while the replicas are added
+	waitFor(t, 60*time.Second, func() bool {
+		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+			if len(a.Replicas) != 3 {
+				return false
+			}
+		}
+		return healed(nodes, tableID)
+	})
+	checkReplicasIdentical(t, nodes, tableID)
+	checkRows(t, ctx, c, buckets, 80)
+	err := c.SetTableProperties(ctx, "db.t", map[string]string{"table.replication.factor": "2"})
+	if codeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "can only be raised") {
+		t.Fatalf("lowering the replication factor: %v, want invalid_argument", err)
 	}
 }
 

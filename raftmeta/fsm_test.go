@@ -337,10 +337,10 @@ func TestFSMCommands(t *testing.T) {
 				}
 			}},
 		{name: "set a property fixed at creation", cmd: func(testing.TB) *metapb.Command {
-			return cSetProps(1, map[string]string{"table.log.ttl": "2d", "table.replication.factor": "2"})
+			return cSetProps(1, map[string]string{"table.log.ttl": "2d", "table.delete.behavior": "ignore"})
 		}, wantErr: ErrInvalid, check: func(t *testing.T, f *FSM) {
 			tb, _ := f.TableByID(1)
-			if tb.Properties["table.log.ttl"] != "1d" || tb.Properties["table.replication.factor"] != "" {
+			if tb.Properties["table.log.ttl"] != "1d" || tb.Properties["table.delete.behavior"] != "" {
 				t.Fatalf("a refused SetTableProperties changed %v", tb.Properties)
 			}
 		}},

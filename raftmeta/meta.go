@@ -345,7 +345,7 @@ func (m *Meta) ReplicationFactor(tableID int64) int {
 
 // replicationFactor is the table's table.replication.factor or the default.
 func (m *Meta) replicationFactor(t *Table) int {
-	if v, ok := t.Properties["table.replication.factor"]; ok {
+	if v, ok := t.Properties[PropReplication]; ok {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			return n
 		}
@@ -449,8 +449,16 @@ func (m *Meta) SetTableProperties(ctx context.Context, db, table string, set map
 	if err != nil {
 		return err
 	}
-	if _, err := AlterProperties(t, set, reset); err != nil {
+	props, err := AlterProperties(t, set, reset)
+	if err != nil {
 		return err
+	}
+	// Replicas are added by the controller (Grow) as for a table placed on
+	// fewer nodes than its factor; nothing takes them away.
+	nt := *t
+	nt.Properties = props
+	if from, to := m.replicationFactor(t), m.replicationFactor(&nt); to < from {
+		return fmt.Errorf("%w: alter table %s: %s can only be raised (it is %d; lowering it to %d is not supported)", ErrInvalid, t.FullName(), PropReplication, from, to)
 	}
 	_, err = m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetTableProperties{SetTableProperties: &metapb.SetTableProperties{
 		TableId: t.ID, Set: set, Reset_: reset,

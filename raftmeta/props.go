@@ -45,21 +45,23 @@ const (
 	PropLakeFreshness  = "table.datalake.freshness"
 	PropAutoPrecreate  = "table.auto-partition.num-precreate"
 	PropAutoRetention  = "table.auto-partition.num-retention"
+	PropReplication    = "table.replication.factor"
 	mutablePropsListed = PropLogTTL + ", " + PropLocalSegments + ", " + PropCompression + ", " + PropZstdLevel + ", " +
 		PropLakeEnabled + " (to true), " + PropLakeFreshness + ", " + PropAutoPrecreate + ", " + PropAutoRetention +
-		", and keys outside table.* and fields.*"
+		", " + PropReplication + " (up), and keys outside table.* and fields.*"
 )
 
 // MutableProperty reports whether table property key may change after the
 // table is created: the ones the server reads afresh on each use
-// (retention, tiering, compression of new batches, partition upkeep) and
-// user keys outside table.* and fields.*. Not those fixed in stored data or
-// in how rows merge (the merge engine, changelog image, bucket and
-// partition layout, the lake's format), nor the replication factor.
+// (retention, tiering, compression of new batches, partition upkeep), the
+// replication factor (the controller adds the missing replicas; raised
+// only, Meta.SetTableProperties checks) and user keys outside table.* and
+// fields.*. Not those fixed in stored data or in how rows merge (the merge
+// engine, changelog image, bucket and partition layout, the lake's format).
 func MutableProperty(key string) bool {
 	switch key {
 	case PropLogTTL, PropLocalSegments, PropCompression, PropZstdLevel,
-		PropLakeEnabled, PropLakeFreshness, PropAutoPrecreate, PropAutoRetention:
+		PropLakeEnabled, PropLakeFreshness, PropAutoPrecreate, PropAutoRetention, PropReplication:
 		return true
 	}
 	return !strings.HasPrefix(key, "table.") && !strings.HasPrefix(key, "fields.")

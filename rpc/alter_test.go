@@ -229,7 +229,7 @@ func TestAlterTableProperties(t *testing.T) {
 		words string
 	}{
 		{"nothing", &flussv1.AlterTableRequest{Table: "s.t"}, connect.CodeInvalidArgument, "no change"},
-		{"fixed at creation", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.replication.factor": "2"}}, connect.CodeInvalidArgument, "cannot change after the table is created"},
+		{"fixed at creation", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.log.format": "ARROW"}}, connect.CodeInvalidArgument, "cannot change after the table is created"},
 		{"fixed reset", &flussv1.AlterTableRequest{Table: "s.t", ResetProperties: []string{"table.merge-engine"}}, connect.CodeInvalidArgument, "table.merge-engine"},
 		{"bad value", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.log.ttl": "soon"}}, connect.CodeInvalidArgument, "table.log.ttl"},
 		{"both set and reset", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"x": "1"}, ResetProperties: []string{"x"}}, connect.CodeInvalidArgument, "both set and reset"},
