@@ -264,7 +264,7 @@ func tableCmd() *cobra.Command {
 		},
 	}
 	alter.Flags().StringVar(&addColumns, "add-columns", "", `columns to append, e.g. "note STRING, score DOUBLE" (each nullable)`)
-	alter.Flags().StringArrayVar(&setProps, "set", nil, "table property key=value to set (repeatable), e.g. table.log.ttl=3d; only properties that may change after creation (table.log.ttl, table.log.tiered.local-segments, compression of a log table, table.datalake.enabled (on) and freshness, table.auto-partition.num-precreate and num-retention, table.replication.factor (up), keys outside table.* and fields.*)")
+	alter.Flags().StringArrayVar(&setProps, "set", nil, "table property key=value to set (repeatable), e.g. table.log.ttl=3d; only properties that may change after creation (table.log.ttl, table.log.tiered.local-segments, compression of a log table, table.datalake.enabled (on) and freshness, table.auto-partition.num-precreate and num-retention, table.replication.factor, keys outside table.* and fields.*)")
 	alter.Flags().StringArrayVar(&resetProps, "reset", nil, "table property to remove, back to its default (repeatable)")
 	cmd.AddCommand(create, list, describe, alter, drop)
 	return cmd

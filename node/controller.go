@@ -213,6 +213,12 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 		n.setAssignments(ctx, changes, "added up to the replication factor")
 		return
 	}
+	// Buckets of a table whose factor was lowered (AlterTable) lose their
+	// surplus replicas; each group removes them as for a move.
+	if changes := raftmeta.Shrink(n.meta.Assignments(), n.meta.ExplicitReplicationFactor, down); len(changes) > 0 {
+		n.setAssignments(ctx, changes, "removed down to the replication factor")
+		return
+	}
 	n.spreadLeaders(ctx, nodes, targets)
 }
 

@@ -613,11 +613,11 @@ func TestForgetNeedsTheFeatureLevel(t *testing.T) {
 	}
 }
 
-// TestRaiseReplicationFactor: AlterTable raises a table's replication
-// factor from 1 to 3 while it is written; the controller adds the replicas,
-// every bucket's group ends with three voters holding identical rows, and
-// lowering the factor is refused.
-func TestRaiseReplicationFactor(t *testing.T) {
+// TestChangeReplicationFactor: AlterTable raises a table's replication
+// factor from 1 to 3 while it is written, then lowers it to 2; the
+// controller adds and removes replicas, and each time every bucket's group
+// ends with that many voters holding identical rows and every row.
+func TestChangeReplicationFactor(t *testing.T) {
 	nodes, _ := opsCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -628,21 +628,36 @@ func TestRaiseReplicationFactor(t *testing.T) {
 	if err := c.SetTableProperties(ctx, "db.t", map[string]string{"table.replication.factor": "3"}); err != nil {
 		t.Fatal(err)
 	}
-	appendTo(t, ctx, c, buckets, 40, 80) // while the replicas are added
-	waitFor(t, 60*time.Second, func() bool {
-		for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
-			if len(a.Replicas) != 3 {
-				return false
+	// settled waits until every bucket has rf voting replicas with
+	// identical rows, and checks the first rows rows are there.
+	settled := func(rf, rows int) {
+		t.Helper()
+		waitFor(t, 60*time.Second, func() bool {
+			for _, a := range nodes[0].meta.AssignmentsForTable(tableID) {
+				if len(a.Replicas) != rf {
+					return false
+				}
 			}
-		}
-		return healed(nodes, tableID)
-	})
-	checkReplicasIdentical(t, nodes, tableID)
-	checkRows(t, ctx, c, buckets, 80)
-	err := c.SetTableProperties(ctx, "db.t", map[string]string{"table.replication.factor": "2"})
-	if codeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "can only be raised") {
-		t.Fatalf("lowering the replication factor: %v, want invalid_argument", err)
+			return healed(nodes, tableID)
+		})
+		checkReplicasIdentical(t, nodes, tableID)
+		checkRows(t, ctx, c, buckets, rows)
 	}
+	appendTo(t, ctx, c, buckets, 40, 80) // while the replicas are added
+	settled(3, 80)
+
+	if err := c.SetTableProperties(ctx, "db.t", map[string]string{"table.replication.factor": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, ctx, c, buckets, 80, 120) // while the replicas are removed
+	settled(2, 120)
+	waitFor(t, 30*time.Second, func() bool { // the removed replicas close
+		var open int32
+		for _, nd := range nodes {
+			open += nd.localStats(false).Replicas
+		}
+		return open == 2*buckets
+	})
 }
 
 // TestSurplusVoterDemoted undoes a decommission after the node's vote

@@ -196,6 +196,54 @@ func TestMoveOff(t *testing.T) {
 	}
 }
 
+// checkChanges runs change, which must leave in as it was, and compares
+// what it returns ({table bucket replicas epoch} each) with want.
+func checkChanges(t *testing.T, in []Assignment, change func() []Assignment, want string) {
+	t.Helper()
+	var before [][]NodeID
+	for _, a := range in {
+		before = append(before, slices.Clone(a.Replicas))
+	}
+	var parts []string
+	for _, a := range change() {
+		parts = append(parts, fmt.Sprintf("{%d %d %v %d}", a.TableID, a.Bucket, a.Replicas, a.Epoch))
+	}
+	if s := "[" + strings.Join(parts, " ") + "]"; s != want {
+		t.Fatalf("got %s, want %s", s, want)
+	}
+	for i := range before {
+		if !slices.Equal(before[i], in[i].Replicas) {
+			t.Fatal("input modified")
+		}
+	}
+}
+
+func TestShrink(t *testing.T) {
+	// Table 1 wants 1 replica, table 2 wants 2, table 3 has no explicit factor.
+	want := func(table int64) int { return map[int64]int{1: 1, 2: 2}[table] }
+	mk := bucketsOf
+	cases := []struct {
+		name string
+		in   []Assignment
+		down func(NodeID) bool
+		want string
+	}{
+		{"at the factor", mk(2, []NodeID{1, 2}), downOf(), "[]"},
+		{"below the factor", mk(2, []NodeID{1}), downOf(), "[]"},
+		{"no explicit factor", mk(3, []NodeID{1, 2, 3}), downOf(), "[]"},
+		{"the last goes, the leader stays", mk(1, []NodeID{1, 2, 3}), downOf(), "[{1 0 [1] 0}]"},
+		{"a down replica first", mk(2, []NodeID{1, 2, 3}), downOf(2), "[{2 0 [1 3] 0}]"},
+		{"the leader too when it is down", mk(1, []NodeID{1, 2}), downOf(1), "[{1 0 [2] 0}]"},
+		{"the most loaded node first", append(mk(2, []NodeID{1, 2, 3}), mk(3, []NodeID{2})...), downOf(), "[{2 0 [1 3] 0}]"},
+		{"load counts the changes made", mk(2, []NodeID{1, 2, 3}, []NodeID{4, 2, 3}), downOf(), "[{2 0 [1 2] 0} {2 1 [4 3] 1}]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkChanges(t, c.in, func() []Assignment { return Shrink(c.in, want, c.down) }, c.want)
+		})
+	}
+}
+
 func TestGrow(t *testing.T) {
 	// Table 1 wants 3 replicas, table 2 wants 1.
 	want := func(table int64) int { return map[int64]int{1: 3, 2: 1}[table] }
@@ -221,23 +269,7 @@ func TestGrow(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var in [][]NodeID
-			for _, a := range c.in {
-				in = append(in, slices.Clone(a.Replicas))
-			}
-			got := Grow(c.in, want, c.down, c.targets)
-			var parts []string
-			for _, a := range got {
-				parts = append(parts, fmt.Sprintf("{%d %d %v %d}", a.TableID, a.Bucket, a.Replicas, a.Epoch))
-			}
-			if s := "[" + strings.Join(parts, " ") + "]"; s != c.want {
-				t.Fatalf("got %s, want %s", s, c.want)
-			}
-			for i := range in {
-				if !slices.Equal(in[i], c.in[i].Replicas) {
-					t.Fatal("input modified")
-				}
-			}
+			checkChanges(t, c.in, func() []Assignment { return Grow(c.in, want, c.down, c.targets) }, c.want)
 		})
 	}
 }

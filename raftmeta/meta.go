@@ -343,12 +343,28 @@ func (m *Meta) ReplicationFactor(tableID int64) int {
 	return m.replicationFactor(t)
 }
 
+// ExplicitReplicationFactor is the table.replication.factor the table with
+// id tableID sets, 0 if it sets none (or is unknown): the factor the
+// controller shrinks a bucket's replicas to (raftmeta.Shrink).
+func (m *Meta) ExplicitReplicationFactor(tableID int64) int {
+	t, err := m.fsm.TableByID(tableID)
+	if err != nil {
+		return 0
+	}
+	return m.explicitReplication(t)
+}
+
+func (m *Meta) explicitReplication(t *Table) int {
+	if n, err := strconv.Atoi(t.Properties[PropReplication]); err == nil && n > 0 {
+		return n
+	}
+	return 0
+}
+
 // replicationFactor is the table's table.replication.factor or the default.
 func (m *Meta) replicationFactor(t *Table) int {
-	if v, ok := t.Properties[PropReplication]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
+	if n := m.explicitReplication(t); n > 0 {
+		return n
 	}
 	return m.cfg.DefaultReplicationFactor
 }
@@ -453,12 +469,13 @@ func (m *Meta) SetTableProperties(ctx context.Context, db, table string, set map
 	if err != nil {
 		return err
 	}
-	// Replicas are added by the controller (Grow) as for a table placed on
-	// fewer nodes than its factor; nothing takes them away.
+	// The controller adds replicas up to the factor (Grow) and removes
+	// those above an explicit one (Shrink): a table without one never
+	// loses replicas, so a reset may not lower its effective factor.
 	nt := *t
 	nt.Properties = props
-	if from, to := m.replicationFactor(t), m.replicationFactor(&nt); to < from {
-		return fmt.Errorf("%w: alter table %s: %s can only be raised (it is %d; lowering it to %d is not supported)", ErrInvalid, t.FullName(), PropReplication, from, to)
+	if from, to := m.replicationFactor(t), m.replicationFactor(&nt); to < from && m.explicitReplication(&nt) == 0 {
+		return fmt.Errorf("%w: alter table %s: resetting %s would lower it from %d to the default %d; set the lower factor instead", ErrInvalid, t.FullName(), PropReplication, from, to)
 	}
 	_, err = m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetTableProperties{SetTableProperties: &metapb.SetTableProperties{
 		TableId: t.ID, Set: set, Reset_: reset,

@@ -287,6 +287,51 @@ func TestMetaSingleNodeLifecycle(t *testing.T) {
 	}
 }
 
+// TestMetaReplicationFactorChange: a table's factor may be raised and
+// lowered by setting it, but resetting it may not lower it to the default
+// (a table without an explicit factor is never shrunk).
+func TestMetaReplicationFactorChange(t *testing.T) {
+	ctx := context.Background()
+	m, trans := openTestMeta(t, t.TempDir(), true) // default factor 3
+	defer closeMeta(t, m, trans)
+	waitLeader(t, m)
+	if err := m.RegisterNode(ctx, Node{ID: 1, PeerAddr: "p:1", State: NodeActive}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CreateDatabase(ctx, "db", "", false); err != nil {
+		t.Fatal(err)
+	}
+	spec := testSpec("db", "t")
+	spec.Properties = map[string]string{PropReplication: "5"}
+	id, err := m.CreateTable(ctx, spec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetTableProperties(ctx, "db", "t", nil, []string{PropReplication}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "set the lower factor instead") {
+		t.Fatalf("reset lowering 5 to the default 3: %v, want ErrInvalid", err)
+	}
+	for _, rf := range []string{"2", "4"} {
+		if err := m.SetTableProperties(ctx, "db", "t", map[string]string{PropReplication: rf}, nil); err != nil {
+			t.Fatalf("set the factor to %s: %v", rf, err)
+		}
+	}
+	if got := m.ExplicitReplicationFactor(id); got != 4 {
+		t.Fatalf("ExplicitReplicationFactor = %d, want 4", got)
+	}
+	if err := m.SetTableProperties(ctx, "db", "t", nil, []string{PropReplication}); err == nil || m.ExplicitReplicationFactor(id) != 4 {
+		t.Fatalf("reset lowering 4 to the default 3: %v", err)
+	}
+	if err := m.SetTableProperties(ctx, "db", "t", map[string]string{PropReplication: "2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetTableProperties(ctx, "db", "t", nil, []string{PropReplication}); err != nil {
+		t.Fatalf("reset raising 2 to the default 3: %v", err)
+	}
+	if got, rf := m.ExplicitReplicationFactor(id), m.ReplicationFactor(id); got != 0 || rf != 3 {
+		t.Fatalf("after the reset: explicit %d, factor %d; want 0 and 3", got, rf)
+	}
+}
+
 func TestMetaNotLeader(t *testing.T) {
 	// A node that is not bootstrapped has no cluster: it never leads.
 	dir := t.TempDir()

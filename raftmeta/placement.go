@@ -179,6 +179,46 @@ func Grow(as []Assignment, want func(tableID int64) int, down func(NodeID) bool,
 	return out
 }
 
+// Shrink returns the assignments among as whose bucket has more replicas
+// than want(its table id) > 0 (its factor was lowered), with the surplus
+// removed: replicas on down nodes first, then those on the nodes holding
+// the most replicas overall (counting the changes made so far), ties to
+// the later in the bucket's list. The first replica (the preferred leader)
+// goes last. want 0 means no explicit factor: never shrunk. The input is
+// not modified; the result is a pure function of the arguments.
+func Shrink(as []Assignment, want func(tableID int64) int, down func(NodeID) bool) []Assignment {
+	count := map[NodeID]int{}
+	for _, a := range as {
+		for _, r := range a.Replicas {
+			count[r]++
+		}
+	}
+	var out []Assignment
+	for _, a := range as {
+		n := want(a.TableID)
+		if n <= 0 || len(a.Replicas) <= n {
+			continue
+		}
+		reps := slices.Clone(a.Replicas)
+		for len(reps) > n {
+			drop := len(reps) - 1
+			for i := len(reps) - 1; i >= 1; i-- {
+				switch di, dd := down(reps[i]), down(reps[drop]); {
+				case di && !dd, di == dd && count[reps[i]] > count[reps[drop]]:
+					drop = i
+				}
+			}
+			if down(reps[0]) && !down(reps[drop]) {
+				drop = 0
+			}
+			count[reps[drop]]--
+			reps = slices.Delete(reps, drop, drop+1)
+		}
+		out = append(out, Assignment{BucketID: a.BucketID, Replicas: reps, Epoch: a.Epoch})
+	}
+	return out
+}
+
 // targetLoad counts the replicas of as on each node of targets and returns
 // the targets sorted, without duplicates.
 func targetLoad(as []Assignment, targets []NodeID) (map[NodeID]int, []NodeID) {

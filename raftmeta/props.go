@@ -48,15 +48,14 @@ const (
 	PropReplication    = "table.replication.factor"
 	mutablePropsListed = PropLogTTL + ", " + PropLocalSegments + ", " + PropCompression + ", " + PropZstdLevel + ", " +
 		PropLakeEnabled + " (to true), " + PropLakeFreshness + ", " + PropAutoPrecreate + ", " + PropAutoRetention +
-		", " + PropReplication + " (up), and keys outside table.* and fields.*"
+		", " + PropReplication + ", and keys outside table.* and fields.*"
 )
 
 // MutableProperty reports whether table property key may change after the
 // table is created: the ones the server reads afresh on each use
 // (retention, tiering, compression of new batches, partition upkeep), the
-// replication factor (the controller adds the missing replicas; raised
-// only, Meta.SetTableProperties checks) and user keys outside table.* and
-// fields.*. Not those fixed in stored data or in how rows merge (the merge
+// replication factor (the controller adds or removes replicas to match)
+// and user keys outside table.* and fields.*. Not those fixed in stored data or in how rows merge (the merge
 // engine, changelog image, bucket and partition layout, the lake's format).
 func MutableProperty(key string) bool {
 	switch key {

@@ -739,8 +739,8 @@ type AlterTableRequest struct {
 	// table.log.arrow.compression.type, table.log.arrow.compression.zstd.level
 	// (log tables), table.datalake.enabled (to true), table.datalake.freshness,
 	// table.auto-partition.num-precreate,
-	// table.auto-partition.num-retention, table.replication.factor (raised
-	// only), and keys outside table.* and fields.*.
+	// table.auto-partition.num-retention, table.replication.factor, and keys
+	// outside table.* and fields.*.
 	SetProperties map[string]string `protobuf:"bytes,3,rep,name=set_properties,json=setProperties,proto3" json:"set_properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Table properties to remove (back to their defaults); the same keys.
 	ResetProperties []string `protobuf:"bytes,4,rep,name=reset_properties,json=resetProperties,proto3" json:"reset_properties,omitempty"`
