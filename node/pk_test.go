@@ -331,7 +331,8 @@ func codeOf(err error) connect.Code {
 // projection), prefix lookup, delete, $changelog and $binlog, limit scan,
 // bad input that changes nothing, and a restart.
 // TestPKTrafficMetrics: Upsert and Delete count their rows and the bytes
-// the client sent toward the table's written series.
+// the client sent toward the table's written series, Lookup its keys and
+// PrefixLookup its prefixes toward its lookups.
 func TestPKTrafficMetrics(t *testing.T) {
 	n := startNode(t, testConfig(t.TempDir()))
 	defer n.Close()
@@ -351,6 +352,15 @@ func TestPKTrafficMetrics(t *testing.T) {
 	}
 	if got := metricValue(t, body, `fluss_table_written_bytes_total{table="db.cart"}`); got != float64(len(rows)+len(keys)) {
 		t.Fatalf("bytes written: %v, want %d", got, len(rows)+len(keys))
+	}
+	if _, err := c.Lookup(ctx, "db.cart", []byte(`[{"user_id":2,"item":10},{"user_id":3,"item":1}]`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PrefixLookup(ctx, "db.cart", []byte(`[{"user_id":2}]`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := metricValue(t, scrape(t, n), `fluss_table_lookup_keys_total{table="db.cart"}`); got != 3 {
+		t.Fatalf("keys looked up: %v, want 2 keys and 1 prefix", got)
 	}
 }
 

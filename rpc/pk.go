@@ -411,6 +411,7 @@ func (s *service) Lookup(ctx context.Context, req *connect.Request[flussv1.Looku
 	if err != nil {
 		return nil, err
 	}
+	s.m.lookedUp(t, n)
 	return connect.NewResponse(&flussv1.LookupResponse{Rows: append(out, ']')}), nil
 }
 
@@ -584,6 +585,7 @@ func (s *service) PrefixLookup(ctx context.Context, req *connect.Request[flussv1
 			results[i] = &flussv1.PrefixLookupResult{Rows: []byte("[]")}
 		}
 	}
+	s.m.lookedUp(t, len(prefixes))
 	return connect.NewResponse(&flussv1.PrefixLookupResponse{Results: results}), nil
 }
 

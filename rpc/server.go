@@ -197,7 +197,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	// Client traffic per table ("db.table"), counted where the client's
 	// request was answered.
-	writtenRows, writtenBytes, readRows, readBytes *prometheus.CounterVec
+	writtenRows, writtenBytes, readRows, readBytes, lookups *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -220,6 +220,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		writtenBytes: table("written_bytes_total", "Bytes of those requests' rows, keys or Arrow stream as the client sent them."),
 		readRows:     table("read_rows_total", "Rows this node sent in answers to Fetch and Scan of the table (its $changelog and $binlog included)."),
 		readBytes:    table("read_bytes_total", "Bytes of those rows or Arrow streams."),
+		lookups:      table("lookup_keys_total", "Keys of the table's Lookup and prefixes of its PrefixLookup requests this node answered with success."),
 	}
 }
 
@@ -255,9 +256,14 @@ func (m *metrics) read(t *raftmeta.Table, rows, bytes int) {
 	m.readBytes.WithLabelValues(name).Add(float64(bytes))
 }
 
+// lookedUp counts keys (or prefixes) looked up in t.
+func (m *metrics) lookedUp(t *raftmeta.Table, keys int) {
+	m.lookups.WithLabelValues(t.FullName()).Add(float64(keys))
+}
+
 // dropped removes a dropped table's series.
 func (m *metrics) dropped(name string) {
-	for _, v := range []*prometheus.CounterVec{m.writtenRows, m.writtenBytes, m.readRows, m.readBytes} {
+	for _, v := range []*prometheus.CounterVec{m.writtenRows, m.writtenBytes, m.readRows, m.readBytes, m.lookups} {
 		v.DeleteLabelValues(name)
 	}
 }
