@@ -98,7 +98,9 @@ func clusterOpsCmds() []*cobra.Command {
 		"does; each of its replicas is copied to an active node, which votes before the old one is\n" +
 		"removed (the buckets keep all their replicas meanwhile); then it leaves the metadata group.\n" +
 		"Refused when some bucket it holds has no other active node free to take it.\n" +
-		"`cluster undrain NODE` stops a decommission, or undoes a finished one while the node runs."
+		"`cluster undrain NODE` stops a decommission, or undoes a finished one while the node runs.\n" +
+		"Once stopped for cluster.dead_node_grace, a decommissioned node is forgotten (gone from\n" +
+		"`cluster status`); its id is not given to another node."
 	rebalance := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Spread bucket replicas and leaders evenly over the active nodes",
