@@ -106,10 +106,11 @@ func TestDecommissionCLI(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		status = mustCLI(t, nodes[0].client, "", "cluster", "status").stdout
 		if resp.StatusCode != http.StatusOK || !regexp.MustCompile(`(?m)^`+strconv.Itoa(id)+`\s+active\s+(voter|nonvoter)\s`).MatchString(status) {
-			return fmt.Errorf("after undrain: /readyz %d, cluster status:\n%s", resp.StatusCode, status)
+			return fmt.Errorf("after undrain: /readyz %d %q, cluster status:\n%s", resp.StatusCode, body, status)
 		}
 		return nil
 	})

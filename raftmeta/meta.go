@@ -678,9 +678,28 @@ func (m *Meta) AppliedIndex() uint64 { return m.fsm.AppliedIndex() }
 // node knows to be committed, and it knows of a commit at all: after a
 // restart, not before the log kept on disk is replayed (a leader's first
 // commit of its term, or a follower's first from its leader).
+//
+// The catalog sees only commands: a membership change or a new leader's
+// no-op may end the committed log, with nothing after them for a while
+// (a node added back to the group, on a quiet cluster), so the entries
+// between the catalog's index and the commit index are looked at: caught
+// up when none is a command. One missing from the local log is below the
+// local snapshot, which the catalog holds.
 func (m *Meta) CaughtUp() bool {
 	c := m.raft.CommitIndex()
-	return c > 0 && m.fsm.AppliedIndex() >= c
+	if c == 0 {
+		return false
+	}
+	for i := c; i > m.fsm.AppliedIndex(); i-- {
+		var l raft.Log
+		switch err := m.store.GetLog(i, &l); {
+		case errors.Is(err, raft.ErrLogNotFound):
+			return true
+		case err != nil, l.Type == raft.LogCommand:
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Meta) Databases() []Database                          { return m.fsm.Databases() }

@@ -332,6 +332,28 @@ func TestMetaReplicationFactorChange(t *testing.T) {
 	}
 }
 
+// TestMetaCaughtUpAfterMembershipChange: a membership change at the end of
+// the committed log (the catalog never sees it) leaves the catalog caught
+// up; a command not yet applied would not.
+func TestMetaCaughtUpAfterMembershipChange(t *testing.T) {
+	ctx := context.Background()
+	m, trans := openTestMeta(t, t.TempDir(), true)
+	defer closeMeta(t, m, trans)
+	waitLeader(t, m)
+	if err := m.CreateDatabase(ctx, "db", "", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AddNonvoter(ctx, 2, "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if applied, commit := m.AppliedIndex(), m.raft.CommitIndex(); applied >= commit {
+		t.Fatalf("catalog index %d, commit index %d: the membership change should end the log", applied, commit)
+	}
+	if !m.CaughtUp() {
+		t.Fatal("not caught up with only a membership change after the last command")
+	}
+}
+
 func TestMetaNotLeader(t *testing.T) {
 	// A node that is not bootstrapped has no cluster: it never leads.
 	dir := t.TempDir()
