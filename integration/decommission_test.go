@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -84,16 +83,11 @@ func TestDecommissionCLI(t *testing.T) {
 	// /readyz says why.
 	nodes[2].start(t)
 	waitFor(t, 30*time.Second, func() error {
-		resp, err := http.Get("http://" + nodes[2].client + "/readyz")
-		if err != nil {
-			return err
+		code, body, err := readyz(nodes[2].client)
+		if err == nil && (code != http.StatusServiceUnavailable || !strings.Contains(body, "decommissioned")) {
+			err = fmt.Errorf("/readyz of the restarted decommissioned node: %d %q", code, body)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "decommissioned") {
-			return fmt.Errorf("/readyz of the restarted decommissioned node: %d %q", resp.StatusCode, body)
-		}
-		return nil
+		return err
 	})
 	status = mustCLI(t, nodes[0].client, "", "cluster", "status").stdout
 	if !regexp.MustCompile(`(?m)^` + strconv.Itoa(id) + `\s+decommissioned\s+none\s`).MatchString(status) {
@@ -102,15 +96,13 @@ func TestDecommissionCLI(t *testing.T) {
 	// Undrain brings it back, as the reason says.
 	mustCLI(t, nodes[0].client, "", "cluster", "undrain", strconv.Itoa(id))
 	waitFor(t, 30*time.Second, func() error {
-		resp, err := http.Get("http://" + nodes[2].client + "/readyz")
+		code, body, err := readyz(nodes[2].client)
 		if err != nil {
 			return err
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		status = mustCLI(t, nodes[0].client, "", "cluster", "status").stdout
-		if resp.StatusCode != http.StatusOK || !regexp.MustCompile(`(?m)^`+strconv.Itoa(id)+`\s+active\s+(voter|nonvoter)\s`).MatchString(status) {
-			return fmt.Errorf("after undrain: /readyz %d %q, cluster status:\n%s", resp.StatusCode, body, status)
+		if code != http.StatusOK || !regexp.MustCompile(`(?m)^`+strconv.Itoa(id)+`\s+active\s+(voter|nonvoter)\s`).MatchString(status) {
+			return fmt.Errorf("after undrain: /readyz %d %q, cluster status:\n%s", code, body, status)
 		}
 		return nil
 	})

@@ -423,3 +423,15 @@ func mustCLI(t *testing.T, addr, stdin string, args ...string) cliResult {
 	}
 	return r
 }
+
+// readyz asks the node at client address addr for /readyz: the status
+// code and the body.
+func readyz(addr string) (int, string, error) {
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}

@@ -91,15 +91,11 @@ func TestRollingRestart(t *testing.T) {
 		}
 		n.start(t)
 		waitFor(t, 60*time.Second, func() error {
-			resp, err := http.Get("http://" + n.client + "/readyz")
-			if err != nil {
-				return err
+			code, body, err := readyz(n.client)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("/readyz answers %d %q", code, body)
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("/readyz answers %d", resp.StatusCode)
-			}
-			return nil
+			return err
 		})
 		waitFor(t, 60*time.Second, func() error {
 			under, offline, err := clusterHealth(other)
