@@ -227,7 +227,7 @@ func tableCmd() *cobra.Command {
 	)
 	alter := &cobra.Command{
 		Use:   "alter DB.TABLE",
-		Short: "Add nullable columns to a log table (a new schema version; earlier rows read them as null), or change table properties",
+		Short: "Add nullable columns to a table (a new schema version; earlier rows read them as null), or change table properties",
 		Example: `  fluss-node table alter shop.orders --add-columns "note STRING, discount DECIMAL(10,2)"
   fluss-node table alter shop.orders --set table.log.ttl=3d --reset table.log.arrow.compression.type`,
 		Args: cobra.ExactArgs(1),

@@ -341,6 +341,14 @@ func TestCLITableAlter(t *testing.T) {
 	if r := runCLI(t, addr, "", "table", "alter", "app.ev", "--add-columns", "x INT NOT NULL"); r.code == 0 || !strings.Contains(r.stderr, "must be nullable") {
 		t.Fatalf("alter with a NOT NULL column: exit %d, %s", r.code, r.stderr)
 	}
+	// A primary-key table takes columns too: its rows read them as null
+	// until a write (here a partial update of the new column) sets them.
+	cli("", "table", "create", "app.acct", "--schema", "id BIGINT NOT NULL, name STRING", "--primary-key", "id", "--buckets", "2")
+	cli("", "upsert", "app.acct", "--row", `{"id": 1, "name": "a"}`, "--row", `{"id": 2, "name": "b"}`)
+	if out := cli("", "table", "alter", "app.acct", "--add-columns", "tier STRING").stdout; out != "altered app.acct (schema 2)\n" {
+		t.Fatalf("table alter of a primary-key table printed %q", out)
+	}
+	cli("", "upsert", "app.acct", "--columns", "id,tier", "--row", `{"id": 2, "tier": "gold"}`)
 	cli("", "table", "alter", "app.ev", "--set", "table.log.ttl=3d", "--set", "team=core", "--set", "owner=ann")
 	if out := cli("", "table", "alter", "app.ev", "--reset", "owner").stdout; out != "altered app.ev (schema 2)\n" {
 		t.Fatalf("table alter --reset printed %q", out)
@@ -374,6 +382,10 @@ func TestCLITableAlter(t *testing.T) {
 		if !strings.Contains(desc, "schema 2") || !strings.Contains(desc, "score") ||
 			!strings.Contains(desc, "properties:\n  table.log.ttl = 3d\n  team = core\n") || strings.Contains(desc, "owner") {
 			t.Fatalf("describe after alter:\n%s", desc)
+		}
+		acct := ndjsonRows(t, cli("", "lookup", "app.acct", "--key", `{"id": 1}`, "--key", `{"id": 2}`).stdout)
+		if len(acct) != 2 || acct[0]["name"] != "a" || acct[0]["tier"] != nil || acct[1]["name"] != "b" || acct[1]["tier"] != "gold" {
+			t.Fatalf("primary-key rows after alter: %v", acct)
 		}
 	}
 	check()

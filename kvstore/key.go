@@ -21,6 +21,7 @@ type Codec struct {
 	keyCols []int // schema column index per key position
 	nBucket int   // leading keyCols that form the bucket key
 	isKey   []bool
+	minCols int // the narrowest row AppendRow takes: one reaching every key column
 }
 
 // NewCodec builds the codec of schema s. bucketKey names the bucket-key
@@ -56,6 +57,7 @@ func NewCodec(s *record.Schema, bucketKey []string) (*Codec, error) {
 			return nil, fmt.Errorf("%w: primary-key column %q not in schema", ErrBadRow, name)
 		}
 		c.isKey[i] = true
+		c.minCols = max(c.minCols, i+1)
 		if !inBucket[i] {
 			c.keyCols = append(c.keyCols, i)
 		}
@@ -79,9 +81,10 @@ func (c *Codec) Schema() *record.Schema { return c.schema }
 // first). The caller must not modify the slice.
 func (c *Codec) KeyColumns() []int { return c.keyCols }
 
-// AppendKey appends the encoded primary key of row to dst.
+// AppendKey appends the encoded primary key of row to dst. Like AppendRow
+// it takes rows of earlier schema versions (fewer columns).
 func (c *Codec) AppendKey(dst []byte, row Row) ([]byte, error) {
-	if len(row) != len(c.kinds) {
+	if len(row) > len(c.kinds) || len(row) < c.minCols {
 		return dst, fmt.Errorf("%w: %d values for %d columns", ErrBadRow, len(row), len(c.kinds))
 	}
 	for _, ci := range c.keyCols {

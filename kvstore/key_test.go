@@ -187,9 +187,22 @@ func TestRowRoundTrip(t *testing.T) {
 	if len(got) != len(s.Columns) || got[1].I != 1 || !got[2].Null || !got[13].Null {
 		t.Fatalf("evolved row = %s", fmtRow(s, got))
 	}
-	// A row wider than the schema is corrupt for the older codec.
+	// The newer codec writes an older version's row as it is.
+	enc2, err := c.AppendRow(nil, Row{Int(9), Bool(true)})
+	if err != nil || !bytes.Equal(enc, enc2) {
+		t.Fatalf("older row through the newer codec: %x, %v; want %x", enc2, err, enc)
+	}
+	// No narrower than the key columns, no wider than the schema.
+	if _, err := c.AppendRow(nil, Row{}); !errors.Is(err, ErrBadRow) {
+		t.Fatalf("empty row: %v", err)
+	}
+	if _, err := oc.AppendRow(nil, rows[0]); !errors.Is(err, ErrBadRow) {
+		t.Fatalf("row wider than the codec: %v", err)
+	}
+	// A row wider than the schema was written by a later version: the
+	// older codec says so instead of dropping its last columns.
 	enc, _ = c.AppendRow(nil, rows[0])
-	if _, err := oc.DecodeRow(nil, enc); !errors.Is(err, ErrCorrupt) {
+	if _, err := oc.DecodeRow(nil, enc); !errors.Is(err, ErrNewerRow) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("wider row: %v", err)
 	}
 }

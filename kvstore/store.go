@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -157,7 +158,7 @@ var appliedIndexName = []byte("applied_index")
 // consistent point-in-time view (one badger read txn each).
 type Replica struct {
 	db       *badger.DB
-	codec    *Codec
+	codec    atomic.Pointer[Codec] // only ever replaced by a wider one (SetCodec)
 	prefix   [8]byte
 	maxValue int
 }
@@ -165,13 +166,31 @@ type Replica struct {
 // Replica returns the handle of the replica with the given prefix (unique
 // per bucket replica on this node; the caller allocates it).
 func (s *Store) Replica(prefix uint64, c *Codec) *Replica {
-	r := &Replica{db: s.db, codec: c, maxValue: s.maxValue}
+	r := &Replica{db: s.db, maxValue: s.maxValue}
+	r.codec.Store(c)
 	binary.BigEndian.PutUint64(r.prefix[:], prefix)
 	return r
 }
 
-// Codec returns the replica's codec.
-func (r *Replica) Codec() *Codec { return r.codec }
+// Codec returns the replica's codec: the latest schema version it was
+// given (SetCodec).
+func (r *Replica) Codec() *Codec { return r.codec.Load() }
+
+// SetCodec makes c the replica's codec if its schema has more columns than
+// the current one's (columns are only appended, so the wider schema is the
+// later version); otherwise it keeps the current one. Rows written by
+// earlier versions read with NULL for the columns added since.
+func (r *Replica) SetCodec(c *Codec) {
+	for {
+		cur := r.codec.Load()
+		if cur != nil && len(c.kinds) <= len(cur.kinds) {
+			return
+		}
+		if r.codec.CompareAndSwap(cur, c) {
+			return
+		}
+	}
+}
 
 // MaxValueBytes is the most bytes a row may take encoded as a value: half a
 // value-log file, at most 16 MiB (the value threshold for an in-memory
@@ -190,12 +209,14 @@ func CheckKey(key []byte) error {
 // CheckRow reports, wrapping ErrRowTooLarge, a row (nil for a delete) that
 // encodes to more than MaxValueBytes: Apply would fail on it. The leader
 // checks every key and row it proposes, so a committed changelog always
-// applies. scratch is reused for the encoding and returned.
-func (r *Replica) CheckRow(row Row, scratch []byte) ([]byte, error) {
+// applies. c is the codec of the row's schema version (the encoding is the
+// same through any later one); scratch is reused for the encoding and
+// returned.
+func (r *Replica) CheckRow(c *Codec, row Row, scratch []byte) ([]byte, error) {
 	if row == nil {
 		return scratch, nil
 	}
-	scratch, err := r.codec.AppendRow(scratch[:0], row)
+	scratch, err := c.AppendRow(scratch[:0], row)
 	if err != nil {
 		return scratch, err
 	}
@@ -224,7 +245,7 @@ func (r *Replica) Get(key []byte) (row Row, ok bool, err error) {
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	row, err = r.codec.DecodeRow(nil, v)
+	row, err = r.Codec().DecodeRow(nil, v)
 	if err != nil {
 		return nil, false, fmt.Errorf("kvstore: get: %w", err)
 	}
@@ -361,11 +382,12 @@ func (r *Replica) apply(changes []Change, appliedIndex uint64) error {
 	// commit, and appending never moves bytes already handed out (a growing
 	// append copies to a new array).
 	arena := make([]byte, 0, len(changes)*64)
+	codec := r.Codec()
 	for i, c := range changes {
 		start := len(arena)
 		arena = append(arena, r.prefix[:]...)
 		arena = append(arena, nsRow)
-		if arena, err = r.codec.AppendKey(arena, c.Row); err != nil {
+		if arena, err = codec.AppendKey(arena, c.Row); err != nil {
 			return fmt.Errorf("change %d: %w", i, err)
 		}
 		k := arena[start:len(arena):len(arena)]
@@ -373,7 +395,7 @@ func (r *Replica) apply(changes []Change, appliedIndex uint64) error {
 		switch c.Type {
 		case Insert, UpdateAfter:
 			vstart := len(arena)
-			if arena, err = r.codec.AppendRow(arena, c.Row); err != nil {
+			if arena, err = codec.AppendRow(arena, c.Row); err != nil {
 				return fmt.Errorf("change %d: %w", i, err)
 			}
 			v = arena[vstart:len(arena):len(arena)]
@@ -641,15 +663,21 @@ func (r *Replica) Drop() error {
 // badger read txn instead of one per Get. It sees the state applied when it
 // was created and nothing applied later. Not safe for concurrent use.
 type Reader struct {
-	r   *Replica
-	txn *badger.Txn
-	key []byte
+	r     *Replica
+	codec *Codec // the replica's when the Reader opened
+	txn   *badger.Txn
+	key   []byte
 }
 
-// NewReader opens a Reader; Close releases it.
+// NewReader opens a Reader; Close releases it. It decodes rows with the
+// replica's codec as of now (Codec): a caller that set a wider one (SetCodec)
+// before it applied rows of that version reads them all.
 func (r *Replica) NewReader() *Reader {
-	return &Reader{r: r, txn: r.db.NewTransaction(false)}
+	return &Reader{r: r, codec: r.Codec(), txn: r.db.NewTransaction(false)}
 }
+
+// Codec is the codec the Reader decodes rows with.
+func (rd *Reader) Codec() *Codec { return rd.codec }
 
 // Get returns the row stored under the encoded primary key, or ok=false.
 // The row does not alias badger memory.
@@ -666,7 +694,7 @@ func (rd *Reader) Get(key []byte) (row Row, ok bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("kvstore: get: %w", err)
 	}
-	if row, err = rd.r.codec.DecodeRow(nil, v); err != nil {
+	if row, err = rd.codec.DecodeRow(nil, v); err != nil {
 		return nil, false, fmt.Errorf("kvstore: get: %w", err)
 	}
 	return row, true, nil

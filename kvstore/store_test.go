@@ -640,3 +640,66 @@ func TestReaderIsAPointInTimeView(t *testing.T) {
 		t.Fatal("a missing key was found")
 	}
 }
+
+// TestSetCodecAddsColumns: a replica given a later schema version (columns
+// appended) stores rows of both versions, reads the older ones with NULL in
+// the new columns, and never goes back to a narrower codec.
+func TestSetCodecAddsColumns(t *testing.T) {
+	st := openTestStore(t)
+	v1 := mkSchema(t, []string{"id"}, "id BIGINT NOT NULL", "v STRING")
+	v2 := mkSchema(t, []string{"id"}, "id BIGINT NOT NULL", "v STRING", "n BIGINT")
+	v2.ID = 2
+	c1, err := NewCodec(v1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := NewCodec(v2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.Replica(5, c1)
+	if err := r.Apply([]Change{{Insert, Row{Int(1), Str("a")}}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	old := r.NewReader()
+	defer old.Close()
+	r.SetCodec(c2)
+	r.SetCodec(c1) // narrower: ignored
+	if r.Codec() != c2 {
+		t.Fatal("SetCodec did not keep the wider codec")
+	}
+	// Both versions' rows apply in one entry.
+	if err := r.Apply([]Change{{Insert, Row{Int(2), Str("b"), Int(7)}}, {Insert, Row{Int(3), Str("c")}}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]string{1: `(1,"a",NULL)`, 2: `(2,"b",7)`, 3: `(3,"c",NULL)`}
+	rd := r.NewReader()
+	defer rd.Close()
+	for id, w := range want {
+		row, ok, err := r.Get(key(t, c2, id))
+		if err != nil || !ok || fmtRow(v2, row) != w {
+			t.Fatalf("Get(%d) = %s %v %v, want %s", id, fmtRow(v2, row), ok, err, w)
+		}
+		row, ok, err = rd.Get(key(t, c2, id))
+		if err != nil || !ok || fmtRow(v2, row) != w {
+			t.Fatalf("Reader.Get(%d) = %s %v %v, want %s", id, fmtRow(v2, row), ok, err, w)
+		}
+	}
+	// A reader opened before the change decodes with the old codec, and a
+	// row of the new version through it is an error, never a row cut short.
+	if old.Codec() != c1 {
+		t.Fatal("a reader's codec changed after it opened")
+	}
+	if _, err := c1.DecodeRow(nil, mustValue(t, r, key(t, c2, 2))); !errors.Is(err, ErrNewerRow) {
+		t.Fatalf("a v2 row through the v1 codec: %v", err)
+	}
+}
+
+func mustValue(t *testing.T, r *Replica, key []byte) []byte {
+	t.Helper()
+	v, ok, err := r.AppendValue(nil, key)
+	if err != nil || !ok {
+		t.Fatalf("no value: %v", err)
+	}
+	return v
+}

@@ -70,6 +70,11 @@ var (
 	ErrBadRow = errors.New("kvstore: row does not match schema")
 	// ErrNullKey reports a NULL in a primary-key column.
 	ErrNullKey = errors.New("kvstore: primary-key column is NULL")
+	// ErrNewerRow: a row value has more columns than the codec's schema. It
+	// was written with a later schema version (columns are only appended)
+	// that this codec's caller has not seen yet; reading it as the older
+	// version would drop the newer columns' values.
+	ErrNewerRow = errors.New("kvstore: row written with a later schema version")
 )
 
 // rowFormatV1 is the first byte of every encoded row value (FORMAT.md).
@@ -98,8 +103,11 @@ func equalValue(k record.Kind, a, b Value) bool {
 }
 
 // AppendRow appends the encoded value of row (FORMAT.md "Row value") to dst.
+// The row may have fewer values than the codec's schema has columns: a row
+// of an earlier schema version (whose columns are a prefix of this one's)
+// is written as it is, and reads back with NULL for the later columns.
 func (c *Codec) AppendRow(dst []byte, row Row) ([]byte, error) {
-	if len(row) != len(c.kinds) {
+	if len(row) > len(c.kinds) || len(row) < c.minCols {
 		return dst, fmt.Errorf("%w: %d values for %d columns", ErrBadRow, len(row), len(c.kinds))
 	}
 	dst = append(dst, rowFormatV1)
@@ -136,15 +144,18 @@ func (c *Codec) AppendRow(dst []byte, row Row) ([]byte, error) {
 // DecodeRow decodes an encoded row value into dst (reused when it has the
 // capacity) and returns it. STRING/BYTES values alias data. A row written
 // with fewer columns (an older schema) gets NULL for the missing trailing
-// columns; a row with more columns than the schema is an error.
+// columns; a row with more columns than the schema is ErrNewerRow.
 func (c *Codec) DecodeRow(dst Row, data []byte) (Row, error) {
 	if len(data) == 0 || data[0] != rowFormatV1 {
 		return nil, fmt.Errorf("%w: row value: unknown format byte", ErrCorrupt)
 	}
 	p := 1
 	n, w := binary.Uvarint(data[p:])
-	if w <= 0 || n > uint64(len(c.kinds)) {
+	if w <= 0 || n > record.MaxColumns {
 		return nil, fmt.Errorf("%w: row value: column count", ErrCorrupt)
+	}
+	if n > uint64(len(c.kinds)) {
+		return nil, fmt.Errorf("%w: %d columns, schema version %d has %d", ErrNewerRow, n, c.schema.ID, len(c.kinds))
 	}
 	p += w
 	nb := (int(n) + 7) / 8

@@ -203,6 +203,11 @@ func (n *Node) AddColumns(ctx context.Context, name string, cols []record.Column
 	if err := n.requireDictionary(cols); err != nil {
 		return 0, err
 	}
+	if tb, err := n.meta.TableByName(db, t); err == nil && tb.HasPrimaryKey() {
+		if err := n.requireFeature(featurePKColumns, "adding columns to a primary-key table"); err != nil {
+			return 0, err
+		}
+	}
 	n.awaitMetaLeader(ctx)
 	id, err := n.metaCall(ctx, &metaOp{Op: opAddColumns, Database: db, Name: t, Columns: cols})
 	return int32(id), err

@@ -41,9 +41,14 @@ const (
 	// (AlterTable's setProperties and resetProperties), which an earlier
 	// binary cannot decode.
 	featureAlterProperties uint32 = 6
+	// featurePKColumns: adding columns to a primary-key table. Its
+	// changelog batches then carry more than one schema version, and
+	// bucket.pkwrite a schema id, which an earlier binary reads as one
+	// version (it would apply a changelog batch with the wrong schema).
+	featurePKColumns uint32 = 7
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureAlterProperties
+	featureLevel = featurePKColumns
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

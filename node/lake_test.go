@@ -527,7 +527,9 @@ func TestLakeHoldsBackRetention(t *testing.T) {
 // writes its changelog to the lake (its columns, _change_type, __offset,
 // __timestamp), and once table.log.ttl has dropped the head of its log,
 // $changelog and $binlog still read from offset 0, through the lake, the
-// same rows as before.
+// same rows as before. A column added midway splits the changelog into
+// files of two schema versions, and the union read fills the new column of
+// the earlier one with nulls, as the log did.
 func TestLakePrimaryKeyTable(t *testing.T) {
 	// The lake pass runs by hand below (so no compaction runs as the files
 	// are read), retention every 100 ms.
@@ -545,7 +547,8 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Inserts of keys 0..1499, then updates of all of them (-U and +U),
-	// then deletes of keys 0..49: ~9 MiB of changelog.
+	// then (with a column added) updates of keys 0..99, then deletes of
+	// keys 0..49: ~9 MiB of changelog.
 	pad := strings.Repeat("x", 2000)
 	for k := 0; k < 3000; k += 100 {
 		var rows []string
@@ -556,6 +559,16 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := c.AddColumns(ctx, "db.pk", &flussv1.Column{Name: "n", Type: "BIGINT"}); err != nil {
+		t.Fatal(err)
+	}
+	var v2 []string
+	for i := range 100 {
+		v2 = append(v2, fmt.Sprintf(`{"id":%d,"s":"v2","n":%d}`, i, i))
+	}
+	if _, err := c.Upsert(ctx, "db.pk", []byte("["+strings.Join(v2, ",")+"]"), nil); err != nil {
+		t.Fatal(err)
+	}
 	var keys []string
 	for i := range 50 {
 		keys = append(keys, fmt.Sprintf(`{"id":%d}`, i))
@@ -563,7 +576,7 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 	if _, err := c.Delete(ctx, "db.pk", []byte("["+strings.Join(keys, ",")+"]")); err != nil {
 		t.Fatal(err)
 	}
-	const changes = 1500 + 2*1500 + 50
+	const changes = 1500 + 2*1500 + 2*100 + 50
 	changelog, binlog := readAll(t, ctx, c, "db.pk$changelog", 1), readAll(t, ctx, c, "db.pk$binlog", 1)
 
 	id := raftmeta.BucketID{TableID: tableID, PartitionID: raftmeta.NoPartition, Bucket: 0}
@@ -588,8 +601,8 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 		kinds[r["_change_type"].(float64)]++
 	}
 	// kvstore.ChangeType: 0 +I, 1 -U, 2 +U, 3 -D.
-	if kinds[0] != 1500 || kinds[1] != 1500 || kinds[2] != 1500 || kinds[3] != 50 {
-		t.Fatalf("lake change types %v, want 1500 +I, -U, +U and 50 -D", kinds)
+	if kinds[0] != 1500 || kinds[1] != 1600 || kinds[2] != 1600 || kinds[3] != 50 {
+		t.Fatalf("lake change types %v, want 1500 +I, 1600 -U and +U, and 50 -D", kinds)
 	}
 
 	waitFor(t, 30*time.Second, func() bool { return r.LogStartOffset() > 0 })
@@ -603,8 +616,8 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 		t.Fatal("the log start went back")
 	}
 	// The table itself (its KV state) is untouched by all this.
-	got, err := c.Lookup(ctx, "db.pk", []byte(`[{"id":49},{"id":50}]`), []string{"id"})
-	if err != nil || string(got) != `[null,{"id":50}]` {
+	got, err := c.Lookup(ctx, "db.pk", []byte(`[{"id":49},{"id":50},{"id":100}]`), []string{"id", "n"})
+	if err != nil || string(got) != `[null,{"id":50,"n":50},{"id":100,"n":null}]` {
 		t.Fatalf("lookups after the union read: %s, %v", got, err)
 	}
 }

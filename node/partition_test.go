@@ -326,7 +326,13 @@ func TestPartitionsNeedTheFeatureLevel(t *testing.T) {
 		return err
 	}
 	setTTL := func() error { return c.SetTableProperties(ctx, "db.ev", map[string]string{"table.log.ttl": "1d"}) }
-	calls := map[string]func() error{"create a dictionary table": dictTable, "add a dictionary column": addDict, "change a property": setTTL}
+	createPKTable(t, ctx, c, "cart", nil)
+	addPKColumn := func() error {
+		_, err := c.AddColumns(ctx, "db.cart", &flussv1.Column{Name: "price", Type: "DOUBLE"})
+		return err
+	}
+	calls := map[string]func() error{"create a dictionary table": dictTable, "add a dictionary column": addDict, "change a property": setTTL,
+		"add a column to a primary-key table": addPKColumn}
 	for what, call := range calls {
 		if err := call(); codeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "feature level") {
 			t.Fatalf("%s next to an old node: %v, want failed_precondition", what, err)

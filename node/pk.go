@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"time"
 
 	"github.com/fluss-node/fluss-node/kvstore"
 	"github.com/fluss-node/fluss-node/node/replica"
@@ -19,8 +21,10 @@ import (
 // Node-to-node calls of PK buckets. They reuse bucketReq/bucketResp:
 //
 //	bucket.pkwrite  Batches = [header, row...]: header = uvarint flags (bit 0:
-//	                delete) | uvarint n | n × uvarint target column; each row is
-//	                a kvstore row value of the table's current schema.
+//	                delete) | uvarint n | n × uvarint target column [| uvarint
+//	                schema id]; each row is a kvstore row value of that schema
+//	                version. Without the id (a table whose schema never
+//	                changed; earlier binaries) the receiver's current one.
 //	                WriterID, Seq as Append. Answer: BaseOffset, Count.
 //	bucket.lookup   Batches = encoded keys. Answer: Batches = row values, an
 //	                empty one where the key has no row (a row value is never empty).
@@ -121,7 +125,53 @@ func (n *Node) pkConfig(b raftmeta.BucketID) (*replica.PKConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &replica.PKConfig{KV: st.Replica(prefix, codec), Merger: merger, Schema: t.Schema(), Compression: comp, ZstdLevel: level}, nil
+	versions := func(id int32) (*replica.PKVersion, error) { return n.pkVersion(b.TableID, id) }
+	return &replica.PKConfig{KV: st.Replica(prefix, codec), Merger: merger, Schema: t.Schema(), Versions: versions,
+		Compression: comp, ZstdLevel: level}, nil
+}
+
+// pkVersion is schema version id of PK table tableID as the catalog holds
+// it (0: the latest): replica.ErrSchemaUnknown (wrapped) while it does not,
+// or no longer holds the table (a dropped table's replicas wait until they
+// close).
+func (n *Node) pkVersion(tableID int64, id int32) (*replica.PKVersion, error) {
+	t, err := n.meta.TableByID(tableID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: table %d: %v", replica.ErrSchemaUnknown, tableID, err)
+	}
+	s := t.Schema()
+	if id != 0 {
+		s = t.SchemaByID(id)
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: table %s has schema versions up to %d, not %d", replica.ErrSchemaUnknown, t.FullName(), t.Schema().ID, id)
+	}
+	codec, err := kvstore.NewCodec(s, t.BucketKeys)
+	if err != nil {
+		return nil, fmt.Errorf("table %s schema %d: %w", t.FullName(), id, err)
+	}
+	merger, err := kvstore.NewMerger(s, t.Properties)
+	if err != nil {
+		return nil, fmt.Errorf("table %s schema %d: %w", t.FullName(), id, err)
+	}
+	return &replica.PKVersion{Schema: s, Codec: codec, Merger: merger}, nil
+}
+
+// upgradeSchema makes the latest schema version of a PK replica's table in
+// the catalog its current one (a no-op for log tables), so that its merges
+// read rows of that version before any write of it arrives.
+func (n *Node) upgradeSchema(r *replica.Replica, b raftmeta.BucketID) {
+	id := r.SchemaID()
+	if id < 0 {
+		return
+	}
+	t, err := n.meta.TableByID(b.TableID)
+	if err != nil || t.Schema().ID <= id {
+		return
+	}
+	if err := r.UpgradeSchema(t.Schema().ID); err != nil {
+		n.logger.Warn("schema version of a bucket replica", "table", t.FullName(), "bucket", b.Bucket, "schema", t.Schema().ID, "err", err)
+	}
 }
 
 // dropKV deletes a removed replica's KV state (a no-op for log tables and
@@ -140,7 +190,7 @@ func (n *Node) dropKV(b raftmeta.BucketID) error {
 // Write merges a PK write on the bucket leader: here, or forwarded once.
 func (n *Node) Write(ctx context.Context, b raftmeta.BucketID, w *rpc.PKWrite, writerID int64, seq int32) (rpc.AppendResult, error) {
 	var res rpc.AppendResult
-	rw := &replica.PKWrite{Rows: w.Rows, TargetCols: w.TargetCols, Delete: w.Delete}
+	rw := &replica.PKWrite{Rows: w.Rows, TargetCols: w.TargetCols, Delete: w.Delete, SchemaID: w.SchemaID}
 	q := &bucketReq{Bucket: b, WriterID: writerID, Seq: seq}
 	if r := n.replica(b); r == nil || !r.IsLeader() {
 		// Forwarding needs the rows encoded.
@@ -210,21 +260,17 @@ func (n *Node) PrefixScan(ctx context.Context, b raftmeta.BucketID, prefix []byt
 	return out, err
 }
 
-// codecOf is the KV codec of the table of bucket b.
-func (n *Node) codecOf(b raftmeta.BucketID) (*kvstore.Codec, error) {
+// encodePKWrite encodes a PK write for bucket.pkwrite.
+func (n *Node) encodePKWrite(b raftmeta.BucketID, w *rpc.PKWrite) ([][]byte, error) {
 	t, err := n.meta.TableByID(b.TableID)
 	if err != nil {
 		return nil, err
 	}
-	return pkCodec(t)
-}
-
-// encodePKWrite encodes a PK write for bucket.pkwrite.
-func (n *Node) encodePKWrite(b raftmeta.BucketID, w *rpc.PKWrite) ([][]byte, error) {
-	codec, err := n.codecOf(b)
+	v, err := n.pkVersion(b.TableID, w.SchemaID)
 	if err != nil {
 		return nil, err
 	}
+	codec := v.Codec
 	flags := uint64(0)
 	if w.Delete {
 		flags = 1
@@ -233,6 +279,11 @@ func (n *Node) encodePKWrite(b raftmeta.BucketID, w *rpc.PKWrite) ([][]byte, err
 	hdr = appendUvarint(hdr, uint64(len(w.TargetCols)))
 	for _, c := range w.TargetCols {
 		hdr = appendUvarint(hdr, uint64(c))
+	}
+	if w.SchemaID != 0 && w.SchemaID != t.Schemas[0].ID {
+		// Only after AddColumns, which waits for every node to read it
+		// (featurePKColumns).
+		hdr = appendUvarint(hdr, uint64(w.SchemaID))
 	}
 	out := make([][]byte, 0, 1+len(w.Rows))
 	out = append(out, hdr)
@@ -246,19 +297,33 @@ func (n *Node) encodePKWrite(b raftmeta.BucketID, w *rpc.PKWrite) ([][]byte, err
 	return out, nil
 }
 
-// decodePKWrite decodes bucket.pkwrite batches with the table's codec. The
-// rows are copies (they outlive the transport's buffer).
-func (n *Node) decodePKWrite(b raftmeta.BucketID, batches [][]byte) (*replica.PKWrite, error) {
-	codec, err := n.codecOf(b)
-	if err != nil {
-		return nil, err
-	}
-	return decodePKWriteWith(codec, batches)
+// decodePKWrite decodes bucket.pkwrite batches with the codec of their
+// schema version, waiting (until ctx ends) for this node's catalog to learn
+// a version the sender's had. The rows are copies (they outlive the
+// transport's buffer).
+func (n *Node) decodePKWrite(ctx context.Context, b raftmeta.BucketID, batches [][]byte) (*replica.PKWrite, error) {
+	return decodePKWriteWith(func(id int32) (*kvstore.Codec, error) {
+		for {
+			v, err := n.pkVersion(b.TableID, id)
+			if !errors.Is(err, replica.ErrSchemaUnknown) {
+				if err != nil {
+					return nil, err
+				}
+				return v.Codec, nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: %w", rpc.ErrCatalogBehind, err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}, batches)
 }
 
-// decodePKWriteWith decodes bucket.pkwrite batches with codec. It never
-// panics on malformed input.
-func decodePKWriteWith(codec *kvstore.Codec, batches [][]byte) (*replica.PKWrite, error) {
+// decodePKWriteWith decodes bucket.pkwrite batches with the codec codecOf
+// returns for their schema version (0: none given, the current one). It
+// never panics on malformed input.
+func decodePKWriteWith(codecOf func(schemaID int32) (*kvstore.Codec, error), batches [][]byte) (*replica.PKWrite, error) {
 	if len(batches) < 2 {
 		return nil, fmt.Errorf("%w: PK write without rows", ErrBadMessage)
 	}
@@ -270,7 +335,18 @@ func decodePKWriteWith(codec *kvstore.Codec, batches [][]byte) (*replica.PKWrite
 			w.TargetCols[i] = int(r.uvarint("target column"))
 		}
 	}
+	if len(r.b) > 0 && r.err == nil {
+		id := r.uvarint("schema id")
+		if id > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: schema id %d", ErrBadMessage, id)
+		}
+		w.SchemaID = int32(id)
+	}
 	if err := r.done(); err != nil {
+		return nil, err
+	}
+	codec, err := codecOf(w.SchemaID)
+	if err != nil {
 		return nil, err
 	}
 	for i, v := range batches[1:] {
@@ -287,7 +363,7 @@ func decodePKWriteWith(codec *kvstore.Codec, batches [][]byte) (*replica.PKWrite
 func (n *Node) servePK(ctx context.Context, call string, r *replica.Replica, q *bucketReq, p *bucketResp) error {
 	switch call {
 	case callBucketPKWrite:
-		w, err := n.decodePKWrite(q.Bucket, q.Batches)
+		w, err := n.decodePKWrite(ctx, q.Bucket, q.Batches)
 		if err != nil {
 			return err
 		}
@@ -325,6 +401,8 @@ func pkErrorSentinel(err error) error {
 		return rpc.ErrWrongTableKind
 	case errors.Is(err, replica.ErrRejected):
 		return raftmeta.ErrInvalid
+	case errors.Is(err, replica.ErrSchemaUnknown), errors.Is(err, kvstore.ErrNewerRow):
+		return rpc.ErrCatalogBehind
 	}
 	return nil
 }

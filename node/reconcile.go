@@ -74,9 +74,10 @@ func (n *Node) reconcile() {
 	n.mu.Unlock()
 	for id, a := range want {
 		n.mu.Lock()
-		_, open := n.replicas[id]
+		r, open := n.replicas[id]
 		n.mu.Unlock()
 		if open {
+			n.upgradeSchema(r, id)
 			continue
 		}
 		r, tr, err := n.openReplica(a)

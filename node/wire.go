@@ -43,7 +43,7 @@ var remoteSentinels = []error{
 	raftmeta.ErrPartitionNotFound, raftmeta.ErrPartitionExists, raftmeta.ErrNotLeader,
 	raftmeta.ErrNoLeader, raftmeta.ErrClosed, raftmeta.ErrNodeNotFound, raftmeta.ErrNoActiveNodes,
 	context.DeadlineExceeded, context.Canceled, raftmeta.ErrTooManyPartitions,
-	raftmeta.ErrFeatureLevel, raftmeta.ErrNodeIDInUse,
+	raftmeta.ErrFeatureLevel, raftmeta.ErrNodeIDInUse, rpc.ErrCatalogBehind,
 }
 
 const codeUnknown = 255

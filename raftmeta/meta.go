@@ -441,11 +441,6 @@ func (m *Meta) AddColumns(ctx context.Context, db, table string, cols []record.C
 	if err != nil {
 		return 0, err
 	}
-	if len(t.Schema().PrimaryKey) > 0 {
-		// A primary-key bucket's stored rows and merge engines know one
-		// schema; they do not read older row versions (yet).
-		return 0, fmt.Errorf("%w: table %s has a primary key: adding columns to primary-key tables is not supported yet", ErrInvalid, t.FullName())
-	}
 	if err := ValidateNewColumns(t.FullName(), t.Schema(), cols); err != nil {
 		return 0, err
 	}

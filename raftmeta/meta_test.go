@@ -203,11 +203,11 @@ func TestMetaSingleNodeLifecycle(t *testing.T) {
 	if _, err := m.CreateTable(ctx, pkSpec, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.AddColumns(ctx, "shop", "users", []record.Column{{Name: "note", Type: record.Type{Kind: record.KindString}, Nullable: true}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "primary-key tables") {
-		t.Fatalf("AddColumns on a primary-key table = %v", err)
+	if sid, err := m.AddColumns(ctx, "shop", "users", []record.Column{{Name: "note", Type: record.Type{Kind: record.KindString}, Nullable: true}}); err != nil || sid != 2 {
+		t.Fatalf("AddColumns on a primary-key table = %d, %v", sid, err)
 	}
-	if tb, _ := m.FSM().TableByName("shop", "users"); len(tb.Schemas) != 1 {
-		t.Fatalf("primary-key table has %d schema versions after a refused AddColumns", len(tb.Schemas))
+	if tb, _ := m.FSM().TableByName("shop", "users"); len(tb.Schemas) != 2 || tb.Schema().PrimaryKey[0] != "id" {
+		t.Fatalf("primary-key table after AddColumns: %d schema versions, key %v", len(tb.Schemas), tb.Schema().PrimaryKey)
 	}
 	if err := m.DropTable(ctx, "shop", "users", false); err != nil {
 		t.Fatal(err)

@@ -250,9 +250,6 @@ func (s *service) AlterTable(ctx context.Context, req *connect.Request[flussv1.A
 	}
 	cols := make([]record.Column, 0, len(add))
 	if len(add) > 0 {
-		if t.HasPrimaryKey() {
-			return nil, fmt.Errorf("%w: table %s has a primary key: adding columns to primary-key tables is not supported yet", ErrWrongTableKind, t.FullName())
-		}
 		for _, c := range add {
 			col, err := columnFromProto(c, false)
 			if err != nil {

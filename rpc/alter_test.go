@@ -149,7 +149,7 @@ func TestAlterTableBadInput(t *testing.T) {
 		{"s.t", []*flussv1.Column{{Name: "x", Type: "VARCHAR2"}}, connect.CodeInvalidArgument},
 		{"s.t", []*flussv1.Column{{Name: "bad name", Type: "INT"}}, connect.CodeInvalidArgument},
 		{"s.nope", []*flussv1.Column{{Name: "x", Type: "INT"}}, connect.CodeNotFound},
-		{"s.pk", []*flussv1.Column{{Name: "x", Type: "INT"}}, connect.CodeFailedPrecondition},
+		{"s.pk", []*flussv1.Column{{Name: "x", Type: "INT NOT NULL"}}, connect.CodeInvalidArgument},
 		{"s.pk$changelog", []*flussv1.Column{{Name: "x", Type: "INT"}}, connect.CodeInvalidArgument},
 	} {
 		_, err := e.c.AddColumns(ctx, tc.table, tc.cols...)

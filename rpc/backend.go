@@ -99,6 +99,7 @@ type PKWrite struct {
 	Rows       []kvstore.Row
 	TargetCols []int // partial update/delete: schema column indexes; nil = all
 	Delete     bool
+	SchemaID   int32 // the table schema version the rows are of
 }
 
 // OffsetSpec selects a ListOffset position.

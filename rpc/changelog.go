@@ -134,9 +134,14 @@ func (p *readPlan) widen(part arrow.Record, n int) arrow.Record {
 // changeTypeNames are the _change_type strings by kvstore.ChangeType.
 var changeTypeNames = [...]string{kvstore.Insert: "+I", kvstore.UpdateBefore: "-U", kvstore.UpdateAfter: "+U", kvstore.Delete: "-D"}
 
-// decodeView decodes a stored changelog batch into the view's columns.
+// decodeView decodes a stored changelog batch into the view's columns. A
+// batch merged with an earlier schema version (batchSchema refused later
+// ones) reads NULL in the columns added since.
 func (p *readPlan) decodeView(b *record.Batch) (arrow.Record, error) {
-	base := p.t.Schema()
+	base := p.t.SchemaByID(b.SchemaID)
+	if base == nil {
+		return nil, fmt.Errorf("stored changelog batch at offset %d has schema %d, which table %s does not know", b.BaseOffset, b.SchemaID, p.t.FullName())
+	}
 	rec, err := record.DecodeBody(kvstore.ChangelogArrowSchema(base), b.Body, memory.DefaultAllocator)
 	if err != nil {
 		return nil, fmt.Errorf("decode stored changelog batch at offset %d: %v", b.BaseOffset, err)
@@ -173,6 +178,9 @@ func (p *readPlan) decodeView(b *record.Batch) (arrow.Record, error) {
 		c := rec.Column(i)
 		c.Retain()
 		cols = append(cols, c)
+	}
+	for i := len(cols); i < len(p.sch.Columns); i++ {
+		cols = append(cols, array.MakeArrayOfNull(mem, sch.Field(i).Type, n))
 	}
 	out := array.NewRecord(sch, cols, int64(n))
 	for _, c := range cols {

@@ -231,7 +231,7 @@ func (s *service) writePK(ctx context.Context, t *raftmeta.Table, rec arrow.Reco
 	var wg sync.WaitGroup
 	for i, p := range parts {
 		wg.Go(func() {
-			pw := &PKWrite{Rows: p.rows, TargetCols: w.TargetCols, Delete: w.Delete}
+			pw := &PKWrite{Rows: p.rows, TargetCols: w.TargetCols, Delete: w.Delete, SchemaID: t.Schema().ID}
 			res, err := s.b.Write(ctx, bucketOf(t, p.part, p.bucket), pw, writerID, seq)
 			if err != nil {
 				errs[i] = fmt.Errorf("write to %s: %w", where(t, p.part, p.bucket), err)
@@ -323,6 +323,11 @@ func (w *rowWriter) appendObjects(dst []byte, vals [][]byte, first bool) ([]byte
 		}
 		var err error
 		if row, err = w.codec.DecodeRow(row, v); err != nil {
+			if errors.Is(err, kvstore.ErrNewerRow) {
+				// Written through a node whose catalog already had a later
+				// AlterTable than this one's.
+				return nil, fmt.Errorf("%w: a row of %s: %v; retry", ErrCatalogBehind, w.t.FullName(), err)
+			}
 			return nil, fmt.Errorf("stored row of %s: %w", w.t.FullName(), err)
 		}
 		dst = append(dst, '{')

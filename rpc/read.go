@@ -162,9 +162,14 @@ func newReadPlan(t *raftmeta.Table, v view, columns []string, filterExpr string,
 // columns are a prefix of the plan's (versions only append nullable
 // columns).
 func (p *readPlan) batchSchema(b *record.Batch) (*record.Schema, error) {
-	if b.SchemaID == p.sch.ID || p.view != viewLog {
-		// Views read changelog batches, which carry the table's schema id;
-		// primary-key tables have one schema version.
+	if p.view != viewLog {
+		// Views decode changelog batches by their own version (decodeView).
+		if b.SchemaID > p.sch.ID {
+			return nil, fmt.Errorf("%w: changelog batch at offset %d of %s has schema %d, this node knows up to %d; retry", ErrCatalogBehind, b.BaseOffset, p.t.FullName(), b.SchemaID, p.sch.ID)
+		}
+		return p.sch, nil
+	}
+	if b.SchemaID == p.sch.ID {
 		return p.sch, nil
 	}
 	if b.SchemaID > p.sch.ID {

@@ -17,6 +17,7 @@ const (
 	offCommitTs   = 24 // i64
 	offWriterID   = 32 // i64
 	offSeq        = 40 // i32
+	offSchemaID   = 44 // i32
 )
 
 // batchHeader holds the header fields the replica uses.
@@ -26,6 +27,7 @@ type batchHeader struct {
 	CommitTs int64
 	WriterID int64
 	Seq      int32
+	SchemaID int32
 }
 
 // peekBatch reads the header of the batch at the start of b without checking
@@ -44,6 +46,7 @@ func peekBatch(b []byte) (batchHeader, int, error) {
 		CommitTs: int64(binary.LittleEndian.Uint64(b[offCommitTs:])),
 		WriterID: int64(binary.LittleEndian.Uint64(b[offWriterID:])),
 		Seq:      int32(binary.LittleEndian.Uint32(b[offSeq:])),
+		SchemaID: int32(binary.LittleEndian.Uint32(b[offSchemaID:])),
 	}
 	if h.Count < 0 {
 		return batchHeader{}, 0, fmt.Errorf("%w: negative record count %d", record.ErrCorruptBatch, h.Count)
@@ -60,7 +63,7 @@ func checkBatch(b []byte) (batchHeader, int, error) {
 	}
 	return batchHeader{
 		Base: bt.BaseOffset, Count: bt.RecordCount, CommitTs: bt.CommitTimestamp,
-		WriterID: bt.WriterID, Seq: bt.BatchSequence,
+		WriterID: bt.WriterID, Seq: bt.BatchSequence, SchemaID: bt.SchemaID,
 	}, n, nil
 }
 

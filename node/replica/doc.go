@@ -31,7 +31,9 @@
 // already holds that index). Append is refused; Write merges through the
 // proposer (dedupe first, then merge against KV state + pre-write buffer,
 // then offsets); Lookup and PrefixScan are leader reads after the barrier
-// and a coalesced VerifyLeader.
+// and a coalesced VerifyLeader. Each changelog batch's header names the
+// table schema version it was merged with, and the FSM applies it with
+// that version, waiting for the node's catalog to hold it (pkschema.go).
 //
 // # Snapshot format
 //

@@ -69,6 +69,14 @@ type FSM struct {
 	// pk is set for primary-key table replicas: Apply also applies the
 	// changelog to the KV state, snapshots carry it.
 	pk *PKConfig
+	// pks resolves the schema versions of a PK replica's changelog
+	// batches; stop ends a wait for one (the replica is closing).
+	pks  *pkSchemas
+	stop <-chan struct{}
+	// abandoned: an ApplyBatch returned without applying its entries (the
+	// replica is closing). Raft counts them applied; no snapshot may be
+	// taken of the state that lacks them.
+	abandoned bool
 	// kvApplied is the KV state's applied raft index as last read or
 	// written (valid when kvLoaded); entries at or below it are not even
 	// decoded when raft replays them after a restart. FSM goroutine only.
@@ -101,13 +109,27 @@ func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l
 // otherwise diverge from its peers.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
+	abandon := func(err error) []interface{} {
+		// Closed under a shutting-down raft: nothing more is applied.
+		f.mu.Lock()
+		f.abandoned = true
+		f.mu.Unlock()
+		for i := range out {
+			out[i] = err
+		}
+		return out
+	}
 	if f.durable != nil && len(logs) > 0 {
 		if err := f.durable(logs[len(logs)-1].Index); err != nil {
-			// Closed under a shutting-down raft: nothing more is applied.
-			for i := range out {
-				out[i] = err
+			return abandon(err)
+		}
+	}
+	if f.pks != nil {
+		if err := f.pks.awaitBatches(logs, f.stop); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return abandon(err)
 			}
-			return out
+			panic(fmt.Sprintf("replica FSM: raft index %d..%d: schema version of a changelog batch: %v; refusing to diverge", logs[0].Index, logs[len(logs)-1].Index, err))
 		}
 	}
 	f.mu.Lock()
@@ -260,6 +282,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.abandoned {
+		return nil, fmt.Errorf("%w: entries were left unapplied", ErrClosed)
+	}
 	st := f.st
 	st.LogStart = max(st.LogStart, start)
 	snap := &fsmSnapshot{data: appendState(nil, &st)}

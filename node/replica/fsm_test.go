@@ -23,7 +23,7 @@ func TestHeaderOffsetsMatchRecord(t *testing.T) {
 	if err != nil || n != len(b) {
 		t.Fatalf("peekBatch: n %d err %v", n, err)
 	}
-	want := batchHeader{Base: h.BaseOffset, Count: h.RecordCount, CommitTs: h.CommitTimestamp, WriterID: h.WriterID, Seq: h.BatchSequence}
+	want := batchHeader{Base: h.BaseOffset, Count: h.RecordCount, CommitTs: h.CommitTimestamp, WriterID: h.WriterID, Seq: h.BatchSequence, SchemaID: h.SchemaID}
 	if got != want {
 		t.Fatalf("peekBatch %+v, want %+v", got, want)
 	}

@@ -56,7 +56,7 @@ func (s *stickyHeartbeats) FreshHeartbeat(id raft.ServerID, target raft.ServerAd
 func TestPKLookupOnCutOffLeaderWithCachedHeartbeats(t *testing.T) {
 	c := newPKClusterWrapped(t, func(tr raft.Transport) raft.Transport {
 		return &stickyHeartbeats{Transport: tr, acks: map[raft.ServerAddress]raft.AppendEntriesResponse{}}
-	})
+	}, nil)
 	defer func() {
 		c.closeAll()
 		for _, st := range c.stores {

@@ -21,7 +21,11 @@ import (
 type PKConfig struct {
 	KV     *kvstore.Replica // this replica's part of the node's badger store
 	Merger *kvstore.Merger
-	Schema *record.Schema // the table schema (the KV codec's)
+	Schema *record.Schema // the table schema (the KV codec's) when the replica opens
+	// Versions returns a schema version of the table from the node's
+	// catalog, ErrSchemaUnknown (wrapped) while the catalog does not hold
+	// it yet; nil when the table's schema never changes (tests).
+	Versions func(schemaID int32) (*PKVersion, error)
 	// Compression of changelog batches with 32 records or more (smaller
 	// ones are stored uncompressed, as the log-table write path does).
 	Compression record.Compression
@@ -29,13 +33,15 @@ type PKConfig struct {
 }
 
 // PKWrite is one Upsert or Delete request for one bucket of a primary-key
-// table. Rows are full schema-width rows; for a Delete only the key columns
-// matter. TargetCols (schema indexes, nil = every column) makes it a
-// partial update or partial delete.
+// table. Rows are full rows of schema version SchemaID (0: the replica's
+// current one); for a Delete only the key columns matter. TargetCols
+// (schema indexes, nil = every column) makes it a partial update or
+// partial delete.
 type PKWrite struct {
 	Rows       []kvstore.Row
 	TargetCols []int
 	Delete     bool
+	SchemaID   int32
 }
 
 // ErrNotPK is returned by the primary-key methods of a log-table replica
@@ -64,9 +70,16 @@ func (r *Replica) Write(ctx context.Context, w *PKWrite, writerID int64, seq int
 	if len(w.Rows) == 0 {
 		return 0, 0, fmt.Errorf("%w: %v: no rows", ErrInvalidBatch, r.cfg.ID)
 	}
+	// Rows of a later version than the replica's current one: make it
+	// current first (the catalog of the node that decoded them has it, this
+	// node's learns it in moments). Rows of an earlier version merge as rows
+	// of the current one with NULL in the columns added since.
+	if err := r.pks.await(ctx, r.stopping, w.SchemaID); err != nil {
+		return 0, 0, fmt.Errorf("%v: rows of schema version %d: %w", r.cfg.ID, w.SchemaID, err)
+	}
 	req := &appendReq{pk: w, writer: writerID, seq: seq, done: make(chan appendResult, 1)}
 	// A rough size for the queue bound; the real one is known after merging.
-	req.size = 64 * len(w.Rows) * len(r.cfg.PK.Schema.Columns)
+	req.size = 64 * len(w.Rows) * len(r.pks.current().Schema.Columns)
 	return r.submit(ctx, req)
 }
 
@@ -76,7 +89,6 @@ func (r *Replica) Write(ctx context.Context, w *PKWrite, writerID int64, seq int
 // staged in an overlay so that a refused row leaves the view untouched.
 func (t *term) preparePK(req *appendReq) error {
 	pk := t.r.cfg.PK
-	codec := pk.KV.Codec()
 	type staged struct {
 		key []byte
 		row kvstore.Row
@@ -91,8 +103,16 @@ func (t *term) preparePK(req *appendReq) error {
 	t.pw.Applied(uint64(t.appliedUpTo.Load()))
 	rd := pk.KV.NewReader()
 	defer rd.Close()
+	// The version to merge with, taken after the reader opened: at least
+	// as wide as every row the reader or the buffer holds (pkSchemas.upgrade).
+	v := t.r.pks.current()
+	codec, width := v.Codec, len(v.Schema.Columns)
 	for i, in := range req.pk.Rows {
 		var err error
+		if len(in) > width {
+			return fmt.Errorf("%w: %v row %d: %d columns, schema version %d has %d", ErrSchemaUnknown, t.r.cfg.ID, i, len(in), v.Schema.ID, width)
+		}
+		in = padRow(in, width)
 		if key, err = codec.AppendKey(key[:0], in); err != nil {
 			return fmt.Errorf("%w: row %d: %w", ErrRejected, i, err)
 		}
@@ -107,16 +127,17 @@ func (t *term) preparePK(req *appendReq) error {
 		} else if old, err = t.pw.LookupIn(rd, key); err != nil {
 			return fmt.Errorf("%v: read current row: %w", t.r.cfg.ID, err)
 		}
+		old = padRow(old, width)
 		var nw kvstore.Row
 		if req.pk.Delete {
-			nw, changes, err = pk.Merger.Delete(changes, old, req.pk.TargetCols)
+			nw, changes, err = v.Merger.Delete(changes, old, req.pk.TargetCols)
 		} else {
-			nw, changes, err = pk.Merger.Upsert(changes, old, in, req.pk.TargetCols)
+			nw, changes, err = v.Merger.Upsert(changes, old, in, req.pk.TargetCols)
 		}
 		if err != nil {
 			return fmt.Errorf("%w: row %d: %w", ErrRejected, i, err)
 		}
-		if scratch, err = pk.KV.CheckRow(nw, scratch); err != nil {
+		if scratch, err = pk.KV.CheckRow(codec, nw, scratch); err != nil {
 			return fmt.Errorf("%w: %v row %d: %w", ErrTooLarge, t.r.cfg.ID, i, err)
 		}
 		if j, ok := overlay[string(key)]; ok {
@@ -130,7 +151,7 @@ func (t *term) preparePK(req *appendReq) error {
 	if len(changes) < smallChangelog {
 		comp = record.CompressionNone
 	}
-	rec, err := kvstore.ChangelogRecord(pk.Schema, changes, memory.DefaultAllocator)
+	rec, err := kvstore.ChangelogRecord(v.Schema, changes, memory.DefaultAllocator)
 	if err != nil {
 		return fmt.Errorf("%v: build changelog: %w", t.r.cfg.ID, err)
 	}
@@ -140,7 +161,7 @@ func (t *term) preparePK(req *appendReq) error {
 		RecordCount:   int32(len(changes)),
 		WriterID:      req.writer,
 		BatchSequence: req.seq,
-		SchemaID:      pk.Schema.ID,
+		SchemaID:      v.Schema.ID,
 	}
 	batch, err := record.AppendRecordBatch(nil, h, rec, comp, pk.ZstdLevel)
 	if err != nil {
@@ -188,12 +209,18 @@ func (f *FSM) applyPK(l *raft.Log) {
 		if err != nil {
 			return err
 		}
-		rec, err := record.DecodeBody(kvstore.ChangelogArrowSchema(f.pk.Schema), bt.Body, memory.DefaultAllocator)
+		// ApplyBatch made every version of the entry's batches known
+		// (awaitBatches) before it took the lock.
+		v, err := f.pks.version(bt.SchemaID)
+		if err != nil {
+			return err
+		}
+		rec, err := record.DecodeBody(kvstore.ChangelogArrowSchema(v.Schema), bt.Body, memory.DefaultAllocator)
 		if err != nil {
 			return err
 		}
 		defer rec.Release()
-		changes, err = kvstore.ChangesFromRecord(changes, f.pk.Schema, rec)
+		changes, err = kvstore.ChangesFromRecord(changes, v.Schema, rec)
 		return err
 	})
 	if err != nil {

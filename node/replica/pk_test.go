@@ -102,7 +102,12 @@ func fmtRow(r kvstore.Row) string {
 
 // changelog decodes every changelog record this replica stored, as
 // "offset type row" lines.
-func changelog(t testing.TB, r *Replica) []string {
+func changelog(t testing.TB, r *Replica) []string { return changelogLines(t, r, false) }
+
+// changelogLines decodes every changelog record this replica stored, each
+// batch with its own schema version, as "offset type row" lines, with
+// the version ("offset vN type row") when withVersion is set.
+func changelogLines(t testing.TB, r *Replica, withVersion bool) []string {
 	t.Helper()
 	var out []string
 	for _, b := range fetchAll(t, r) {
@@ -113,17 +118,25 @@ func changelog(t testing.TB, r *Replica) []string {
 		if !bt.HasChangeType() {
 			t.Fatalf("changelog batch at %d lacks the change-type attribute", bt.BaseOffset)
 		}
-		rec, err := record.DecodeBody(kvstore.ChangelogArrowSchema(r.cfg.PK.Schema), bt.Body, memory.DefaultAllocator)
+		v, err := r.pks.version(bt.SchemaID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs, err := kvstore.ChangesFromRecord(nil, r.cfg.PK.Schema, rec)
+		rec, err := record.DecodeBody(kvstore.ChangelogArrowSchema(v.Schema), bt.Body, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := kvstore.ChangesFromRecord(nil, v.Schema, rec)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, c := range cs {
-			out = append(out, fmt.Sprintf("%d %v %s", bt.BaseOffset+int64(i), c.Type, fmtRow(c.Row)))
+			if withVersion {
+				out = append(out, fmt.Sprintf("%d v%d %v %s", bt.BaseOffset+int64(i), bt.SchemaID, c.Type, fmtRow(c.Row)))
+			} else {
+				out = append(out, fmt.Sprintf("%d %v %s", bt.BaseOffset+int64(i), c.Type, fmtRow(c.Row)))
+			}
 		}
 	}
 	return out
@@ -364,13 +377,15 @@ func TestPKRestartAndRebuildFromLog(t *testing.T) {
 type pkCluster struct {
 	*testCluster
 	stores []*kvstore.Store
+	pkMod  func(i int, pk *PKConfig) // changes replica i's PK config as it opens
 }
 
-func newPKCluster(t *testing.T) *pkCluster { return newPKClusterWrapped(t, nil) }
+func newPKCluster(t *testing.T) *pkCluster { return newPKClusterWrapped(t, nil, nil) }
 
-// newPKClusterWrapped is newPKCluster with wrap around every transport.
-func newPKClusterWrapped(t *testing.T, wrap func(raft.Transport) raft.Transport) *pkCluster {
-	c := &pkCluster{testCluster: &testCluster{t: t, wrap: wrap}}
+// newPKClusterWrapped is newPKCluster with wrap around every transport and
+// pkMod (when not nil) applied to every PK config.
+func newPKClusterWrapped(t *testing.T, wrap func(raft.Transport) raft.Transport, pkMod func(int, *PKConfig)) *pkCluster {
+	c := &pkCluster{testCluster: &testCluster{t: t, wrap: wrap}, pkMod: pkMod}
 	for i := range 3 {
 		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("r%d", i)))
 		c.dirs = append(c.dirs, t.TempDir())
@@ -393,6 +408,9 @@ func (c *pkCluster) openPK(i int, bootstrap bool) {
 	cfg.Raft.SnapshotThreshold = 1 << 40 // snapshots only when the test asks
 	cfg.Log = logstore.Options{SegmentBytes: 16 << 10}
 	cfg.PK = pkConfig(c.t, c.stores[i], 5, nil)
+	if c.pkMod != nil {
+		c.pkMod(i, cfg.PK)
+	}
 	c.openWith(i, cfg)
 }
 

@@ -134,6 +134,13 @@ type Replica struct {
 
 	quit chan struct{}
 	wg   sync.WaitGroup
+	// stopping closes when Close begins, before raft shuts down: the FSM
+	// goroutine may be waiting on it (a schema version the catalog does not
+	// hold yet), and raft's Shutdown waits for that goroutine.
+	stopping chan struct{}
+
+	// pks: the schema versions of a PK replica (nil for a log table).
+	pks *pkSchemas
 
 	mu     sync.Mutex
 	term   *term // nil unless leading
@@ -157,11 +164,12 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("replica %v: Dir, LocalID and Transport are required", cfg.ID)
 	}
 	r := &Replica{
-		cfg:    cfg,
-		tuning: cfg.Raft.withDefaults(),
-		logger: cfg.Logger,
-		fsm:    newFSM(),
-		quit:   make(chan struct{}),
+		cfg:      cfg,
+		tuning:   cfg.Raft.withDefaults(),
+		logger:   cfg.Logger,
+		fsm:      newFSM(),
+		quit:     make(chan struct{}),
+		stopping: make(chan struct{}),
 	}
 	r.fsm.logStartFn = func() int64 { return r.log.StartOffset() }
 	r.fsm.pk = cfg.PK
@@ -173,6 +181,10 @@ func Open(cfg Config) (*Replica, error) {
 		r.logger = slog.New(slog.DiscardHandler)
 	}
 	r.logger = r.logger.With("table", cfg.ID.TableID, "partition", cfg.ID.PartitionID, "bucket", cfg.ID.Bucket, "server", string(cfg.LocalID))
+	if cfg.PK != nil {
+		r.pks = newPKSchemas(cfg.PK, r.logger)
+		r.fsm.pks, r.fsm.stop = r.pks, r.stopping
+	}
 	hcl := newHCLogger(r.logger, "raft")
 	rt := r.tuning
 	if cfg.Pump != nil {
@@ -705,6 +717,7 @@ func (r *Replica) Close() error {
 	}
 	r.closed = true
 	r.mu.Unlock()
+	close(r.stopping)
 	err := r.raft.Shutdown().Error()
 	close(r.quit)
 	r.wg.Wait()

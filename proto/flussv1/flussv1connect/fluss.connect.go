@@ -121,9 +121,10 @@ type AdminServiceClient interface {
 	GetTable(context.Context, *connect.Request[flussv1.GetTableRequest]) (*connect.Response[flussv1.GetTableResponse], error)
 	ListTables(context.Context, *connect.Request[flussv1.ListTablesRequest]) (*connect.Response[flussv1.ListTablesResponse], error)
 	DropTable(context.Context, *connect.Request[flussv1.DropTableRequest]) (*connect.Response[flussv1.DropTableResponse], error)
-	// AlterTable evolves a table's schema. Today one change: add nullable
-	// columns at the end, as a new schema version; rows written before read
-	// them as null. Log tables only (`table alter DB.T --add-column ...`).
+	// AlterTable evolves a table's schema: add nullable columns at the end,
+	// as a new schema version; rows written before read them as null (log and
+	// primary-key tables; `table alter DB.T --add-columns ...`). It also sets
+	// and resets the table properties that may change after creation.
 	AlterTable(context.Context, *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error)
 	CreatePartition(context.Context, *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error)
 	DropPartition(context.Context, *connect.Request[flussv1.DropPartitionRequest]) (*connect.Response[flussv1.DropPartitionResponse], error)
@@ -391,9 +392,10 @@ type AdminServiceHandler interface {
 	GetTable(context.Context, *connect.Request[flussv1.GetTableRequest]) (*connect.Response[flussv1.GetTableResponse], error)
 	ListTables(context.Context, *connect.Request[flussv1.ListTablesRequest]) (*connect.Response[flussv1.ListTablesResponse], error)
 	DropTable(context.Context, *connect.Request[flussv1.DropTableRequest]) (*connect.Response[flussv1.DropTableResponse], error)
-	// AlterTable evolves a table's schema. Today one change: add nullable
-	// columns at the end, as a new schema version; rows written before read
-	// them as null. Log tables only (`table alter DB.T --add-column ...`).
+	// AlterTable evolves a table's schema: add nullable columns at the end,
+	// as a new schema version; rows written before read them as null (log and
+	// primary-key tables; `table alter DB.T --add-columns ...`). It also sets
+	// and resets the table properties that may change after creation.
 	AlterTable(context.Context, *connect.Request[flussv1.AlterTableRequest]) (*connect.Response[flussv1.AlterTableResponse], error)
 	CreatePartition(context.Context, *connect.Request[flussv1.CreatePartitionRequest]) (*connect.Response[flussv1.CreatePartitionResponse], error)
 	DropPartition(context.Context, *connect.Request[flussv1.DropPartitionRequest]) (*connect.Response[flussv1.DropPartitionResponse], error)
