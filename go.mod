@@ -22,6 +22,7 @@ require (
 	github.com/minio/minio-go/v7 v7.4.1 // S3-compatible remote storage for tiering (tiering/s3.go)
 	github.com/pierrec/lz4/v4 v4.1.33 // LZ4_FRAME of Arrow buffers (arrowipc)
 	github.com/prometheus/client_golang v1.25.0 // /metrics
+	github.com/prometheus/client_model v0.6.3 // reading a series' labels (rpc: dropping a dropped table's series)
 	github.com/spf13/cobra v1.10.2 // CLI
 	github.com/valyala/fastjson v1.6.10 // fast, exact (no float round trip) JSON row parsing
 	go.etcd.io/bbolt v1.3.5 // open options (timeout) for raft-boltdb/v2
@@ -46,7 +47,6 @@ require (
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect

@@ -255,8 +255,10 @@ func TestHealthReadyMetrics(t *testing.T) {
 
 // TestTableTrafficMetrics: each table's rows and bytes written and read
 // through this node are counted once the request succeeds (a refused
-// request not at all), and a dropped table's series go with it. (Upsert and
-// Delete: node's TestPKTrafficMetrics; this backend has no PK state.)
+// request not at all), and a dropped table's series go with it, also when
+// another node dropped it (this node's catalog no longer has it when
+// /metrics is scraped). (Upsert and Delete: node's TestPKTrafficMetrics;
+// this backend has no PK state.)
 func TestTableTrafficMetrics(t *testing.T) {
 	e := newEnv(t, rpc.Limits{})
 	e.mustPost(t, "/fluss.v1.AdminService/CreateDatabase", `{"name":"s"}`)
@@ -286,9 +288,21 @@ func TestTableTrafficMetrics(t *testing.T) {
 	if got := series("fluss_table_read_bytes_total", "s.t"); got <= float64(len(fetched)) {
 		t.Fatalf("bytes read from s.t: %v, want more than the Fetch's %d", got, len(fetched))
 	}
+	e.mustPost(t, "/fluss.v1.AdminService/CreateTable", `{"table":"s.u","bucketCount":1,"schema":{"columns":[{"name":"id","type":"BIGINT NOT NULL"}]}}`)
+	e.mustPost(t, "/fluss.v1.WriteService/Append", `{"table":"s.u","rows":[{"id":1}]}`)
 	e.mustPost(t, "/fluss.v1.AdminService/DropTable", `{"table":"s.t"}`)
 	if got := metricValue(t, e.url, `fluss_table_written_rows_total{table="s.t"}`, true); got != 0 {
 		t.Fatalf("s.t's series outlived the table: %v", got)
+	}
+	// Dropped elsewhere: gone from the catalog, not through this handler.
+	if got := series("fluss_table_written_rows_total", "s.u"); got != 1 {
+		t.Fatalf("rows written to s.u: %v, want 1", got)
+	}
+	if err := e.b.DropTable(context.Background(), "s.u", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := metricValue(t, e.url, `fluss_table_written_rows_total{table="s.u"}`, true); got != 0 {
+		t.Fatalf("s.u's series outlived the table dropped through another node: %v", got)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fluss-node/fluss-node/proto/flussv1/flussv1connect"
 	"github.com/fluss-node/fluss-node/raftmeta"
@@ -122,7 +123,14 @@ func NewHandler(b Backend, lim Limits, reg *prometheus.Registry, logger *slog.Lo
 		reg = prometheus.NewRegistry()
 	}
 	lim = lim.withDefaults()
-	m := newMetrics(reg)
+	m := newMetrics(reg, func(name string) bool {
+		// A scrape does not wait for a catalog that is not ready: the
+		// series stay until the next one.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := b.Table(ctx, name)
+		return !errors.Is(err, raftmeta.ErrTableNotFound)
+	})
 	s := &service{b: b, lim: lim, log: logger, m: m}
 	gate := newRequestGate(lim.MaxInflightRequestBytes)
 	registerGateMetrics(reg, gate)
@@ -200,13 +208,16 @@ type metrics struct {
 	writtenRows, writtenBytes, readRows, readBytes, lookups *prometheus.CounterVec
 }
 
-func newMetrics(reg *prometheus.Registry) *metrics {
+// newMetrics registers the handler's metrics with reg. exists tells
+// whether a table is still in the catalog: a table dropped through
+// another node leaves this one's series as it is scraped (tableSeries).
+func newMetrics(reg *prometheus.Registry, exists func(name string) bool) *metrics {
 	table := func(name, help string) *prometheus.CounterVec {
-		return registered(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "fluss", Subsystem: "table", Name: name, Help: help,
-		}, []string{"table"}))
+		}, []string{"table"})
 	}
-	return &metrics{
+	m := &metrics{
 		requests: registered(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "fluss", Subsystem: "rpc", Name: "requests_total",
 			Help: "Client RPCs handled, by procedure and Connect code.",
@@ -221,6 +232,69 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		readRows:     table("read_rows_total", "Rows this node sent in answers to Fetch and Scan of the table (its $changelog and $binlog included)."),
 		readBytes:    table("read_bytes_total", "Bytes of those rows or Arrow streams."),
 		lookups:      table("lookup_keys_total", "Keys of the table's Lookup and prefixes of its PrefixLookup requests this node answered with success."),
+	}
+	ts := registered(reg, &tableSeries{vecs: m.tableVecs(), exists: exists})
+	m.writtenRows, m.writtenBytes, m.readRows, m.readBytes, m.lookups = ts.vecs[0], ts.vecs[1], ts.vecs[2], ts.vecs[3], ts.vecs[4]
+	return m
+}
+
+// tableVecs are the per-table counters.
+func (m *metrics) tableVecs() []*prometheus.CounterVec {
+	return []*prometheus.CounterVec{m.writtenRows, m.writtenBytes, m.readRows, m.readBytes, m.lookups}
+}
+
+// tableSeries collects the per-table counters, first dropping the series
+// of tables that are gone from the catalog: DropTable removes them on the
+// node that answers it (metrics.dropped), the other nodes learn of the drop
+// from their catalog.
+type tableSeries struct {
+	vecs   []*prometheus.CounterVec
+	exists func(name string) bool
+}
+
+func (ts *tableSeries) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range ts.vecs {
+		v.Describe(ch)
+	}
+}
+
+func (ts *tableSeries) Collect(ch chan<- prometheus.Metric) {
+	ts.prune()
+	for _, v := range ts.vecs {
+		v.Collect(ch)
+	}
+}
+
+// prune deletes the series of every table exists says is gone.
+func (ts *tableSeries) prune() {
+	if ts.exists == nil {
+		return
+	}
+	all := make(chan prometheus.Metric, 64)
+	go func() {
+		for _, v := range ts.vecs {
+			v.Collect(all)
+		}
+		close(all)
+	}()
+	names := map[string]bool{}
+	for mt := range all {
+		var d dto.Metric
+		if mt.Write(&d) != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "table" {
+				names[l.GetValue()] = true
+			}
+		}
+	}
+	for name := range names {
+		if !ts.exists(name) {
+			for _, v := range ts.vecs {
+				v.DeleteLabelValues(name)
+			}
+		}
 	}
 }
 
@@ -263,7 +337,7 @@ func (m *metrics) lookedUp(t *raftmeta.Table, keys int) {
 
 // dropped removes a dropped table's series.
 func (m *metrics) dropped(name string) {
-	for _, v := range []*prometheus.CounterVec{m.writtenRows, m.writtenBytes, m.readRows, m.readBytes, m.lookups} {
+	for _, v := range m.tableVecs() {
 		v.DeleteLabelValues(name)
 	}
 }
