@@ -101,9 +101,7 @@ join = [%s]
 // writer's requests in order, and the three replicas of every bucket hold
 // byte-identical raft entries.
 func TestBootstrapExpectClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const (
 		buckets = 6
 		writers = 4

@@ -60,9 +60,7 @@ func seq(from, to int) []int {
 // stdin and --row, scan with --columns/--where/--limit/--from, scan
 // --follow, and failing commands (non-zero exit, reason on stderr).
 func TestCLIEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	addr := startNode(t, t.TempDir()).addr
 	mustCall(t, addr, "AdminService/ListDatabases", map[string]any{}, nil)
 	cli := func(stdin string, args ...string) cliResult { t.Helper(); return mustCLI(t, addr, stdin, args...) }
@@ -324,9 +322,7 @@ func TestCLIBenchProduce(t *testing.T) {
 // kill -9 and restart (the schema versions are in the metadata log). It
 // also sets and resets properties, which survive the restart too.
 func TestCLITableAlter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	dir := t.TempDir()
 	node := startNode(t, dir)
 	addr := node.addr

@@ -45,9 +45,7 @@ func (n *clusterNode) start(t *testing.T) {
 // restarted. Every acknowledged row must be in its bucket exactly once, at
 // its acknowledged offset, with dense offsets.
 func TestClusterKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const (
 		buckets = 6
 		writers = 4

@@ -17,9 +17,7 @@ import (
 // left as it was, and once the operator restores the file the bucket opens
 // with every row.
 func TestDamagedSegmentIsNotTruncated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	data := t.TempDir()
 	p := startNode(t, data)
 	createDiskTables(t, p.addr)
@@ -96,9 +94,7 @@ func TestDamagedSegmentIsNotTruncated(t *testing.T) {
 // it is made the leader (the other two nodes drained) and serves every
 // acknowledged row.
 func TestDamagedFollowerIsRebuilt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	t.Run("log", func(t *testing.T) { testDamagedFollowerIsRebuilt(t, false) })
 	t.Run("primary key", func(t *testing.T) { testDamagedFollowerIsRebuilt(t, true) })
 }

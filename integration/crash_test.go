@@ -26,9 +26,7 @@ type ack struct {
 // appears twice. One column is dictionary-encoded, so that its per-batch
 // dictionaries go through the crashes too.
 func TestKillNineKeepsEveryAcknowledgedRow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const writers = 6
 	restarts := killCount(t, 4)
 	seed := time.Now().UnixNano()

@@ -21,9 +21,7 @@ import (
 // its old data, the node stays out, and its /readyz says it was
 // decommissioned, until undrain brings it back.
 func TestDecommissionCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const (
 		buckets = 6
 		writers = 4

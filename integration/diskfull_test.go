@@ -201,9 +201,7 @@ func TestNearlyFullDiskRefusesWrites(t *testing.T) {
 // or doubled, and the bucket takes writes again once space is freed,
 // also after a kill -9 and restart.
 func TestFullDiskLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	dir := smallFS(t, 64<<20)
 	data := filepath.Join(dir, "data")
 	config := fmt.Sprintf("[storage]\nsegment_bytes = %d\nmin_free_bytes = 0\n", 1<<20)
@@ -236,9 +234,7 @@ func TestFullDiskLosesNothing(t *testing.T) {
 // filling it: the bucket goes on with the other two replicas, the
 // follower stays up, and it catches up once space is freed.
 func TestFollowerWithNearlyFullDiskFallsBehind(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const reserve = 16 << 20
 	small := smallFS(t, 96<<20)
 	base := t.TempDir()

@@ -18,9 +18,7 @@ import (
 // with SIGKILL and restarted on the same addresses and data, and the scan
 // goes on from where it was, every row delivered once, none skipped.
 func TestFollowingScanResumesAcrossKillNine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	dir := t.TempDir()
 	ports := []string{"--client-addr", nodetest.FreeAddr(), "--peer-addr", nodetest.FreeAddr(), "--gossip-addr", nodetest.FreeAddr()}
 	p := startNode(t, dir, ports...)

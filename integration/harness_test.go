@@ -66,6 +66,21 @@ func killCount(t *testing.T, def int) int {
 	return n
 }
 
+// longMultiProcess starts one of the long multi-process tests: skipped with
+// -short, and run in parallel with the others (up to -parallel at a time,
+// GOMAXPROCS by default). They spend most of their time waiting on their
+// processes (elections, restarts, kill -9s, timeouts), not on the CPU; each
+// has its own data directories and loopback ports (port 0), and the fault
+// tests their own uids and filesystems. The short ones run one at a time,
+// before these.
+func longMultiProcess(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	t.Parallel()
+}
+
 // proc is one running fluss-node process.
 type proc struct {
 	cmd  *exec.Cmd

@@ -77,9 +77,7 @@ func clusterHealth(addr string) (underReplicated, offline map[int]int, err error
 // describe`), and the dead node reports nothing; restarted, it catches up
 // and every bucket is fully in sync again.
 func TestUnderReplicatedBuckets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	nodes := startJoinedCluster(t, "[raft]\nreplica_max_lag = \"8s\"\n") // the least allowed at heartbeat_timeout 1s
 	addr := nodes[0].client
 	mustCall(t, addr, "AdminService/CreateDatabase", map[string]any{"name": "d"}, nil)

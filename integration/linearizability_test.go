@@ -80,9 +80,7 @@ var kvModel = porcupine.Model{
 // linearizable (porcupine); it ends with lookups of every key after the
 // cluster recovered, so a lost acknowledged write would show.
 func TestPKLinearizableUnderLeaderKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const (
 		killGap  = 2500 * time.Millisecond
 		downTime = 1200 * time.Millisecond

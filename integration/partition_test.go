@@ -158,9 +158,7 @@ func portOf(t *testing.T, addr string) string {
 // Appender row twice; after the last heal every replica of every bucket is
 // back in sync.
 func TestNetworkPartitions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const (
 		buckets = 4
 		cutFor  = 6 * time.Second // failover under a cut takes 3-5 s

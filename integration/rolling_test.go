@@ -19,9 +19,7 @@ import (
 // undrain` until it leads again. Every acknowledged append is stored
 // once, at its offset, and every replica is in sync at the end.
 func TestRollingRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	const (
 		buckets = 6
 		writers = 4

@@ -94,9 +94,7 @@ func scanFromEarliest(t *testing.T, addr, table string, rows int) {
 // segments from the log still scans from offset 0 through the CLI after a
 // kill -9 and restart: the lake's rows, then the log's, each once.
 func TestLakeUnionReadThroughTheBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	dir, lake := t.TempDir(), t.TempDir()
 	config := fmt.Sprintf("[storage]\nsegment_bytes = 1048576\nretention_check_interval = \"200ms\"\n\n[tiering]\nlake_dir = %q\n", lake)
 	p := startNodeWithConfig(t, dir, config)
@@ -172,9 +170,7 @@ func icebergIDs(lake, db, name string) ([]int64, error) {
 // then every node tiers down to at most two local segments and scans every
 // row, in order, from the remote log and its own.
 func TestClusterTieringKillNine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	remote := t.TempDir()
 	nodes := startJoinedCluster(t, fmt.Sprintf(
 		"[storage]\nsegment_bytes = 1048576\n\n[tiering]\nremote_dir = %q\ninterval = \"100ms\"\nlocal_segments = 1\n", remote))
@@ -287,9 +283,7 @@ func TestClusterTieringKillNine(t *testing.T) {
 // files are deleted during the run. An engine reading the Iceberg table
 // then gets every row written exactly once.
 func TestClusterLakeIcebergThroughTheBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
+	longMultiProcess(t)
 	lake := t.TempDir()
 	nodes := startJoinedCluster(t, fmt.Sprintf("[tiering]\nlake_dir = %q\nlake_snapshot_retention = \"2s\"\n", lake))
 	mustCLI(t, nodes[0].client, "", "db", "create", "ice")
