@@ -667,3 +667,47 @@ func TestPKReadByteBudget(t *testing.T) {
 		t.Fatalf("limit scan answered %d rows; want 1 to 4 (2048 bytes of ~510-byte rows)", k)
 	}
 }
+
+// TestPKAddColumnAggregation: an aggregation table keeps summing across a
+// column added to it, and the new column aggregates by the default
+// (last_value_ignore_nulls): rows of the earlier version keep their sums,
+// a write that leaves the new column out does not clear it.
+func TestPKAddColumnAggregation(t *testing.T) {
+	n := startNode(t, testConfig(t.TempDir()))
+	defer n.Close()
+	ctx, c := withDB(t, n)
+	createPKTable(t, ctx, c, "agg", map[string]string{"table.merge-engine": "aggregation", "fields.qty.agg": "sum"})
+	up := func(rows string) {
+		t.Helper()
+		if _, err := c.Upsert(ctx, "db.agg", []byte(rows), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up(`[{"user_id":1,"item":1,"qty":2},{"user_id":1,"item":2,"qty":7}]`)
+	if _, err := c.AddColumns(ctx, "db.agg", &flussv1.Column{Name: "tag", Type: "STRING"}); err != nil {
+		t.Fatal(err)
+	}
+	up(`[{"user_id":1,"item":1,"qty":3,"tag":"a"}]`)
+	up(`[{"user_id":1,"item":1,"qty":4}]`)
+	out, err := c.Lookup(ctx, "db.agg", []byte(`[{"user_id":1,"item":1},{"user_id":1,"item":2}]`), []string{"qty", "tag"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"qty":9,"tag":"a"},{"qty":7,"tag":null}]`; string(out) != want {
+		t.Fatalf("aggregated rows across a column added: %s, want %s", out, want)
+	}
+	// A dictionary-encoded column, and the changelog of all three versions.
+	if _, err := c.AddColumns(ctx, "db.agg", &flussv1.Column{Name: "kind", Type: "STRING", Dictionary: true}); err != nil {
+		t.Fatal(err)
+	}
+	up(`[{"user_id":1,"item":2,"qty":1,"kind":"k"}]`)
+	var last map[string]any
+	for _, r := range scanAll(t, ctx, c, "db.agg$changelog") {
+		if r["item"] == float64(2) {
+			last = r
+		}
+	}
+	if got := fmt.Sprintf("%v %v %v %v", last["_change_type"], last["qty"], last["tag"], last["kind"]); got != "+U 8 <nil> k" {
+		t.Fatalf("last change of item 2: %v", last)
+	}
+}
