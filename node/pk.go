@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fluss-node/fluss-node/kvstore"
+	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
@@ -146,15 +147,28 @@ func (n *Node) pkVersion(tableID int64, id int32) (*replica.PKVersion, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: table %s has schema versions up to %d, not %d", replica.ErrSchemaUnknown, t.FullName(), t.Schema().ID, id)
 	}
-	codec, err := kvstore.NewCodec(s, t.BucketKeys)
-	if err != nil {
-		return nil, fmt.Errorf("table %s schema %d: %w", t.FullName(), id, err)
-	}
-	merger, err := kvstore.NewMerger(s, t.Properties)
-	if err != nil {
-		return nil, fmt.Errorf("table %s schema %d: %w", t.FullName(), id, err)
-	}
-	return &replica.PKVersion{Schema: s, Codec: codec, Merger: merger}, nil
+	// Built once per catalog version of the table (every forwarded write
+	// asks, on both ends).
+	return pkVersions.GetErr(pkVersionKey{t, s}, func() (*replica.PKVersion, error) {
+		codec, err := kvstore.NewCodec(s, t.BucketKeys)
+		if err != nil {
+			return nil, fmt.Errorf("table %s schema %d: %w", t.FullName(), s.ID, err)
+		}
+		merger, err := kvstore.NewMerger(s, t.Properties)
+		if err != nil {
+			return nil, fmt.Errorf("table %s schema %d: %w", t.FullName(), s.ID, err)
+		}
+		return &replica.PKVersion{Schema: s, Codec: codec, Merger: merger}, nil
+	})
+}
+
+// pkVersions caches pkVersion by catalog table (immutable: its bucket keys
+// and properties) and schema version.
+var pkVersions record.Memo[pkVersionKey, *replica.PKVersion]
+
+type pkVersionKey struct {
+	t *raftmeta.Table
+	s *record.Schema
 }
 
 // upgradeSchema makes the latest schema version of a PK replica's table in
