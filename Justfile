@@ -16,9 +16,9 @@ test:
 test-race:
     go test -race ./logstore/ ./node/... ./rpc/... ./raftmeta/... ./kvstore/
 
-# Multi-process tests (build the binary, kill -9, restart)
+# Multi-process tests (build the binary, kill -9, restart; the long ones two at a time)
 integration:
-    go test -count=1 -v ./integration/
+    go test -count=1 -timeout 20m -v ./integration/
 
 # Micro-benchmarks of codec, projection, filter and segment append
 bench:
