@@ -510,7 +510,7 @@ func scanCmd() *cobra.Command {
 }
 
 func clusterCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and operate the cluster: status, drain, undrain, rebalance"}
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and operate the cluster: status, drain, undrain, decommission, rebalance, config"}
 	status := &cobra.Command{
 		Use: "status", Short: "Show nodes, roles, replicas, leaders and replication health", Args: cobra.NoArgs,
 		Long: `Show every node: its state, metadata role, bucket replicas and leaders,
@@ -526,7 +526,7 @@ that it has not open (OFFLINE: failing to open, see its log, or opening).
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "cluster %s, metadata leader: node %d\n", c.ClusterId, c.MetaLeader)
+			fmt.Fprintf(w, "cluster %s, metadata leader: node %d, meta_voters: %d\n", c.ClusterId, c.MetaLeader, c.MetaVoters)
 			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tSTATE\tMETA\tREPLICAS\tLEADERS\tUNDER-REPLICATED\tOFFLINE\tCLIENT\tPEER\tVERSION")
 			var under, offline int32

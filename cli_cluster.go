@@ -121,7 +121,39 @@ func clusterOpsCmds() []*cobra.Command {
 			return nil
 		},
 	}
-	return []*cobra.Command{drain, undrain, decommission, rebalance}
+	return []*cobra.Command{drain, undrain, decommission, rebalance, clusterConfigCmd()}
+}
+
+// clusterConfigCmd shows or changes the cluster-wide settings
+// (AdminService SetClusterConfig).
+func clusterConfigCmd() *cobra.Command {
+	var metaVoters int32
+	cmd := &cobra.Command{
+		Use:   "config [--meta-voters N]",
+		Short: "Show or change cluster-wide settings (meta_voters)",
+		Long: "Show the cluster-wide settings, or change those given as flags.\n" +
+			"--meta-voters N: how many nodes vote in the metadata Raft group (1 to 9; 3 or 5 in\n" +
+			"production). The metadata leader promotes non-voters or demotes voters, one at a time,\n" +
+			"until the group has N voters or every active node votes. The meta_voters of a node's\n" +
+			"configuration only sets the starting value of a new cluster.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &flussv1.SetClusterConfigRequest{}
+			if cmd.Flags().Changed("meta-voters") {
+				req.MetaVoters = &metaVoters
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			res, err := newClient().Admin().SetClusterConfig(ctx, connect.NewRequest(req))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "meta_voters = %d\n", res.Msg.MetaVoters)
+			return nil
+		},
+	}
+	cmd.Flags().Int32Var(&metaVoters, "meta-voters", 0, "voters of the metadata Raft group, 1 to 9")
+	return cmd
 }
 
 // waitDrained polls the cluster until node id leads no bucket, printing

@@ -5,16 +5,19 @@ import (
 	"testing"
 )
 
-// TestClusterOpsCLI drives `cluster drain|undrain|decommission|rebalance`
+// TestClusterOpsCLI drives `cluster drain|undrain|decommission|rebalance|config`
 // through the binary on one node: the state shows in `cluster status`, bad
 // node ids fail with a non-zero exit and a message, `drain --wait` fails
-// when the node's buckets have no other replica to move to, and the only
-// node cannot be decommissioned.
+// when the node's buckets have no other replica to move to, the only
+// node cannot be decommissioned, and meta_voters set by `cluster config`
+// outlasts a restart whose configuration says otherwise.
 func TestClusterOpsCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	addr := startNode(t, t.TempDir()).addr
+	dir := t.TempDir()
+	p := startNode(t, dir)
+	addr := p.addr
 	mustCall(t, addr, "AdminService/ListDatabases", map[string]any{}, nil)
 	status := func() string {
 		return mustCLI(t, addr, "", "cluster", "status").stdout
@@ -61,5 +64,22 @@ func TestClusterOpsCLI(t *testing.T) {
 	}
 	if r := mustCLI(t, addr, "", "cluster", "rebalance"); !strings.Contains(r.stdout, "0 replica(s) moving") {
 		t.Errorf("rebalance of one node printed %q", r.stdout)
+	}
+
+	if out := mustCLI(t, addr, "", "cluster", "config").stdout; out != "meta_voters = 3\n" {
+		t.Errorf("cluster config printed %q, want the default meta_voters = 3", out)
+	}
+	for _, v := range []string{"0", "10"} {
+		if r := runCLI(t, addr, "", "cluster", "config", "--meta-voters", v); r.code == 0 || !strings.Contains(r.stderr, "invalid_argument") || !strings.Contains(r.stderr, "meta_voters must be 1 to 9, got "+v) {
+			t.Errorf("cluster config --meta-voters %s: exit %d, stderr %q", v, r.code, r.stderr)
+		}
+	}
+	if out := mustCLI(t, addr, "", "cluster", "config", "--meta-voters", "5").stdout; out != "meta_voters = 5\n" {
+		t.Errorf("cluster config --meta-voters 5 printed %q", out)
+	}
+	p.stop(t)
+	addr = startNode(t, dir, "--meta-voters", "3").addr
+	if s := status(); !strings.Contains(s, "meta_voters: 5") {
+		t.Errorf("cluster status after a restart configured with meta_voters 3:\n%s", s)
 	}
 }

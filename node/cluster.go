@@ -56,6 +56,7 @@ type metaOp struct {
 	Props             map[string]string   `json:"props,omitempty"`  // table properties to set
 	Reset             []string            `json:"reset,omitempty"`  // table properties to remove
 	Node              *raftmeta.Node      `json:"node,omitempty"`
+	Voters            int                 `json:"voters,omitempty"` // set_meta_voters
 	// Fresh: a join from a node without metadata state (joinCluster), as
 	// opposed to a member's rejoin at a new address (rejoinIfMoved).
 	Fresh bool `json:"fresh,omitempty"`
@@ -199,6 +200,8 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 	case opRebalance:
 		moved, err := n.rebalance(ctx)
 		return int64(moved), err
+	case opSetMetaVoters:
+		return 0, n.setMetaVoters(ctx, op.Voters)
 	case opJoin:
 		if op.Node == nil || op.Node.PeerAddr == "" {
 			return 0, fmt.Errorf("%w: join without a peer address", raftmeta.ErrInvalid)
@@ -470,13 +473,17 @@ func (n *Node) idHoldsData(nd raftmeta.Node) error {
 
 // promoteLoop runs on every node and acts on the metadata leader: while
 // the group has fewer than meta_voters voters, it promotes non-voters that
-// are running (registered active), smallest id first.
+// are running (registered active), smallest id first. On every node it
+// also checks the configured meta_voters against the cluster's.
 func (n *Node) promoteLoop() {
+	warned := 0
 	for {
 		watch := n.meta.Watch()
 		if n.meta.IsLeader() {
+			n.recordMetaVoters()
 			n.promote()
 		}
+		n.checkMetaVotersConfig(&warned)
 		select {
 		case <-n.quit:
 			return
@@ -531,7 +538,7 @@ func (n *Node) promote() {
 	servers = slices.Clone(servers) // the configuration's slice is shared
 	slices.SortFunc(servers, func(a, b raft.Server) int { return cmpServerID(a.ID, b.ID) })
 	for _, s := range servers {
-		if voters >= n.cfg.MetaVoters {
+		if voters >= n.metaVoters() {
 			return
 		}
 		if s.Suffrage != raft.Nonvoter || !active[s.ID] {

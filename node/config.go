@@ -11,6 +11,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fluss-node/fluss-node/node/replica"
+	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
 )
 
@@ -47,7 +48,8 @@ type Config struct {
 	// others join it. Never bootstraps twice. Needs node_id. Default 0.
 	BootstrapExpect int `toml:"bootstrap_expect"`
 	// MetaVoters is how many nodes vote in the metadata Raft group; further
-	// nodes replicate it as non-voters. Default 3.
+	// nodes replicate it as non-voters. It is the cluster's starting value:
+	// the catalog's counts once set (clusterconfig.go). Default 3.
 	MetaVoters int `toml:"meta_voters"`
 
 	Log     LogConfig     `toml:"log"`
@@ -369,8 +371,8 @@ func (c *Config) Validate() error {
 	if c.BootstrapExpect > 1 && len(c.Join) == 0 {
 		errs = append(errs, fmt.Errorf("bootstrap_expect = %d needs a join list with the other nodes' peer or gossip addresses", c.BootstrapExpect))
 	}
-	if c.MetaVoters < 1 {
-		errs = append(errs, fmt.Errorf("meta_voters must be >= 1, got %d", c.MetaVoters))
+	if c.MetaVoters < 1 || c.MetaVoters > raftmeta.MaxMetaVoters {
+		errs = append(errs, fmt.Errorf("meta_voters must be 1 to %d, got %d", raftmeta.MaxMetaVoters, c.MetaVoters))
 	}
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {

@@ -283,12 +283,13 @@ func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, state 
 		n.logger.Info("controller: node removed from the metadata group", "id", int32(id), "why", why, "voter", s.Suffrage == raft.Voter)
 		return
 	}
-	if id, ok := surplusVoter(servers, state, alive, n.id, n.cfg.MetaVoters); ok {
+	target := n.metaVoters()
+	if id, ok := surplusVoter(servers, state, alive, n.id, target); ok {
 		if err := n.meta.DemoteVoter(ctx, id); err != nil {
 			n.logger.Warn("controller: demote a metadata voter beyond meta_voters", "id", int32(id), "err", err)
 			return
 		}
-		n.logger.Info("controller: metadata voter demoted to non-voter (the group had more than meta_voters voters)", "id", int32(id), "alive", alive[id], "meta_voters", n.cfg.MetaVoters)
+		n.logger.Info("controller: metadata voter demoted to non-voter (the group had more than meta_voters voters)", "id", int32(id), "alive", alive[id], "meta_voters", target)
 		return
 	}
 	for _, m := range nodes {

@@ -46,9 +46,13 @@ const (
 	// bucket.pkwrite a schema id, which an earlier binary reads as one
 	// version (it would apply a changelog batch with the wrong schema).
 	featurePKColumns uint32 = 7
+	// featureClusterConfig: the set_meta_voters metadata command (the
+	// metadata group's size held in the catalog), which an earlier binary
+	// cannot decode.
+	featureClusterConfig uint32 = 8
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featurePKColumns
+	featureLevel = featureClusterConfig
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

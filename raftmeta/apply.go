@@ -44,6 +44,8 @@ func (st *state) apply(cmd *metapb.Command) (*ApplyResult, bool) {
 		err = st.forgetNode(c.ForgetNode)
 	case *metapb.Command_SetClusterId:
 		changed, err = st.setClusterID(c.SetClusterId)
+	case *metapb.Command_SetMetaVoters:
+		changed, err = st.setMetaVoters(c.SetMetaVoters)
 	case *metapb.Command_AddColumns:
 		var sid int32
 		sid, err = st.addColumns(c.AddColumns)
@@ -410,6 +412,17 @@ func (st *state) setClusterID(c *metapb.SetClusterID) (bool, error) {
 		return false, nil
 	}
 	st.clusterID = c.ClusterId
+	return true, nil
+}
+
+func (st *state) setMetaVoters(c *metapb.SetMetaVoters) (bool, error) {
+	if err := ValidateMetaVoters(int(c.Voters)); err != nil {
+		return false, err
+	}
+	if c.OnlyIfUnset && st.metaVoters != 0 || st.metaVoters == c.Voters {
+		return false, nil
+	}
+	st.metaVoters = c.Voters
 	return true, nil
 }
 

@@ -86,6 +86,10 @@ func DecodeCommand(b []byte) (*metapb.Command, error) {
 		if c.SetClusterId == nil {
 			return nil, fmt.Errorf("%w: empty SetClusterID", ErrBadCommand)
 		}
+	case *metapb.Command_SetMetaVoters:
+		if c.SetMetaVoters == nil {
+			return nil, fmt.Errorf("%w: empty SetMetaVoters", ErrBadCommand)
+		}
 	case *metapb.Command_AddColumns:
 		if c.AddColumns == nil {
 			return nil, fmt.Errorf("%w: empty AddColumns", ErrBadCommand)

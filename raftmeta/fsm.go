@@ -34,6 +34,9 @@ type state struct {
 	appliedIndex    uint64
 	// forgottenNodeID is the highest id forgetNode removed (0: none).
 	forgottenNodeID NodeID
+	// metaVoters is the metadata group's target number of voters (0:
+	// not set yet).
+	metaVoters int32
 
 	nodes      map[NodeID]Node
 	databases  map[string]*Database
@@ -173,6 +176,7 @@ func (st *state) toPB() *metapb.State {
 		NextPartitionId: st.nextPartitionID,
 		AppliedIndex:    st.appliedIndex,
 		ForgottenNodeId: int32(st.forgottenNodeID),
+		MetaVoters:      st.metaVoters,
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.nodes)) {
 		out.Nodes = append(out.Nodes, nodeToPB(st.nodes[id]))
@@ -208,6 +212,12 @@ func decodeState(b []byte) (*state, error) {
 	st.nextPartitionID = pb.NextPartitionId
 	st.appliedIndex = pb.AppliedIndex
 	st.forgottenNodeID = NodeID(pb.ForgottenNodeId)
+	if pb.MetaVoters != 0 {
+		if err := ValidateMetaVoters(int(pb.MetaVoters)); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+		st.metaVoters = pb.MetaVoters
+	}
 	for _, n := range pb.Nodes {
 		if n == nil {
 			return nil, fmt.Errorf("%w: nil node", ErrBadSnapshot)
@@ -266,6 +276,14 @@ func (f *FSM) ClusterID() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.st.clusterID
+}
+
+// MetaVoters is the metadata group's target number of voters, 0 until one
+// is set (SetMetaVoters).
+func (f *FSM) MetaVoters() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return int(f.st.metaVoters)
 }
 
 // ForgottenNodeID is the highest node id ForgetNode removed (0: none); a

@@ -129,6 +129,17 @@ func cAddColumns(tableID int64, cols ...record.Column) *metapb.Command {
 		TableId: tableID, Columns: schemaToPB(&record.Schema{Columns: cols}).Columns}}}
 }
 
+func cMetaVoters(n int32, onlyIfUnset bool) *metapb.Command {
+	return &metapb.Command{Cmd: &metapb.Command_SetMetaVoters{SetMetaVoters: &metapb.SetMetaVoters{Voters: n, OnlyIfUnset: onlyIfUnset}}}
+}
+
+func checkMetaVoters(t *testing.T, f *FSM, want int) {
+	t.Helper()
+	if got := f.MetaVoters(); got != want {
+		t.Fatalf("MetaVoters = %d, want %d", got, want)
+	}
+}
+
 func cClusterID(id string, onlyIfUnset bool) *metapb.Command {
 	return &metapb.Command{Cmd: &metapb.Command_SetClusterId{SetClusterId: &metapb.SetClusterID{ClusterId: id, OnlyIfUnset: onlyIfUnset}}}
 }
@@ -370,6 +381,16 @@ func TestFSMCommands(t *testing.T) {
 				}
 			}},
 		{name: "empty cluster id", cmd: func(testing.TB) *metapb.Command { return cClusterID("", false) }, wantErr: ErrInvalid},
+		{name: "meta voters recorded", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(3, true) },
+			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 3) }},
+		{name: "meta voters only if unset keeps the first", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(5, true) },
+			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 3) }},
+		{name: "meta voters set", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(5, false) },
+			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 5) }},
+		{name: "no meta voters", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(0, false) }, wantErr: ErrInvalid,
+			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 5) }},
+		{name: "too many meta voters", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(MaxMetaVoters+1, true) }, wantErr: ErrInvalid,
+			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 5) }},
 		{name: "drop non-empty db", cmd: func(testing.TB) *metapb.Command { return cDropDB("shop", false, false) }, wantErr: ErrDatabaseNotEmpty},
 		{name: "drop table", cmd: func(testing.TB) *metapb.Command { return cDropTable("shop", "orders", false) },
 			check: func(t *testing.T, f *FSM) {
@@ -549,7 +570,9 @@ func randomCommand(t testing.TB, r *rand.Rand) *metapb.Command {
 	tables := []string{"t1", "t2", "t3", "t4"}
 	db := dbs[r.IntN(len(dbs))]
 	tb := tables[r.IntN(len(tables))]
-	switch r.IntN(12) {
+	switch r.IntN(13) {
+	case 12:
+		return cMetaVoters(int32(r.IntN(MaxMetaVoters+2)), r.IntN(2) == 0)
 	case 11:
 		return cAddColumns(int64(1+r.IntN(8)), record.Column{Name: fmt.Sprintf("c%d", r.IntN(6)), Type: record.Type{Kind: record.KindInt}, Nullable: r.IntN(4) != 0})
 	case 0, 1:

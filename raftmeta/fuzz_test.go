@@ -28,6 +28,7 @@ func FuzzApply(f *testing.F) {
 		cAddColumns(1, record.Column{Name: "n", Type: record.Type{Kind: record.KindDecimal, Precision: 10, Scale: 2}, Nullable: true}),
 		cSetProps(1, map[string]string{"table.log.ttl": "1d"}, "owner"),
 		cForget(1),
+		cMetaVoters(3, true),
 	}
 	for _, s := range seeds {
 		f.Add(mustEncode(f, s))
@@ -68,6 +69,7 @@ func FuzzDecodeState(f *testing.F) {
 	a.apply(cCreateTable(f, partitionedSpec("db", "p"), false))
 	a.apply(cCreatePartition(f, 2, 2, "x", false))
 	a.apply(cRegister(1, NodeActive))
+	a.apply(cMetaVoters(5, false))
 	snap, err := a.f.MarshalState()
 	if err != nil {
 		f.Fatal(err)

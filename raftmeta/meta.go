@@ -574,7 +574,6 @@ func (m *Meta) SetNodeState(ctx context.Context, id NodeID, s NodeState) error {
 	return err
 }
 
-// SetClusterID sets the cluster id (normally done once by the first leader).
 // ForgetNode removes a decommissioned node (state decommissioning, named
 // by no assignment) from the catalog.
 func (m *Meta) ForgetNode(ctx context.Context, id NodeID) error {
@@ -582,9 +581,22 @@ func (m *Meta) ForgetNode(ctx context.Context, id NodeID) error {
 	return err
 }
 
+// SetClusterID sets the cluster id (normally done once by the first leader).
 func (m *Meta) SetClusterID(ctx context.Context, id string) error {
 	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetClusterId{SetClusterId: &metapb.SetClusterID{ClusterId: id}}})
 	return err
+}
+
+// SetMetaVoters sets the metadata group's target number of voters; with
+// onlyIfUnset it changes nothing once one is set. It reports whether the
+// catalog changed.
+func (m *Meta) SetMetaVoters(ctx context.Context, voters int, onlyIfUnset bool) (bool, error) {
+	if err := ValidateMetaVoters(voters); err != nil {
+		return false, err
+	}
+	before := m.fsm.MetaVoters()
+	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetMetaVoters{SetMetaVoters: &metapb.SetMetaVoters{Voters: int32(voters), OnlyIfUnset: onlyIfUnset}}})
+	return err == nil && before != m.fsm.MetaVoters(), err
 }
 
 // ---------------------------------------------------------------- membership
@@ -708,6 +720,7 @@ func (m *Meta) Nodes() []Node                                  { return m.fsm.No
 func (m *Meta) Node(id NodeID) (Node, error)                   { return m.fsm.Node(id) }
 func (m *Meta) ClusterID() string                              { return m.fsm.ClusterID() }
 func (m *Meta) ForgottenNodeID() NodeID                        { return m.fsm.ForgottenNodeID() }
+func (m *Meta) MetaVoters() int                                { return m.fsm.MetaVoters() }
 
 // IsLeader reports whether this node leads the metadata group.
 func (m *Meta) IsLeader() bool { return m.raft.State() == raft.Leader }

@@ -18,6 +18,19 @@ const MaxBuckets = 4096
 // MaxReplicationFactor bounds table.replication.factor.
 const MaxReplicationFactor = 5
 
+// MaxMetaVoters bounds the metadata group's voters: every catalog write
+// waits for a majority of them, and beyond nine the wait grows while few
+// clusters need to survive more than four failed voters.
+const MaxMetaVoters = 9
+
+// ValidateMetaVoters checks a target number of metadata voters.
+func ValidateMetaVoters(n int) error {
+	if n < 1 || n > MaxMetaVoters {
+		return fmt.Errorf("%w: meta_voters must be 1 to %d, got %d", ErrInvalid, MaxMetaVoters, n)
+	}
+	return nil
+}
+
 var (
 	objectNameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,199}$`)
 	partitionValueRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)

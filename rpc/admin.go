@@ -363,7 +363,7 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 	if err != nil {
 		return nil, fmt.Errorf("describe cluster: %w", err)
 	}
-	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader)}
+	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader), MetaVoters: int32(ci.MetaVoters)}
 	for _, n := range ci.Nodes {
 		ni := &flussv1.NodeInfo{
 			Id: int32(n.ID), ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr,
@@ -430,4 +430,24 @@ func (s *service) Rebalance(ctx context.Context, req *connect.Request[flussv1.Re
 		return nil, adminError(fmt.Errorf("rebalance: %w", err))
 	}
 	return connect.NewResponse(&flussv1.RebalanceResponse{Moved: int32(moved)}), nil
+}
+
+func (s *service) SetClusterConfig(ctx context.Context, req *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error) {
+	ca, err := s.clusterAdmin("SetClusterConfig")
+	if err != nil {
+		return nil, err
+	}
+	var change ClusterConfigChange
+	if req.Msg.MetaVoters != nil {
+		v := int(req.Msg.GetMetaVoters())
+		if err := raftmeta.ValidateMetaVoters(v); err != nil {
+			return nil, err
+		}
+		change.MetaVoters = &v
+	}
+	cfg, err := ca.SetClusterConfig(ctx, change)
+	if err != nil {
+		return nil, adminError(fmt.Errorf("set cluster config: %w", err))
+	}
+	return connect.NewResponse(&flussv1.SetClusterConfigResponse{MetaVoters: int32(cfg.MetaVoters)}), nil
 }

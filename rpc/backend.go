@@ -141,6 +141,8 @@ type ClusterInfo struct {
 	ClusterID  string
 	MetaLeader raftmeta.NodeID
 	Nodes      []NodeInfo
+	// MetaVoters is the metadata group's target number of voters.
+	MetaVoters int
 }
 
 // NodeInfo is one member in DescribeCluster.

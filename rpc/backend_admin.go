@@ -10,7 +10,8 @@ import (
 )
 
 // ClusterAdmin is the optional capability of a Backend that runs cluster
-// operations (DrainNode, UndrainNode, DecommissionNode, Rebalance). The server finds it by
+// operations (DrainNode, UndrainNode, DecommissionNode, Rebalance,
+// SetClusterConfig). The server finds it by
 // type assertion; a Backend without it answers those calls Unimplemented.
 // Every method may be called from many goroutines; each runs on the
 // metadata leader (the backend forwards) and returns once the change is
@@ -31,6 +32,21 @@ type ClusterAdmin interface {
 	// Rebalance rewrites the assignments so replicas are spread evenly over
 	// the active nodes, and returns how many replicas move.
 	Rebalance(ctx context.Context) (moved int, err error)
+	// SetClusterConfig changes the cluster-wide settings that change names
+	// (nil: kept) and returns the settings in force afterwards. Invalid
+	// values wrap raftmeta.ErrInvalid.
+	SetClusterConfig(ctx context.Context, change ClusterConfigChange) (ClusterConfig, error)
+}
+
+// ClusterConfig is the cluster-wide settings held in the catalog.
+type ClusterConfig struct {
+	// MetaVoters is how many nodes vote in the metadata Raft group.
+	MetaVoters int
+}
+
+// ClusterConfigChange names the settings SetClusterConfig changes.
+type ClusterConfigChange struct {
+	MetaVoters *int
 }
 
 // clusterAdmin returns the backend's ClusterAdmin, or an Unimplemented error.

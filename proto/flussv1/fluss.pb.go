@@ -174,7 +174,7 @@ func (x ScanRequest_From) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScanRequest_From.Descriptor instead.
 func (ScanRequest_From) EnumDescriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52, 0}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54, 0}
 }
 
 type CreateDatabaseRequest struct {
@@ -2055,10 +2055,13 @@ func (x *NodeInfo) GetOfflineReplicas() int32 {
 }
 
 type DescribeClusterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	MetaLeader    int32                  `protobuf:"varint,2,opt,name=meta_leader,json=metaLeader,proto3" json:"meta_leader,omitempty"`
-	Nodes         []*NodeInfo            `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId  string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	MetaLeader int32                  `protobuf:"varint,2,opt,name=meta_leader,json=metaLeader,proto3" json:"meta_leader,omitempty"`
+	Nodes      []*NodeInfo            `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// meta_voters is how many nodes the metadata Raft group aims to have
+	// voting (SetClusterConfig).
+	MetaVoters    int32 `protobuf:"varint,4,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2112,6 +2115,13 @@ func (x *DescribeClusterResponse) GetNodes() []*NodeInfo {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *DescribeClusterResponse) GetMetaVoters() int32 {
+	if x != nil {
+		return x.MetaVoters
+	}
+	return 0
 }
 
 type DrainNodeRequest struct {
@@ -2435,6 +2445,98 @@ func (x *RebalanceResponse) GetMoved() int32 {
 	return 0
 }
 
+type SetClusterConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// meta_voters: how many nodes vote in the metadata Raft group, 1 to 9
+	// (odd numbers tolerate the most failures for their size). Voters are
+	// promoted from non-voters or demoted one at a time until the group has
+	// that many, or as many as there are nodes.
+	MetaVoters    *int32 `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3,oneof" json:"meta_voters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterConfigRequest) Reset() {
+	*x = SetClusterConfigRequest{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterConfigRequest) ProtoMessage() {}
+
+func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
+func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *SetClusterConfigRequest) GetMetaVoters() int32 {
+	if x != nil && x.MetaVoters != nil {
+		return *x.MetaVoters
+	}
+	return 0
+}
+
+type SetClusterConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MetaVoters    int32                  `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterConfigResponse) Reset() {
+	*x = SetClusterConfigResponse{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterConfigResponse) ProtoMessage() {}
+
+func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
+func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *SetClusterConfigResponse) GetMetaVoters() int32 {
+	if x != nil {
+		return x.MetaVoters
+	}
+	return 0
+}
+
 type AppendRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Table     string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -2452,7 +2554,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2566,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2579,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AppendRequest) GetTable() string {
@@ -2541,7 +2643,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2655,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2668,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AppendResult) GetBucket() int32 {
@@ -2606,7 +2708,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2720,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2733,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AppendResponse) GetResults() []*AppendResult {
@@ -2654,7 +2756,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2768,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2781,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpsertRequest) GetTable() string {
@@ -2736,7 +2838,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2850,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2863,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WriteResult) GetBucket() int32 {
@@ -2801,7 +2903,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2915,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2928,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpsertResponse) GetResults() []*WriteResult {
@@ -2848,7 +2950,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2962,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2975,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeleteRequest) GetTable() string {
@@ -2913,7 +3015,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3027,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3040,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteResponse) GetResults() []*WriteResult {
@@ -2966,7 +3068,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3080,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3093,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *FetchRequest) GetTable() string {
@@ -3077,7 +3179,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3191,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3204,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FetchResponse) GetRows() []byte {
@@ -3158,7 +3260,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3272,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3285,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ScanRequest) GetTable() string {
@@ -3269,7 +3371,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3383,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3396,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ScanResponse) GetBucket() int32 {
@@ -3343,7 +3445,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3457,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3470,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LookupRequest) GetTable() string {
@@ -3402,7 +3504,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3516,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3529,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LookupResponse) GetRows() []byte {
@@ -3448,7 +3550,7 @@ type PrefixLookupRequest struct {
 
 func (x *PrefixLookupRequest) Reset() {
 	*x = PrefixLookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3460,7 +3562,7 @@ func (x *PrefixLookupRequest) String() string {
 func (*PrefixLookupRequest) ProtoMessage() {}
 
 func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3473,7 +3575,7 @@ func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
 func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PrefixLookupRequest) GetTable() string {
@@ -3506,7 +3608,7 @@ type PrefixLookupResult struct {
 
 func (x *PrefixLookupResult) Reset() {
 	*x = PrefixLookupResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3518,7 +3620,7 @@ func (x *PrefixLookupResult) String() string {
 func (*PrefixLookupResult) ProtoMessage() {}
 
 func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3531,7 +3633,7 @@ func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResult.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{57}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PrefixLookupResult) GetRows() []byte {
@@ -3550,7 +3652,7 @@ type PrefixLookupResponse struct {
 
 func (x *PrefixLookupResponse) Reset() {
 	*x = PrefixLookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3664,7 @@ func (x *PrefixLookupResponse) String() string {
 func (*PrefixLookupResponse) ProtoMessage() {}
 
 func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3677,7 @@ func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{58}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PrefixLookupResponse) GetResults() []*PrefixLookupResult {
@@ -3597,7 +3699,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3711,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3724,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{59}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LimitScanRequest) GetTable() string {
@@ -3662,7 +3764,7 @@ type LimitScanResponse struct {
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +3776,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +3789,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{60}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LimitScanResponse) GetRows() []byte {
@@ -3883,13 +3985,15 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x10offline_replicas\x18\n" +
 	" \x01(\x05H\x01R\x0fofflineReplicas\x88\x01\x01B\x13\n" +
 	"\x11_under_replicatedB\x13\n" +
-	"\x11_offline_replicas\"\x83\x01\n" +
+	"\x11_offline_replicas\"\xa4\x01\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
 	"\vmeta_leader\x18\x02 \x01(\x05R\n" +
 	"metaLeader\x12(\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x12.fluss.v1.NodeInfoR\x05nodes\"+\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x12.fluss.v1.NodeInfoR\x05nodes\x12\x1f\n" +
+	"\vmeta_voters\x18\x04 \x01(\x05R\n" +
+	"metaVoters\"+\n" +
 	"\x10DrainNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x13\n" +
 	"\x11DrainNodeResponse\"-\n" +
@@ -3901,7 +4005,14 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x18DecommissionNodeResponse\"\x12\n" +
 	"\x10RebalanceRequest\")\n" +
 	"\x11RebalanceResponse\x12\x14\n" +
-	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\xdf\x01\n" +
+	"\x05moved\x18\x01 \x01(\x05R\x05moved\"O\n" +
+	"\x17SetClusterConfigRequest\x12$\n" +
+	"\vmeta_voters\x18\x01 \x01(\x05H\x00R\n" +
+	"metaVoters\x88\x01\x01B\x0e\n" +
+	"\f_meta_voters\";\n" +
+	"\x18SetClusterConfigResponse\x12\x1f\n" +
+	"\vmeta_voters\x18\x01 \x01(\x05R\n" +
+	"metaVoters\"\xdf\x01\n" +
 	"\rAppendRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x1b\n" +
@@ -4008,7 +4119,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x04rows\x18\x01 \x01(\fB\x04\x88\xb5\x18\x01R\x04rows*\x1d\n" +
 	"\x06Format\x12\b\n" +
 	"\x04JSON\x10\x00\x12\t\n" +
-	"\x05ARROW\x10\x012\x96\v\n" +
+	"\x05ARROW\x10\x012\xf1\v\n" +
 	"\fAdminService\x12S\n" +
 	"\x0eCreateDatabase\x12\x1f.fluss.v1.CreateDatabaseRequest\x1a .fluss.v1.CreateDatabaseResponse\x12M\n" +
 	"\fDropDatabase\x12\x1d.fluss.v1.DropDatabaseRequest\x1a\x1e.fluss.v1.DropDatabaseResponse\x12P\n" +
@@ -4029,7 +4140,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\tDrainNode\x12\x1a.fluss.v1.DrainNodeRequest\x1a\x1b.fluss.v1.DrainNodeResponse\x12J\n" +
 	"\vUndrainNode\x12\x1c.fluss.v1.UndrainNodeRequest\x1a\x1d.fluss.v1.UndrainNodeResponse\x12Y\n" +
 	"\x10DecommissionNode\x12!.fluss.v1.DecommissionNodeRequest\x1a\".fluss.v1.DecommissionNodeResponse\x12D\n" +
-	"\tRebalance\x12\x1a.fluss.v1.RebalanceRequest\x1a\x1b.fluss.v1.RebalanceResponse2\xc5\x01\n" +
+	"\tRebalance\x12\x1a.fluss.v1.RebalanceRequest\x1a\x1b.fluss.v1.RebalanceResponse\x12Y\n" +
+	"\x10SetClusterConfig\x12!.fluss.v1.SetClusterConfigRequest\x1a\".fluss.v1.SetClusterConfigResponse2\xc5\x01\n" +
 	"\fWriteService\x12;\n" +
 	"\x06Append\x12\x17.fluss.v1.AppendRequest\x1a\x18.fluss.v1.AppendResponse\x12;\n" +
 	"\x06Upsert\x12\x17.fluss.v1.UpsertRequest\x1a\x18.fluss.v1.UpsertResponse\x12;\n" +
@@ -4055,7 +4167,7 @@ func file_fluss_v1_fluss_proto_rawDescGZIP() []byte {
 }
 
 var file_fluss_v1_fluss_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_fluss_v1_fluss_proto_goTypes = []any{
 	(Format)(0),                       // 0: fluss.v1.Format
 	(ListOffsetsRequest_Spec)(0),      // 1: fluss.v1.ListOffsetsRequest.Spec
@@ -4102,62 +4214,64 @@ var file_fluss_v1_fluss_proto_goTypes = []any{
 	(*DecommissionNodeResponse)(nil),  // 42: fluss.v1.DecommissionNodeResponse
 	(*RebalanceRequest)(nil),          // 43: fluss.v1.RebalanceRequest
 	(*RebalanceResponse)(nil),         // 44: fluss.v1.RebalanceResponse
-	(*AppendRequest)(nil),             // 45: fluss.v1.AppendRequest
-	(*AppendResult)(nil),              // 46: fluss.v1.AppendResult
-	(*AppendResponse)(nil),            // 47: fluss.v1.AppendResponse
-	(*UpsertRequest)(nil),             // 48: fluss.v1.UpsertRequest
-	(*WriteResult)(nil),               // 49: fluss.v1.WriteResult
-	(*UpsertResponse)(nil),            // 50: fluss.v1.UpsertResponse
-	(*DeleteRequest)(nil),             // 51: fluss.v1.DeleteRequest
-	(*DeleteResponse)(nil),            // 52: fluss.v1.DeleteResponse
-	(*FetchRequest)(nil),              // 53: fluss.v1.FetchRequest
-	(*FetchResponse)(nil),             // 54: fluss.v1.FetchResponse
-	(*ScanRequest)(nil),               // 55: fluss.v1.ScanRequest
-	(*ScanResponse)(nil),              // 56: fluss.v1.ScanResponse
-	(*LookupRequest)(nil),             // 57: fluss.v1.LookupRequest
-	(*LookupResponse)(nil),            // 58: fluss.v1.LookupResponse
-	(*PrefixLookupRequest)(nil),       // 59: fluss.v1.PrefixLookupRequest
-	(*PrefixLookupResult)(nil),        // 60: fluss.v1.PrefixLookupResult
-	(*PrefixLookupResponse)(nil),      // 61: fluss.v1.PrefixLookupResponse
-	(*LimitScanRequest)(nil),          // 62: fluss.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),         // 63: fluss.v1.LimitScanResponse
-	nil,                               // 64: fluss.v1.CreateTableRequest.PropertiesEntry
-	nil,                               // 65: fluss.v1.AlterTableRequest.SetPropertiesEntry
-	nil,                               // 66: fluss.v1.GetTableResponse.PropertiesEntry
-	nil,                               // 67: fluss.v1.Partition.ValuesEntry
-	nil,                               // 68: fluss.v1.CreatePartitionRequest.ValuesEntry
-	nil,                               // 69: fluss.v1.DropPartitionRequest.ValuesEntry
-	nil,                               // 70: fluss.v1.ListPartitionsRequest.ValuesEntry
-	(*descriptorpb.FieldOptions)(nil), // 71: google.protobuf.FieldOptions
+	(*SetClusterConfigRequest)(nil),   // 45: fluss.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),  // 46: fluss.v1.SetClusterConfigResponse
+	(*AppendRequest)(nil),             // 47: fluss.v1.AppendRequest
+	(*AppendResult)(nil),              // 48: fluss.v1.AppendResult
+	(*AppendResponse)(nil),            // 49: fluss.v1.AppendResponse
+	(*UpsertRequest)(nil),             // 50: fluss.v1.UpsertRequest
+	(*WriteResult)(nil),               // 51: fluss.v1.WriteResult
+	(*UpsertResponse)(nil),            // 52: fluss.v1.UpsertResponse
+	(*DeleteRequest)(nil),             // 53: fluss.v1.DeleteRequest
+	(*DeleteResponse)(nil),            // 54: fluss.v1.DeleteResponse
+	(*FetchRequest)(nil),              // 55: fluss.v1.FetchRequest
+	(*FetchResponse)(nil),             // 56: fluss.v1.FetchResponse
+	(*ScanRequest)(nil),               // 57: fluss.v1.ScanRequest
+	(*ScanResponse)(nil),              // 58: fluss.v1.ScanResponse
+	(*LookupRequest)(nil),             // 59: fluss.v1.LookupRequest
+	(*LookupResponse)(nil),            // 60: fluss.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),       // 61: fluss.v1.PrefixLookupRequest
+	(*PrefixLookupResult)(nil),        // 62: fluss.v1.PrefixLookupResult
+	(*PrefixLookupResponse)(nil),      // 63: fluss.v1.PrefixLookupResponse
+	(*LimitScanRequest)(nil),          // 64: fluss.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),         // 65: fluss.v1.LimitScanResponse
+	nil,                               // 66: fluss.v1.CreateTableRequest.PropertiesEntry
+	nil,                               // 67: fluss.v1.AlterTableRequest.SetPropertiesEntry
+	nil,                               // 68: fluss.v1.GetTableResponse.PropertiesEntry
+	nil,                               // 69: fluss.v1.Partition.ValuesEntry
+	nil,                               // 70: fluss.v1.CreatePartitionRequest.ValuesEntry
+	nil,                               // 71: fluss.v1.DropPartitionRequest.ValuesEntry
+	nil,                               // 72: fluss.v1.ListPartitionsRequest.ValuesEntry
+	(*descriptorpb.FieldOptions)(nil), // 73: google.protobuf.FieldOptions
 }
 var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	9,  // 0: fluss.v1.Schema.columns:type_name -> fluss.v1.Column
 	10, // 1: fluss.v1.CreateTableRequest.schema:type_name -> fluss.v1.Schema
-	64, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
+	66, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
 	9,  // 3: fluss.v1.AlterTableRequest.add_columns:type_name -> fluss.v1.Column
-	65, // 4: fluss.v1.AlterTableRequest.set_properties:type_name -> fluss.v1.AlterTableRequest.SetPropertiesEntry
+	67, // 4: fluss.v1.AlterTableRequest.set_properties:type_name -> fluss.v1.AlterTableRequest.SetPropertiesEntry
 	10, // 5: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
-	66, // 6: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
-	67, // 7: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
-	68, // 8: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
+	68, // 6: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
+	69, // 7: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
+	70, // 8: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
 	21, // 9: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
-	69, // 10: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
+	71, // 10: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
 	21, // 11: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
-	70, // 12: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
+	72, // 12: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
 	21, // 13: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
 	1,  // 14: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
 	29, // 15: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
 	32, // 16: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
 	35, // 17: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
-	46, // 18: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
-	49, // 19: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
-	49, // 20: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
+	48, // 18: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
+	51, // 19: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
+	51, // 20: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
 	0,  // 21: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
 	2,  // 22: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
 	29, // 23: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
 	0,  // 24: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
-	60, // 25: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
-	71, // 26: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
+	62, // 25: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
+	73, // 26: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
 	3,  // 27: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
 	5,  // 28: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
 	7,  // 29: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
@@ -4176,42 +4290,44 @@ var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	39, // 42: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
 	41, // 43: fluss.v1.AdminService.DecommissionNode:input_type -> fluss.v1.DecommissionNodeRequest
 	43, // 44: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
-	45, // 45: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
-	48, // 46: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
-	51, // 47: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
-	53, // 48: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
-	55, // 49: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
-	57, // 50: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
-	59, // 51: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
-	62, // 52: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
-	4,  // 53: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
-	6,  // 54: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
-	8,  // 55: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
-	12, // 56: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
-	16, // 57: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
-	18, // 58: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
-	20, // 59: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
-	14, // 60: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
-	23, // 61: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
-	25, // 62: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
-	27, // 63: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
-	30, // 64: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
-	33, // 65: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
-	36, // 66: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
-	38, // 67: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
-	40, // 68: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
-	42, // 69: fluss.v1.AdminService.DecommissionNode:output_type -> fluss.v1.DecommissionNodeResponse
-	44, // 70: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
-	47, // 71: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
-	50, // 72: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
-	52, // 73: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
-	54, // 74: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
-	56, // 75: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
-	58, // 76: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
-	61, // 77: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
-	63, // 78: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
-	53, // [53:79] is the sub-list for method output_type
-	27, // [27:53] is the sub-list for method input_type
+	45, // 45: fluss.v1.AdminService.SetClusterConfig:input_type -> fluss.v1.SetClusterConfigRequest
+	47, // 46: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
+	50, // 47: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
+	53, // 48: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
+	55, // 49: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
+	57, // 50: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
+	59, // 51: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
+	61, // 52: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
+	64, // 53: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
+	4,  // 54: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
+	6,  // 55: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
+	8,  // 56: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
+	12, // 57: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
+	16, // 58: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
+	18, // 59: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
+	20, // 60: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
+	14, // 61: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
+	23, // 62: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
+	25, // 63: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
+	27, // 64: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
+	30, // 65: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
+	33, // 66: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
+	36, // 67: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
+	38, // 68: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
+	40, // 69: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
+	42, // 70: fluss.v1.AdminService.DecommissionNode:output_type -> fluss.v1.DecommissionNodeResponse
+	44, // 71: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
+	46, // 72: fluss.v1.AdminService.SetClusterConfig:output_type -> fluss.v1.SetClusterConfigResponse
+	49, // 73: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
+	52, // 74: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
+	54, // 75: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
+	56, // 76: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
+	58, // 77: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
+	60, // 78: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
+	63, // 79: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
+	65, // 80: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
+	54, // [54:81] is the sub-list for method output_type
+	27, // [27:54] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	26, // [26:27] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -4225,14 +4341,15 @@ func file_fluss_v1_fluss_proto_init() {
 	file_fluss_v1_fluss_proto_msgTypes[6].OneofWrappers = []any{}
 	file_fluss_v1_fluss_proto_msgTypes[32].OneofWrappers = []any{}
 	file_fluss_v1_fluss_proto_msgTypes[42].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[59].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[44].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_v1_fluss_proto_rawDesc), len(file_fluss_v1_fluss_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 1,
 			NumServices:   3,
 		},

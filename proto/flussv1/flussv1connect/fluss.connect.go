@@ -93,6 +93,9 @@ const (
 	AdminServiceDecommissionNodeProcedure = "/fluss.v1.AdminService/DecommissionNode"
 	// AdminServiceRebalanceProcedure is the fully-qualified name of the AdminService's Rebalance RPC.
 	AdminServiceRebalanceProcedure = "/fluss.v1.AdminService/Rebalance"
+	// AdminServiceSetClusterConfigProcedure is the fully-qualified name of the AdminService's
+	// SetClusterConfig RPC.
+	AdminServiceSetClusterConfigProcedure = "/fluss.v1.AdminService/SetClusterConfig"
 	// WriteServiceAppendProcedure is the fully-qualified name of the WriteService's Append RPC.
 	WriteServiceAppendProcedure = "/fluss.v1.WriteService/Append"
 	// WriteServiceUpsertProcedure is the fully-qualified name of the WriteService's Upsert RPC.
@@ -147,6 +150,10 @@ type AdminServiceClient interface {
 	// Rebalance spreads bucket replicas evenly over the active nodes
 	// (`cluster rebalance`); replicas move by add, catch up, remove.
 	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
+	// SetClusterConfig changes cluster-wide settings held in the catalog
+	// (`cluster config --meta-voters N`); a field left out keeps its value.
+	// It answers the settings in force afterwards.
+	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the fluss.v1.AdminService service. By default, it
@@ -268,6 +275,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("Rebalance")),
 			connect.WithClientOptions(opts...),
 		),
+		setClusterConfig: connect.NewClient[flussv1.SetClusterConfigRequest, flussv1.SetClusterConfigResponse](
+			httpClient,
+			baseURL+AdminServiceSetClusterConfigProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("SetClusterConfig")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -291,6 +304,7 @@ type adminServiceClient struct {
 	undrainNode      *connect.Client[flussv1.UndrainNodeRequest, flussv1.UndrainNodeResponse]
 	decommissionNode *connect.Client[flussv1.DecommissionNodeRequest, flussv1.DecommissionNodeResponse]
 	rebalance        *connect.Client[flussv1.RebalanceRequest, flussv1.RebalanceResponse]
+	setClusterConfig *connect.Client[flussv1.SetClusterConfigRequest, flussv1.SetClusterConfigResponse]
 }
 
 // CreateDatabase calls fluss.v1.AdminService.CreateDatabase.
@@ -383,6 +397,11 @@ func (c *adminServiceClient) Rebalance(ctx context.Context, req *connect.Request
 	return c.rebalance.CallUnary(ctx, req)
 }
 
+// SetClusterConfig calls fluss.v1.AdminService.SetClusterConfig.
+func (c *adminServiceClient) SetClusterConfig(ctx context.Context, req *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error) {
+	return c.setClusterConfig.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the fluss.v1.AdminService service.
 type AdminServiceHandler interface {
 	CreateDatabase(context.Context, *connect.Request[flussv1.CreateDatabaseRequest]) (*connect.Response[flussv1.CreateDatabaseResponse], error)
@@ -418,6 +437,10 @@ type AdminServiceHandler interface {
 	// Rebalance spreads bucket replicas evenly over the active nodes
 	// (`cluster rebalance`); replicas move by add, catch up, remove.
 	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
+	// SetClusterConfig changes cluster-wide settings held in the catalog
+	// (`cluster config --meta-voters N`); a field left out keeps its value.
+	// It answers the settings in force afterwards.
+	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -535,6 +558,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("Rebalance")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceSetClusterConfigHandler := connect.NewUnaryHandler(
+		AdminServiceSetClusterConfigProcedure,
+		svc.SetClusterConfig,
+		connect.WithSchema(adminServiceMethods.ByName("SetClusterConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fluss.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateDatabaseProcedure:
@@ -573,6 +602,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDecommissionNodeHandler.ServeHTTP(w, r)
 		case AdminServiceRebalanceProcedure:
 			adminServiceRebalanceHandler.ServeHTTP(w, r)
+		case AdminServiceSetClusterConfigProcedure:
+			adminServiceSetClusterConfigHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -652,6 +683,10 @@ func (UnimplementedAdminServiceHandler) DecommissionNode(context.Context, *conne
 
 func (UnimplementedAdminServiceHandler) Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.Rebalance is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.SetClusterConfig is not implemented"))
 }
 
 // WriteServiceClient is a client for the fluss.v1.WriteService service.
