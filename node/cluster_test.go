@@ -232,6 +232,7 @@ func checkReplicasIdentical(t *testing.T, nodes []*Node, tableID int64) {
 // the metadata leader (which leads buckets too) and checks that writes and
 // catalog changes continue and that the restarted node catches up.
 func TestClusterJoinReplicateFailover(t *testing.T) {
+	longCluster(t)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	cfgs := make([]Config, 3)
 	nodes := make([]*Node, 3)
@@ -1008,4 +1009,14 @@ func bigJSONRows(n, size int) ([]byte, int) {
 	}
 	b.WriteByte(']')
 	return b.Bytes(), n * size
+}
+
+// longCluster marks a test that takes seconds mostly waiting on its nodes'
+// timers (elections, grace periods, tiering and lake passes) rather than
+// on the CPU: it runs beside the package's other such tests. Each has its
+// own directories and ports (nodetest.FreeAddr never hands one out twice).
+// Tests whose checks need one leader throughout under load stay serial.
+func longCluster(t *testing.T) {
+	t.Helper()
+	t.Parallel()
 }

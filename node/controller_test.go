@@ -199,6 +199,7 @@ func leadersEven(nodes map[int32]*flussv1.NodeInfo, total int32) bool {
 // no bucket and shows draining, writes go on, it gets no replica of a new
 // table, its state survives a restart, and undrain makes it lead again.
 func TestClusterDrain(t *testing.T) {
+	longCluster(t)
 	nodes, cfgs := opsCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -329,6 +330,7 @@ func TestDrainMovesMetaLeader(t *testing.T) {
 // throughout, the replicas end byte-identical with every acknowledged row,
 // and the stopped node deletes its stale copies when it comes back.
 func TestClusterReplacesDeadNode(t *testing.T) {
+	longCluster(t)
 	nodes, cfgs := opsCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -415,6 +417,7 @@ func TestClusterReplacesDeadNode(t *testing.T) {
 // its log (its catalog copy may not list them yet), is added back, and its
 // catalog catches up with what changed while it was down.
 func TestBootstrapNodeReturnsAfterRemoval(t *testing.T) {
+	longCluster(t)
 	nodes, cfgs := opsCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -473,6 +476,7 @@ func TestControllerRestoresLiveNode(t *testing.T) {
 // leave buckets nowhere to go is refused, and undrain brings node 1 back.
 // Decommissioned again and stopped, it is forgotten.
 func TestDecommissionNode(t *testing.T) {
+	longCluster(t)
 	nodes, _ := opsCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -560,6 +564,7 @@ func TestDecommissionNode(t *testing.T) {
 // command (it could not apply it), and is once that node is gone; its id,
 // the highest, is not given to the next node that joins.
 func TestForgetNeedsTheFeatureLevel(t *testing.T) {
+	longCluster(t)
 	nodes, _ := opsCluster(t, 2)
 	join := func(level uint32) *Node {
 		t.Helper()
@@ -618,6 +623,7 @@ func TestForgetNeedsTheFeatureLevel(t *testing.T) {
 // controller adds and removes replicas, and each time every bucket's group
 // ends with that many voters holding identical rows and every row.
 func TestChangeReplicationFactor(t *testing.T) {
+	longCluster(t)
 	nodes, _ := opsCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -665,6 +671,7 @@ func TestChangeReplicationFactor(t *testing.T) {
 // 3, and the controller demotes one, the node that is down, and leaves it
 // at that (promote does not put it back).
 func TestSurplusVoterDemoted(t *testing.T) {
+	longCluster(t)
 	nodes, _ := opsClusterWith(t, 4, func(c *Config) {
 		// Node 3 stays down, and so in the group, for the whole test.
 		c.Cluster.DeadNodeGrace = Duration{time.Minute}
@@ -835,6 +842,7 @@ func healed(nodes []*Node, tableID int64) bool {
 // replicas end identical with every acknowledged row, and a second run
 // once settled moves nothing more than the first left to do.
 func TestClusterRebalance(t *testing.T) {
+	longCluster(t)
 	nodes, _ := opsCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -878,6 +886,7 @@ func TestClusterRebalance(t *testing.T) {
 // new one caught up), leads the handover when it leads, then closes and
 // deletes its data. Writes go on throughout; every acknowledged row stays.
 func TestClusterRebalanceSmallReplicationFactors(t *testing.T) {
+	longCluster(t)
 	for _, rf := range []int{1, 2} {
 		t.Run(fmt.Sprintf("rf%d", rf), func(t *testing.T) {
 			nodes, _ := opsCluster(t, 3)
@@ -935,6 +944,7 @@ func TestClusterRebalanceSmallReplicationFactors(t *testing.T) {
 // bucket group ends with three voters, the replicas byte-identical, and
 // writes and reads go on.
 func TestClusterGrowsReplicasToTheFactor(t *testing.T) {
+	longCluster(t)
 	nodes, _ := opsCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -26,6 +26,7 @@ import (
 // and projected) carries the column as a dictionary in every batch, the
 // lake's and the log's alike.
 func TestLakeUnionReadDictionary(t *testing.T) {
+	longCluster(t)
 	n, ctx, c, lake, store := startLakeNode(t, 100*time.Millisecond, time.Hour)
 	no := false
 	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{

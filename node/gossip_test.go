@@ -49,6 +49,7 @@ func allAlive(n *Node, ids ...int32) bool {
 // whose gossip stops shows as dead, a node closed cleanly shows as left,
 // and a process with another key cannot join.
 func TestClusterGossip(t *testing.T) {
+	longCluster(t)
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	nodes := make([]*Node, 3)
 	defer func() {

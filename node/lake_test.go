@@ -165,6 +165,7 @@ func waitForIceberg(t *testing.T, lake, db, name string, files, want int) []map[
 // away are deleted once its snapshots that held them expire. A node
 // without a lake directory refuses such a table.
 func TestLakeTiering(t *testing.T) {
+	longCluster(t)
 	lake := t.TempDir()
 	cfg := testConfig(t.TempDir())
 	cfg.Tiering.LakeDir = lake
@@ -380,6 +381,7 @@ func bigTableBucket(t *testing.T, n *Node, store tiering.Store, tableID int64) (
 // lake with a gap before the log start is not read, and the lake tiering
 // after such a gap does not write the log's rows again.
 func TestLakeUnionRead(t *testing.T) {
+	longCluster(t)
 	// Lake passes run by hand below (and so no compaction merges their
 	// files), retention every 100 ms.
 	n, ctx, c, lake, store := startLakeNode(t, 100*time.Millisecond, time.Hour)
@@ -470,6 +472,7 @@ func TestLakeUnionRead(t *testing.T) {
 // segments only once the lake holds their rows, so no row is lost to both;
 // the rows that left the log are read from the lake.
 func TestLakeHoldsBackRetention(t *testing.T) {
+	longCluster(t)
 	// Retention and lake passes run by hand below; without Iceberg
 	// metadata obsolete files are deleted at once (TestLakeIceberg).
 	n, ctx, c, _, store := startLakeNode(t, time.Hour, time.Hour, func(c *Config) { c.Tiering.LakeFormat = "parquet" })
@@ -531,6 +534,7 @@ func TestLakeHoldsBackRetention(t *testing.T) {
 // files of two schema versions, and the union read fills the new column of
 // the earlier one with nulls, as the log did.
 func TestLakePrimaryKeyTable(t *testing.T) {
+	longCluster(t)
 	// The lake pass runs by hand below (so no compaction runs as the files
 	// are read), retention every 100 ms.
 	n, ctx, c, _, store := startLakeNode(t, 100*time.Millisecond, time.Hour)
@@ -628,6 +632,7 @@ func TestLakePrimaryKeyTable(t *testing.T) {
 // the union read (through any node) and continues the lake where the old
 // one stopped.
 func TestClusterLakeUnionRead(t *testing.T) {
+	longCluster(t)
 	lake := t.TempDir()
 	nodes, _ := opsClusterWith(t, 3, func(c *Config) {
 		c.Storage.SegmentBytes = 1 << 20
@@ -725,6 +730,7 @@ func TestLakeReadsCache(t *testing.T) {
 // dropped their logs' heads, a Scan from EARLIEST over every partition
 // still returns every row once, as does the (partitioned) Iceberg table.
 func TestLakePartitionedTable(t *testing.T) {
+	longCluster(t)
 	n, ctx, c, lake, _ := startLakeNode(t, 100*time.Millisecond, time.Second)
 	no := false
 	tableID, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{
@@ -822,6 +828,7 @@ func TestCoveredLakeFiles(t *testing.T) {
 // lake once with dense offsets afterwards, and a union read whose cached
 // listing names a merged-away file lists again and reads on.
 func TestLakeCompaction(t *testing.T) {
+	longCluster(t)
 	// Retention and lake passes run by hand below; without Iceberg
 	// metadata obsolete files are deleted at once (TestLakeIceberg).
 	n, ctx, c, _, store := startLakeNode(t, time.Hour, time.Hour, func(c *Config) { c.Tiering.LakeFormat = "parquet" })

@@ -39,6 +39,7 @@ func listPartitions(t *testing.T, ctx context.Context, c *client.Client, table s
 // partition's replicas and rows are gone, and everything survives a
 // restart.
 func TestPartitionedPKTable(t *testing.T) {
+	longCluster(t)
 	dir := t.TempDir()
 	cfg := testConfig(dir)
 	n := startNode(t, cfg)

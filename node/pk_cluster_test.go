@@ -25,6 +25,7 @@ import (
 // empty map reproduces the table; and the three replicas of every bucket
 // hold byte-identical KV state.
 func TestPKClusterReplayFailover(t *testing.T) {
+	longCluster(t)
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("FLUSS_PK_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)

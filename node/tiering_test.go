@@ -243,6 +243,7 @@ func outliveTheLog(t *testing.T, ctx context.Context, c *client.Client, n *Node,
 // after the leader stops, tiering goes on where it left off; all rows read
 // back from offset 0, and the restarted node drops its old segments too.
 func TestClusterTiering(t *testing.T) {
+	longCluster(t)
 	remote := t.TempDir()
 	nodes, cfgs := opsClusterWith(t, 3, func(c *Config) {
 		c.Storage.SegmentBytes = 1 << 20
@@ -315,6 +316,7 @@ func TestClusterTiering(t *testing.T) {
 // keep answering from the KV state, and $changelog still reads every
 // change from the start — before and after a restart.
 func TestTieringPrimaryKeyChangelog(t *testing.T) {
+	longCluster(t)
 	dir, remote := t.TempDir(), t.TempDir()
 	cfg := testConfig(dir)
 	cfg.Storage.SegmentBytes = 1 << 20
@@ -378,6 +380,7 @@ func TestTieringPrimaryKeyChangelog(t *testing.T) {
 // in remote storage as it does local ones, and the log then starts after
 // them.
 func TestTieringExpiresRemoteSegments(t *testing.T) {
+	longCluster(t)
 	remote := t.TempDir()
 	store, err := tiering.NewDirStore(remote)
 	if err != nil {

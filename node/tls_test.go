@@ -112,6 +112,7 @@ func peerTLSFiles(c *Config, name string) {
 // replicate a table; a node whose certificate another CA signed is not let
 // in.
 func TestClusterPeerTLS(t *testing.T) {
+	longCluster(t)
 	nodes, _ := startThreeNodes(t, func(c *Config) { peerTLSFiles(c, "node") })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
