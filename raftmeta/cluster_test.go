@@ -23,10 +23,12 @@ func TestMetaThreeNodes(t *testing.T) {
 	var ms []member
 	for i := 1; i <= 3; i++ {
 		addr, trans := raft.NewInmemTransport("")
+		// Node 1 must lead throughout: a lease of 50 ms lapsed on a host
+		// whose two cores were busy ("leadership lost while committing").
 		m, err := Open(Config{
 			Dir: t.TempDir(), NodeID: NodeID(i), LocalAddr: addr, Transport: trans, Bootstrap: i == 1, Logger: quietLogger(),
-			HeartbeatTimeout: 50 * time.Millisecond, ElectionTimeout: 50 * time.Millisecond,
-			LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+			LeaderLeaseTimeout: 300 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatal(err)
