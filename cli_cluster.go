@@ -128,19 +128,30 @@ func clusterOpsCmds() []*cobra.Command {
 // (AdminService SetClusterConfig).
 func clusterConfigCmd() *cobra.Command {
 	var metaVoters int32
+	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:   "config [--meta-voters N]",
-		Short: "Show or change cluster-wide settings (meta_voters)",
-		Long: "Show the cluster-wide settings, or change those given as flags.\n" +
+		Use:   "config [--meta-voters N] [--dead-node-grace D]",
+		Short: "Show or change cluster-wide settings (meta_voters, dead_node_grace)",
+		Long: "Show the cluster-wide settings, or change those given as flags. They are the cluster's,\n" +
+			"kept in its catalog: the meta_voters and [cluster] dead_node_grace of a node's config\n" +
+			"only set a new cluster's starting values.\n" +
 			"--meta-voters N: how many nodes vote in the metadata Raft group (1 to 9; 3 or 5 in\n" +
-			"production). The metadata leader promotes non-voters or demotes voters, one at a time,\n" +
-			"until the group has N voters or every active node votes. The meta_voters of a node's\n" +
-			"configuration only sets the starting value of a new cluster.",
+			"production). The metadata leader promotes non-voters or demotes voters until the group\n" +
+			"has N voters or every active node votes.\n" +
+			"--dead-node-grace D: how long a node may be down before its replicas move to other\n" +
+			"nodes and it leaves the metadata group (1s to 720h, e.g. 10m).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &flussv1.SetClusterConfigRequest{}
 			if cmd.Flags().Changed("meta-voters") {
 				req.MetaVoters = &metaVoters
+			}
+			if cmd.Flags().Changed("dead-node-grace") {
+				ms := grace.Milliseconds()
+				if time.Duration(ms)*time.Millisecond != grace {
+					return fmt.Errorf("--dead-node-grace %v: give whole milliseconds", grace)
+				}
+				req.DeadNodeGraceMs = &ms
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
@@ -148,11 +159,13 @@ func clusterConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "meta_voters = %d\n", res.Msg.MetaVoters)
+			fmt.Fprintf(cmd.OutOrStdout(), "meta_voters = %d\ndead_node_grace = %q\n", res.Msg.MetaVoters,
+				time.Duration(res.Msg.DeadNodeGraceMs)*time.Millisecond)
 			return nil
 		},
 	}
 	cmd.Flags().Int32Var(&metaVoters, "meta-voters", 0, "voters of the metadata Raft group, 1 to 9")
+	cmd.Flags().DurationVar(&grace, "dead-node-grace", 0, "how long a node may be down before its replicas move, 1s to 720h")
 	return cmd
 }
 

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClusterOpsCLI drives `cluster drain|undrain|decommission|rebalance|config`
@@ -66,20 +68,31 @@ func TestClusterOpsCLI(t *testing.T) {
 		t.Errorf("rebalance of one node printed %q", r.stdout)
 	}
 
-	if out := mustCLI(t, addr, "", "cluster", "config").stdout; out != "meta_voters = 3\n" {
-		t.Errorf("cluster config printed %q, want the default meta_voters = 3", out)
+	if out := mustCLI(t, addr, "", "cluster", "config").stdout; out != "meta_voters = 3\ndead_node_grace = \"5m0s\"\n" {
+		t.Errorf("cluster config printed %q, want the defaults", out)
 	}
-	for _, v := range []string{"0", "10"} {
-		if r := runCLI(t, addr, "", "cluster", "config", "--meta-voters", v); r.code == 0 || !strings.Contains(r.stderr, "invalid_argument") || !strings.Contains(r.stderr, "meta_voters must be 1 to 9, got "+v) {
-			t.Errorf("cluster config --meta-voters %s: exit %d, stderr %q", v, r.code, r.stderr)
+	for _, args := range [][]string{
+		{"--meta-voters", "0", "meta_voters must be 1 to 9, got 0"},
+		{"--meta-voters", "10", "meta_voters must be 1 to 9, got 10"},
+		{"--dead-node-grace", "500ms", "dead_node_grace must be 1s to 720h0m0s, got 500ms"},
+	} {
+		if r := runCLI(t, addr, "", "cluster", "config", args[0], args[1]); r.code == 0 || !strings.Contains(r.stderr, "invalid_argument") || !strings.Contains(r.stderr, args[2]) {
+			t.Errorf("cluster config %s %s: exit %d, stderr %q", args[0], args[1], r.code, r.stderr)
 		}
 	}
-	if out := mustCLI(t, addr, "", "cluster", "config", "--meta-voters", "5").stdout; out != "meta_voters = 5\n" {
-		t.Errorf("cluster config --meta-voters 5 printed %q", out)
+	if out := mustCLI(t, addr, "", "cluster", "config", "--meta-voters", "5", "--dead-node-grace", "10m").stdout; out != "meta_voters = 5\ndead_node_grace = \"10m0s\"\n" {
+		t.Errorf("cluster config --meta-voters 5 --dead-node-grace 10m printed %q", out)
 	}
 	p.stop(t)
-	addr = startNode(t, dir, "--meta-voters", "3").addr
-	if s := status(); !strings.Contains(s, "meta_voters: 5") {
+	p = startNode(t, dir, "--meta-voters", "3")
+	addr = p.addr
+	if s := status(); !strings.Contains(s, "meta_voters: 5, dead_node_grace: 10m0s") {
 		t.Errorf("cluster status after a restart configured with meta_voters 3:\n%s", s)
 	}
+	waitFor(t, 10*time.Second, func() error {
+		if !strings.Contains(p.logText(), "meta_voters is 3 in this node's configuration but 5 for the cluster") {
+			return fmt.Errorf("no warning about the configured meta_voters in the log:\n%s", p.logTail(2000))
+		}
+		return nil
+	})
 }

@@ -41,22 +41,22 @@ const (
 // leader answers ErrNotLeader, except for an op a non-member sent to a seed
 // (Forwarded false), which the seed forwards once.
 type metaOp struct {
-	Op                string              `json:"op"`
-	Forwarded         bool                `json:"fwd,omitempty"`
-	TimeoutMs         int64               `json:"timeout_ms,omitempty"`
-	Database          string              `json:"db,omitempty"`
-	Name              string              `json:"name,omitempty"`
-	Comment           string              `json:"comment,omitempty"`
-	IgnoreIfExists    bool                `json:"ignore_exists,omitempty"`
-	IgnoreIfNotExists bool                `json:"ignore_missing,omitempty"`
-	Cascade           bool                `json:"cascade,omitempty"`
-	Spec              *raftmeta.TableSpec `json:"spec,omitempty"`
-	Columns           []record.Column     `json:"columns,omitempty"`
-	Values            map[string]string   `json:"values,omitempty"` // a partition's, by partition key
-	Props             map[string]string   `json:"props,omitempty"`  // table properties to set
-	Reset             []string            `json:"reset,omitempty"`  // table properties to remove
-	Node              *raftmeta.Node      `json:"node,omitempty"`
-	Voters            int                 `json:"voters,omitempty"` // set_meta_voters
+	Op                string                  `json:"op"`
+	Forwarded         bool                    `json:"fwd,omitempty"`
+	TimeoutMs         int64                   `json:"timeout_ms,omitempty"`
+	Database          string                  `json:"db,omitempty"`
+	Name              string                  `json:"name,omitempty"`
+	Comment           string                  `json:"comment,omitempty"`
+	IgnoreIfExists    bool                    `json:"ignore_exists,omitempty"`
+	IgnoreIfNotExists bool                    `json:"ignore_missing,omitempty"`
+	Cascade           bool                    `json:"cascade,omitempty"`
+	Spec              *raftmeta.TableSpec     `json:"spec,omitempty"`
+	Columns           []record.Column         `json:"columns,omitempty"`
+	Values            map[string]string       `json:"values,omitempty"` // a partition's, by partition key
+	Props             map[string]string       `json:"props,omitempty"`  // table properties to set
+	Reset             []string                `json:"reset,omitempty"`  // table properties to remove
+	Node              *raftmeta.Node          `json:"node,omitempty"`
+	Config            *raftmeta.ClusterConfig `json:"config,omitempty"` // set_cluster_config
 	// Fresh: a join from a node without metadata state (joinCluster), as
 	// opposed to a member's rejoin at a new address (rejoinIfMoved).
 	Fresh bool `json:"fresh,omitempty"`
@@ -200,8 +200,8 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 	case opRebalance:
 		moved, err := n.rebalance(ctx)
 		return int64(moved), err
-	case opSetMetaVoters:
-		return 0, n.setMetaVoters(ctx, op.Voters)
+	case opSetClusterConfig:
+		return 0, n.setClusterConfig(ctx, op.Config)
 	case opJoin:
 		if op.Node == nil || op.Node.PeerAddr == "" {
 			return 0, fmt.Errorf("%w: join without a peer address", raftmeta.ErrInvalid)
@@ -474,16 +474,16 @@ func (n *Node) idHoldsData(nd raftmeta.Node) error {
 // promoteLoop runs on every node and acts on the metadata leader: while
 // the group has fewer than meta_voters voters, it promotes non-voters that
 // are running (registered active), smallest id first. On every node it
-// also checks the configured meta_voters against the cluster's.
+// also checks its configured cluster settings against the cluster's.
 func (n *Node) promoteLoop() {
-	warned := 0
+	var warned raftmeta.ClusterConfig
 	for {
 		watch := n.meta.Watch()
 		if n.meta.IsLeader() {
-			n.recordMetaVoters()
+			n.recordClusterConfig()
 			n.promote()
 		}
-		n.checkMetaVotersConfig(&warned)
+		n.checkClusterConfig(&warned)
 		select {
 		case <-n.quit:
 			return
@@ -537,8 +537,9 @@ func (n *Node) promote() {
 	}
 	servers = slices.Clone(servers) // the configuration's slice is shared
 	slices.SortFunc(servers, func(a, b raft.Server) int { return cmpServerID(a.ID, b.ID) })
+	target := n.clusterConfig().MetaVoters
 	for _, s := range servers {
-		if voters >= n.metaVoters() {
+		if voters >= target {
 			return
 		}
 		if s.Suffrage != raft.Nonvoter || !active[s.ID] {

@@ -9,88 +9,120 @@ import (
 	"github.com/fluss-node/fluss-node/rpc"
 )
 
-// Cluster-wide settings live in the catalog, not in each node's
-// configuration, where they could differ between nodes. The one so far is
-// meta_voters, the metadata group's target size: the metadata leader
-// promotes non-voters up to it (promote) and demotes voters beyond it
-// (fixMetaMembers). Were it read from the leader's configuration, two
-// nodes configured differently would undo each other's changes at every
-// change of leader.
+// Cluster-wide settings live in the catalog (raftmeta.ClusterConfig), not
+// in each node's configuration, where they could differ between nodes:
 //
-// A node's configured meta_voters is the cluster's starting value: the
-// first metadata leader whose cluster is at featureClusterConfig records
-// it (a no-op once a value is set, so a cluster upgraded from an earlier
-// binary keeps the value its leader used). From then on it changes only
-// through SetClusterConfig (`cluster config --meta-voters N`), and a node
-// whose configuration says otherwise logs so.
+//   - meta_voters, the metadata group's target size: the metadata leader
+//     promotes non-voters up to it (promote) and demotes voters beyond it
+//     (fixMetaMembers). Read from the leader's own configuration, two nodes
+//     configured differently would undo each other's changes at every
+//     change of leader.
+//   - cluster.dead_node_grace: how long the controller, on the metadata
+//     leader, waits before it moves a down node's replicas. A leader change
+//     would otherwise change the policy.
+//
+// A node's configured values are the cluster's starting values: the first
+// metadata leader whose cluster is at featureClusterConfig records those
+// the catalog lacks (so a cluster upgraded from an earlier binary takes its
+// leader's values then). From then on they change only through
+// SetClusterConfig (`cluster config`), and a node whose configuration says
+// otherwise logs so.
 
-// opSetMetaVoters sets the catalog's meta_voters (peer call meta.op).
-const opSetMetaVoters = "set_meta_voters"
+// opSetClusterConfig sets catalog settings (peer call meta.op).
+const opSetClusterConfig = "set_cluster_config"
 
-// metaVoters is the metadata group's target number of voters: the
-// catalog's, or this node's configured one until the catalog has one.
-func (n *Node) metaVoters() int {
-	if v := n.meta.MetaVoters(); v > 0 {
-		return v
+// clusterConfig is the settings in force: the catalog's, and this node's
+// configured ones where the catalog has none yet.
+func (n *Node) clusterConfig() raftmeta.ClusterConfig {
+	c := n.meta.ClusterConfig()
+	if c.MetaVoters == 0 {
+		c.MetaVoters = n.cfg.MetaVoters
 	}
-	return n.cfg.MetaVoters
+	if c.DeadNodeGrace == 0 {
+		c.DeadNodeGrace = n.cfg.Cluster.DeadNodeGrace.Duration
+	}
+	return c
+}
+
+// configuredClusterConfig is this node's configured cluster settings.
+func (n *Node) configuredClusterConfig() raftmeta.ClusterConfig {
+	return raftmeta.ClusterConfig{MetaVoters: n.cfg.MetaVoters, DeadNodeGrace: n.cfg.Cluster.DeadNodeGrace.Duration}
 }
 
 // SetClusterConfig implements rpc.ClusterAdmin.
 func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigChange) (rpc.ClusterConfig, error) {
+	var c raftmeta.ClusterConfig
 	if change.MetaVoters != nil {
 		if err := raftmeta.ValidateMetaVoters(*change.MetaVoters); err != nil {
 			return rpc.ClusterConfig{}, err
 		}
-		if err := n.requireFeature(featureClusterConfig, "setting meta_voters"); err != nil {
+		c.MetaVoters = *change.MetaVoters
+	}
+	if change.DeadNodeGrace != nil {
+		if err := raftmeta.ValidateDeadNodeGrace(*change.DeadNodeGrace); err != nil {
+			return rpc.ClusterConfig{}, err
+		}
+		c.DeadNodeGrace = *change.DeadNodeGrace
+	}
+	if c != (raftmeta.ClusterConfig{}) {
+		if err := n.requireFeature(featureClusterConfig, "changing cluster settings"); err != nil {
 			return rpc.ClusterConfig{}, err
 		}
 		n.awaitMetaLeader(ctx)
-		if _, err := n.metaCall(ctx, &metaOp{Op: opSetMetaVoters, Voters: *change.MetaVoters}); err != nil {
+		if _, err := n.metaCall(ctx, &metaOp{Op: opSetClusterConfig, Config: &c}); err != nil {
 			return rpc.ClusterConfig{}, err
 		}
 	} else if err := n.awaitCatalog(ctx); err != nil {
 		return rpc.ClusterConfig{}, err
 	}
-	return rpc.ClusterConfig{MetaVoters: n.metaVoters()}, nil
+	in := n.clusterConfig()
+	return rpc.ClusterConfig{MetaVoters: in.MetaVoters, DeadNodeGrace: in.DeadNodeGrace}, nil
 }
 
-// setMetaVoters runs on the metadata leader.
-func (n *Node) setMetaVoters(ctx context.Context, voters int) error {
-	changed, err := n.meta.SetMetaVoters(ctx, voters, false)
+// setClusterConfig runs on the metadata leader.
+func (n *Node) setClusterConfig(ctx context.Context, c *raftmeta.ClusterConfig) error {
+	if c == nil {
+		return fmt.Errorf("%w: set_cluster_config without settings", raftmeta.ErrInvalid)
+	}
+	changed, err := n.meta.SetClusterConfig(ctx, *c, false)
 	if changed {
-		n.logger.Info("meta_voters set", "meta_voters", voters)
+		in := n.meta.ClusterConfig()
+		n.logger.Info("cluster settings changed", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace)
 	}
 	return err
 }
 
-// recordMetaVoters runs on the metadata leader: it records this node's
-// configured meta_voters as the cluster's when the catalog has none yet
-// and every alive node can read the command.
-func (n *Node) recordMetaVoters() {
-	if n.meta.MetaVoters() > 0 || !n.gossipStarted() || n.clusterFeatureLevel() < featureClusterConfig {
+// recordClusterConfig runs on the metadata leader: it records this node's
+// configured settings where the catalog has none, once every alive node
+// can read the command.
+func (n *Node) recordClusterConfig() {
+	have := n.meta.ClusterConfig()
+	if have.MetaVoters != 0 && have.DeadNodeGrace != 0 || !n.gossipStarted() || n.clusterFeatureLevel() < featureClusterConfig {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	changed, err := n.meta.SetMetaVoters(ctx, n.cfg.MetaVoters, true)
+	changed, err := n.meta.SetClusterConfig(ctx, n.configuredClusterConfig(), true)
 	switch {
 	case err != nil:
-		n.logger.Warn("record meta_voters in the catalog", "err", err)
+		n.logger.Warn("record the cluster settings in the catalog", "err", err)
 	case changed:
-		n.logger.Info("meta_voters recorded in the catalog from this node's configuration", "meta_voters", n.cfg.MetaVoters)
+		in := n.meta.ClusterConfig()
+		n.logger.Info("cluster settings recorded in the catalog from this node's configuration", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace)
 	}
 }
 
-// checkMetaVotersConfig logs, once per catalog value, that this node's
-// configured meta_voters is not the cluster's (which is the one that
-// counts). warned is the catalog value last warned about.
-func (n *Node) checkMetaVotersConfig(warned *int) {
-	v := n.meta.MetaVoters()
-	if v == 0 || v == n.cfg.MetaVoters || v == *warned {
-		return
+// checkClusterConfig logs, once per catalog value, each setting this
+// node's configuration gives otherwise than the cluster (whose value is
+// the one that counts). warned is the catalog settings last warned about.
+func (n *Node) checkClusterConfig(warned *raftmeta.ClusterConfig) {
+	have, mine := n.meta.ClusterConfig(), n.configuredClusterConfig()
+	if v := have.MetaVoters; v != 0 && v != mine.MetaVoters && v != warned.MetaVoters {
+		warned.MetaVoters = v
+		n.logger.Warn(fmt.Sprintf("meta_voters is %d in this node's configuration but %d for the cluster; the cluster's counts (change it with `fluss-node cluster config --meta-voters N`)", mine.MetaVoters, v))
 	}
-	*warned = v
-	n.logger.Warn(fmt.Sprintf("meta_voters is %d in this node's configuration but %d for the cluster; the cluster's counts (change it with `fluss-node cluster config --meta-voters N`)", n.cfg.MetaVoters, v),
-		"configured", n.cfg.MetaVoters, "cluster", v)
+	if d := have.DeadNodeGrace; d != 0 && d != mine.DeadNodeGrace && d != warned.DeadNodeGrace {
+		warned.DeadNodeGrace = d
+		n.logger.Warn(fmt.Sprintf("cluster.dead_node_grace is %v in this node's configuration but %v for the cluster; the cluster's counts (change it with `fluss-node cluster config --dead-node-grace D`)", mine.DeadNodeGrace, d))
+	}
 }

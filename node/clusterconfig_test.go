@@ -15,12 +15,13 @@ import (
 	"github.com/fluss-node/fluss-node/rpc"
 )
 
-// TestMetaVotersHeldByTheCluster: the metadata group's size is the
+// TestClusterConfigHeldByTheCluster: the metadata group's size is the
 // catalog's meta_voters, recorded from the first leader's configuration
 // and changed through SetClusterConfig, whatever the other nodes are
 // configured with: a leader configured otherwise neither promotes nor
-// demotes to its own value.
-func TestMetaVotersHeldByTheCluster(t *testing.T) {
+// demotes to its own value. The grace period before a down node's
+// replicas move is the catalog's too.
+func TestClusterConfigHeldByTheCluster(t *testing.T) {
 	started := 0
 	nodes, _ := opsClusterWith(t, 4, func(c *Config) {
 		started++
@@ -33,7 +34,7 @@ func TestMetaVotersHeldByTheCluster(t *testing.T) {
 	defer cancel()
 	waitFor(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
-			if n.meta.MetaVoters() != 2 {
+			if n.meta.ClusterConfig() != (raftmeta.ClusterConfig{MetaVoters: 2, DeadNodeGrace: 2 * time.Second}) {
 				return false
 			}
 		}
@@ -83,16 +84,44 @@ func TestMetaVotersHeldByTheCluster(t *testing.T) {
 	if got, want := metaMembers(nodes[1]), "1:voter 2:voter 3:nonvoter 4:nonvoter"; got != want {
 		t.Fatalf("metadata group %q under a leader configured with meta_voters 3, want %q", got, want)
 	}
-	if v := nodes[1].meta.MetaVoters(); v != 2 {
+	if v := nodes[1].meta.ClusterConfig().MetaVoters; v != 2 {
 		t.Fatalf("catalog meta_voters %d after the leader change, want 2", v)
 	}
+
+	// A grace period of an hour, set through the API, holds a stopped node
+	// in place although every node is configured with 2 s; one of a
+	// second lets it go.
+	setGrace := func(d time.Duration) {
+		t.Helper()
+		ms := d.Milliseconds()
+		res, err := c.SetClusterConfig(ctx, connect.NewRequest(&flussv1.SetClusterConfigRequest{DeadNodeGraceMs: &ms}))
+		if err != nil || res.Msg.DeadNodeGraceMs != ms || res.Msg.MetaVoters != 2 {
+			t.Fatalf("SetClusterConfig(dead_node_grace %v) = %v, %v", d, res, err)
+		}
+	}
+	setGrace(time.Hour)
+	for _, ms := range []int64{999, -1, 1 << 62} {
+		if _, err := c.SetClusterConfig(ctx, connect.NewRequest(&flussv1.SetClusterConfigRequest{DeadNodeGraceMs: &ms})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Fatalf("SetClusterConfig(deadNodeGraceMs %d) = %v, want invalid_argument", ms, err)
+		}
+	}
+	if err := nodes[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() bool { return !nodes[1].aliveNodes(ctx, nodes[1].meta.Nodes())[3] })
+	time.Sleep(3 * nodes[1].cfg.Cluster.DeadNodeGrace.Duration)
+	if s := nodeState(nodes[1], 3); s != raftmeta.NodeActive {
+		t.Fatalf("node 3, down for 6 s of a grace period of an hour, is %s", s)
+	}
+	setGrace(time.Second)
+	waitFor(t, 20*time.Second, func() bool { return nodeState(nodes[1], 3) == raftmeta.NodeLeft })
 }
 
-// TestMetaVotersNeedTheFeatureLevel: beside a binary that cannot read the
+// TestClusterConfigNeedsTheFeatureLevel: beside a binary that cannot read the
 // set_meta_voters command, the catalog holds none (nodes go by their
 // configuration) and SetClusterConfig is refused; once every node runs
 // this binary, the leader records its configured value.
-func TestMetaVotersNeedTheFeatureLevel(t *testing.T) {
+func TestClusterConfigNeedsTheFeatureLevel(t *testing.T) {
 	cfg1 := clusterConfig(t.TempDir())
 	cfg1.MetaVoters = 2
 	old := startNodeWith(t, cfg1, func(n *Node) { n.featureLevel = featurePKColumns })
@@ -116,11 +145,11 @@ func TestMetaVotersNeedTheFeatureLevel(t *testing.T) {
 		t.Fatalf("SetClusterConfig beside an older node = %v, want ErrFeatureLevel", err)
 	}
 	time.Sleep(3 * controllerInterval)
-	if got := cur.meta.MetaVoters(); got != 0 {
-		t.Fatalf("catalog meta_voters %d recorded beside an older node, want none", got)
+	if got := cur.meta.ClusterConfig(); got != (raftmeta.ClusterConfig{}) {
+		t.Fatalf("catalog settings %+v recorded beside an older node, want none", got)
 	}
-	if got := cur.metaVoters(); got != cfg2.MetaVoters {
-		t.Fatalf("meta_voters in force %d, want the configured %d", got, cfg2.MetaVoters)
+	if got, want := cur.clusterConfig(), cur.configuredClusterConfig(); got != want {
+		t.Fatalf("settings in force %+v, want the configured %+v", got, want)
 	}
 
 	// Node 1 upgraded (restarted with this binary's level): whichever node
@@ -132,7 +161,8 @@ func TestMetaVotersNeedTheFeatureLevel(t *testing.T) {
 	upgraded := startCluster(t, cfg1)
 	t.Cleanup(func() { upgraded.Close() })
 	waitFor(t, 30*time.Second, func() bool {
-		v := cur.meta.MetaVoters()
-		return (v == cfg1.MetaVoters || v == cfg2.MetaVoters) && upgraded.meta.MetaVoters() == v
+		v := cur.meta.ClusterConfig()
+		return (v.MetaVoters == cfg1.MetaVoters || v.MetaVoters == cfg2.MetaVoters) && v.DeadNodeGrace == cfg2.Cluster.DeadNodeGrace.Duration &&
+			upgraded.meta.ClusterConfig() == v
 	})
 }

@@ -168,8 +168,9 @@ type KVConfig struct {
 // ClusterConfig tunes cluster operations (controller.go).
 type ClusterConfig struct {
 	// DeadNodeGrace is how long a node may be down (gossip: failed or
-	// left) before the metadata leader moves its replicas to live nodes.
-	// Default 5m.
+	// left) before the metadata leader moves its replicas to live nodes,
+	// 1s to 720h. It is the cluster's starting value: the catalog's counts
+	// once set (clusterconfig.go). Default 5m.
 	DeadNodeGrace Duration `toml:"dead_node_grace"`
 }
 
@@ -419,8 +420,8 @@ func (c *Config) Validate() error {
 	if c.Raft.HeartbeatTimeout.Duration < 5*time.Millisecond || c.Raft.ElectionTimeout.Duration < c.Raft.HeartbeatTimeout.Duration {
 		errs = append(errs, errors.New("raft: need heartbeat_timeout >= 5ms and election_timeout >= heartbeat_timeout"))
 	}
-	if c.Cluster.DeadNodeGrace.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("cluster.dead_node_grace must be > 0, got %s", c.Cluster.DeadNodeGrace.Duration))
+	if d := c.Cluster.DeadNodeGrace.Duration; d < raftmeta.MinDeadNodeGrace || d > raftmeta.MaxDeadNodeGrace {
+		errs = append(errs, fmt.Errorf("cluster.dead_node_grace must be %v to %v, got %v", raftmeta.MinDeadNodeGrace, raftmeta.MaxDeadNodeGrace, d))
 	}
 	if c.Raft.CommitTimeout.Duration <= 0 {
 		errs = append(errs, errors.New("raft.commit_timeout must be > 0"))

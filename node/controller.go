@@ -151,6 +151,7 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 	defer cancel()
 	alive := n.aliveNodes(ctx, nodes)
 	gossipDead := n.DeadSince()
+	grace := n.clusterConfig().DeadNodeGrace
 	for _, m := range nodes {
 		if alive[m.ID] {
 			delete(downSince, m.ID)
@@ -162,10 +163,9 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 				t = d
 			}
 			downSince[m.ID] = t
-			n.logger.Info("controller: node is down", "id", int32(m.ID), "grace", n.cfg.Cluster.DeadNodeGrace.Duration)
+			n.logger.Info("controller: node is down", "id", int32(m.ID), "grace", grace)
 		}
 	}
-	grace := n.cfg.Cluster.DeadNodeGrace.Duration
 	expired := func(id raftmeta.NodeID) bool {
 		t, ok := downSince[id]
 		return ok && now.Sub(t) >= grace
@@ -283,7 +283,7 @@ func (n *Node) fixMetaMembers(ctx context.Context, nodes []raftmeta.Node, state 
 		n.logger.Info("controller: node removed from the metadata group", "id", int32(id), "why", why, "voter", s.Suffrage == raft.Voter)
 		return
 	}
-	target := n.metaVoters()
+	target := n.clusterConfig().MetaVoters
 	if id, ok := surplusVoter(servers, state, alive, n.id, target); ok {
 		if err := n.meta.DemoteVoter(ctx, id); err != nil {
 			n.logger.Warn("controller: demote a metadata voter beyond meta_voters", "id", int32(id), "err", err)

@@ -44,8 +44,8 @@ func (st *state) apply(cmd *metapb.Command) (*ApplyResult, bool) {
 		err = st.forgetNode(c.ForgetNode)
 	case *metapb.Command_SetClusterId:
 		changed, err = st.setClusterID(c.SetClusterId)
-	case *metapb.Command_SetMetaVoters:
-		changed, err = st.setMetaVoters(c.SetMetaVoters)
+	case *metapb.Command_SetClusterConfig:
+		changed, err = st.setClusterConfig(c.SetClusterConfig)
 	case *metapb.Command_AddColumns:
 		var sid int32
 		sid, err = st.addColumns(c.AddColumns)
@@ -415,14 +415,16 @@ func (st *state) setClusterID(c *metapb.SetClusterID) (bool, error) {
 	return true, nil
 }
 
-func (st *state) setMetaVoters(c *metapb.SetMetaVoters) (bool, error) {
-	if err := ValidateMetaVoters(int(c.Voters)); err != nil {
+func (st *state) setClusterConfig(c *metapb.SetClusterConfig) (bool, error) {
+	change := clusterConfigFromPB(c.Config)
+	if err := change.Validate(); err != nil {
 		return false, err
 	}
-	if c.OnlyIfUnset && st.metaVoters != 0 || st.metaVoters == c.Voters {
+	next := st.config.merge(change, c.OnlyIfUnset)
+	if next == st.config {
 		return false, nil
 	}
-	st.metaVoters = c.Voters
+	st.config = next
 	return true, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 )
@@ -149,6 +150,18 @@ const (
 	// nothing) until it is stopped, or undrained back to active.
 	NodeDecommissioning NodeState = "decommissioning"
 )
+
+// ClusterConfig is the cluster-wide settings held in the catalog, so that
+// every metadata leader acts on the same values. A zero field is not set
+// (nodes then use their configured value).
+type ClusterConfig struct {
+	// MetaVoters is how many nodes vote in the metadata Raft group.
+	MetaVoters int
+	// DeadNodeGrace is how long a node may be down before the controller
+	// moves its replicas and takes it out of the metadata group
+	// (millisecond precision).
+	DeadNodeGrace time.Duration
+}
 
 // Node is a cluster member as recorded in the catalog.
 type Node struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/proto/metapb"
@@ -86,9 +87,9 @@ func DecodeCommand(b []byte) (*metapb.Command, error) {
 		if c.SetClusterId == nil {
 			return nil, fmt.Errorf("%w: empty SetClusterID", ErrBadCommand)
 		}
-	case *metapb.Command_SetMetaVoters:
-		if c.SetMetaVoters == nil {
-			return nil, fmt.Errorf("%w: empty SetMetaVoters", ErrBadCommand)
+	case *metapb.Command_SetClusterConfig:
+		if c.SetClusterConfig == nil || c.SetClusterConfig.Config == nil {
+			return nil, fmt.Errorf("%w: SetClusterConfig without a config", ErrBadCommand)
 		}
 	case *metapb.Command_AddColumns:
 		if c.AddColumns == nil {
@@ -118,6 +119,14 @@ func commandAssignments(cmd *metapb.Command) []*metapb.Assignment {
 		return c.SetAssignments.Assignments
 	}
 	return nil
+}
+
+func clusterConfigToPB(c ClusterConfig) *metapb.ClusterConfig {
+	return &metapb.ClusterConfig{MetaVoters: int32(c.MetaVoters), DeadNodeGraceMs: c.DeadNodeGrace.Milliseconds()}
+}
+
+func clusterConfigFromPB(p *metapb.ClusterConfig) ClusterConfig {
+	return ClusterConfig{MetaVoters: int(p.GetMetaVoters()), DeadNodeGrace: time.Duration(p.GetDeadNodeGraceMs()) * time.Millisecond}
 }
 
 func schemaToPB(s *record.Schema) *metapb.Schema {

@@ -34,9 +34,8 @@ type state struct {
 	appliedIndex    uint64
 	// forgottenNodeID is the highest id forgetNode removed (0: none).
 	forgottenNodeID NodeID
-	// metaVoters is the metadata group's target number of voters (0:
-	// not set yet).
-	metaVoters int32
+	// config is the cluster-wide settings (zero fields: not set yet).
+	config ClusterConfig
 
 	nodes      map[NodeID]Node
 	databases  map[string]*Database
@@ -176,7 +175,7 @@ func (st *state) toPB() *metapb.State {
 		NextPartitionId: st.nextPartitionID,
 		AppliedIndex:    st.appliedIndex,
 		ForgottenNodeId: int32(st.forgottenNodeID),
-		MetaVoters:      st.metaVoters,
+		ClusterConfig:   clusterConfigToPB(st.config),
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.nodes)) {
 		out.Nodes = append(out.Nodes, nodeToPB(st.nodes[id]))
@@ -212,11 +211,9 @@ func decodeState(b []byte) (*state, error) {
 	st.nextPartitionID = pb.NextPartitionId
 	st.appliedIndex = pb.AppliedIndex
 	st.forgottenNodeID = NodeID(pb.ForgottenNodeId)
-	if pb.MetaVoters != 0 {
-		if err := ValidateMetaVoters(int(pb.MetaVoters)); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-		}
-		st.metaVoters = pb.MetaVoters
+	st.config = clusterConfigFromPB(pb.ClusterConfig)
+	if err := st.config.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	for _, n := range pb.Nodes {
 		if n == nil {
@@ -278,12 +275,12 @@ func (f *FSM) ClusterID() string {
 	return f.st.clusterID
 }
 
-// MetaVoters is the metadata group's target number of voters, 0 until one
-// is set (SetMetaVoters).
-func (f *FSM) MetaVoters() int {
+// ClusterConfig is the cluster-wide settings; a field is zero until set
+// (SetClusterConfig).
+func (f *FSM) ClusterConfig() ClusterConfig {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return int(f.st.metaVoters)
+	return f.st.config
 }
 
 // ForgottenNodeID is the highest node id ForgetNode removed (0: none); a

@@ -129,14 +129,14 @@ func cAddColumns(tableID int64, cols ...record.Column) *metapb.Command {
 		TableId: tableID, Columns: schemaToPB(&record.Schema{Columns: cols}).Columns}}}
 }
 
-func cMetaVoters(n int32, onlyIfUnset bool) *metapb.Command {
-	return &metapb.Command{Cmd: &metapb.Command_SetMetaVoters{SetMetaVoters: &metapb.SetMetaVoters{Voters: n, OnlyIfUnset: onlyIfUnset}}}
+func cClusterConfig(c ClusterConfig, onlyIfUnset bool) *metapb.Command {
+	return &metapb.Command{Cmd: &metapb.Command_SetClusterConfig{SetClusterConfig: &metapb.SetClusterConfig{Config: clusterConfigToPB(c), OnlyIfUnset: onlyIfUnset}}}
 }
 
-func checkMetaVoters(t *testing.T, f *FSM, want int) {
+func checkClusterConfig(t *testing.T, f *FSM, want ClusterConfig) {
 	t.Helper()
-	if got := f.MetaVoters(); got != want {
-		t.Fatalf("MetaVoters = %d, want %d", got, want)
+	if got := f.ClusterConfig(); got != want {
+		t.Fatalf("ClusterConfig = %+v, want %+v", got, want)
 	}
 }
 
@@ -381,16 +381,29 @@ func TestFSMCommands(t *testing.T) {
 				}
 			}},
 		{name: "empty cluster id", cmd: func(testing.TB) *metapb.Command { return cClusterID("", false) }, wantErr: ErrInvalid},
-		{name: "meta voters recorded", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(3, true) },
-			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 3) }},
-		{name: "meta voters only if unset keeps the first", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(5, true) },
-			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 3) }},
-		{name: "meta voters set", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(5, false) },
-			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 5) }},
-		{name: "no meta voters", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(0, false) }, wantErr: ErrInvalid,
-			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 5) }},
-		{name: "too many meta voters", cmd: func(testing.TB) *metapb.Command { return cMetaVoters(MaxMetaVoters+1, true) }, wantErr: ErrInvalid,
-			check: func(t *testing.T, f *FSM) { checkMetaVoters(t, f, 5) }},
+		{name: "cluster config recorded", cmd: func(testing.TB) *metapb.Command { return cClusterConfig(ClusterConfig{MetaVoters: 3}, true) },
+			check: func(t *testing.T, f *FSM) { checkClusterConfig(t, f, ClusterConfig{MetaVoters: 3}) }},
+		{name: "cluster config only if unset sets only what is unset", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute}, true)
+		}, check: func(t *testing.T, f *FSM) {
+			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 3, DeadNodeGrace: time.Minute})
+		}},
+		{name: "cluster config set keeps what it leaves out", cmd: func(testing.TB) *metapb.Command { return cClusterConfig(ClusterConfig{MetaVoters: 5}, false) },
+			check: func(t *testing.T, f *FSM) {
+				checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute})
+			}},
+		{name: "too many meta voters", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{MetaVoters: MaxMetaVoters + 1, DeadNodeGrace: time.Hour}, false)
+		}, wantErr: ErrInvalid},
+		{name: "negative meta voters", cmd: func(testing.TB) *metapb.Command { return cClusterConfig(ClusterConfig{MetaVoters: -1}, true) }, wantErr: ErrInvalid},
+		{name: "grace too short", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{MetaVoters: 7, DeadNodeGrace: time.Millisecond}, false)
+		}, wantErr: ErrInvalid},
+		{name: "grace too long", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{DeadNodeGrace: MaxDeadNodeGrace + time.Millisecond}, false)
+		}, wantErr: ErrInvalid, check: func(t *testing.T, f *FSM) {
+			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute})
+		}},
 		{name: "drop non-empty db", cmd: func(testing.TB) *metapb.Command { return cDropDB("shop", false, false) }, wantErr: ErrDatabaseNotEmpty},
 		{name: "drop table", cmd: func(testing.TB) *metapb.Command { return cDropTable("shop", "orders", false) },
 			check: func(t *testing.T, f *FSM) {
@@ -546,6 +559,7 @@ func TestDecodeCommand(t *testing.T) {
 		{"register without node", mustEncode(t, &metapb.Command{Cmd: &metapb.Command_RegisterNode{RegisterNode: &metapb.RegisterNode{}}}), "without a node"},
 		{"bad column type", mustEncode(t, &metapb.Command{Cmd: &metapb.Command_CreateTable{CreateTable: &metapb.CreateTable{Table: &metapb.Table{
 			Name: "t", Schemas: []*metapb.Schema{{Id: 1, Columns: []*metapb.Column{{Name: "a", Type: "WIDGET"}}}}}}}}), "WIDGET"},
+		{"cluster config without a config", mustEncode(t, &metapb.Command{Cmd: &metapb.Command_SetClusterConfig{SetClusterConfig: &metapb.SetClusterConfig{OnlyIfUnset: true}}}), "without a config"},
 		{"table without schema", mustEncode(t, &metapb.Command{Cmd: &metapb.Command_CreateTable{CreateTable: &metapb.CreateTable{Table: &metapb.Table{Name: "t"}}}}), "no schema"},
 	}
 	for _, tc := range bad {
@@ -572,7 +586,7 @@ func randomCommand(t testing.TB, r *rand.Rand) *metapb.Command {
 	tb := tables[r.IntN(len(tables))]
 	switch r.IntN(13) {
 	case 12:
-		return cMetaVoters(int32(r.IntN(MaxMetaVoters+2)), r.IntN(2) == 0)
+		return cClusterConfig(ClusterConfig{MetaVoters: r.IntN(MaxMetaVoters + 2), DeadNodeGrace: time.Duration(r.IntN(3)) * time.Minute}, r.IntN(2) == 0)
 	case 11:
 		return cAddColumns(int64(1+r.IntN(8)), record.Column{Name: fmt.Sprintf("c%d", r.IntN(6)), Type: record.Type{Kind: record.KindInt}, Nullable: r.IntN(4) != 0})
 	case 0, 1:

@@ -3,6 +3,7 @@ package raftmeta
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fluss-node/fluss-node/logstore/record"
 	"github.com/fluss-node/fluss-node/proto/metapb"
@@ -28,7 +29,7 @@ func FuzzApply(f *testing.F) {
 		cAddColumns(1, record.Column{Name: "n", Type: record.Type{Kind: record.KindDecimal, Precision: 10, Scale: 2}, Nullable: true}),
 		cSetProps(1, map[string]string{"table.log.ttl": "1d"}, "owner"),
 		cForget(1),
-		cMetaVoters(3, true),
+		cClusterConfig(ClusterConfig{MetaVoters: 3, DeadNodeGrace: time.Minute}, true),
 	}
 	for _, s := range seeds {
 		f.Add(mustEncode(f, s))
@@ -69,7 +70,7 @@ func FuzzDecodeState(f *testing.F) {
 	a.apply(cCreateTable(f, partitionedSpec("db", "p"), false))
 	a.apply(cCreatePartition(f, 2, 2, "x", false))
 	a.apply(cRegister(1, NodeActive))
-	a.apply(cMetaVoters(5, false))
+	a.apply(cClusterConfig(ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Hour}, false))
 	snap, err := a.f.MarshalState()
 	if err != nil {
 		f.Fatal(err)

@@ -587,16 +587,16 @@ func (m *Meta) SetClusterID(ctx context.Context, id string) error {
 	return err
 }
 
-// SetMetaVoters sets the metadata group's target number of voters; with
-// onlyIfUnset it changes nothing once one is set. It reports whether the
-// catalog changed.
-func (m *Meta) SetMetaVoters(ctx context.Context, voters int, onlyIfUnset bool) (bool, error) {
-	if err := ValidateMetaVoters(voters); err != nil {
+// SetClusterConfig sets the fields of c that are not zero; with
+// onlyIfUnset, only those the catalog has no value for. It reports whether
+// the catalog changed.
+func (m *Meta) SetClusterConfig(ctx context.Context, c ClusterConfig, onlyIfUnset bool) (bool, error) {
+	if err := c.Validate(); err != nil {
 		return false, err
 	}
-	before := m.fsm.MetaVoters()
-	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetMetaVoters{SetMetaVoters: &metapb.SetMetaVoters{Voters: int32(voters), OnlyIfUnset: onlyIfUnset}}})
-	return err == nil && before != m.fsm.MetaVoters(), err
+	before := m.fsm.ClusterConfig()
+	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_SetClusterConfig{SetClusterConfig: &metapb.SetClusterConfig{Config: clusterConfigToPB(c), OnlyIfUnset: onlyIfUnset}}})
+	return err == nil && before != m.fsm.ClusterConfig(), err
 }
 
 // ---------------------------------------------------------------- membership
@@ -720,7 +720,7 @@ func (m *Meta) Nodes() []Node                                  { return m.fsm.No
 func (m *Meta) Node(id NodeID) (Node, error)                   { return m.fsm.Node(id) }
 func (m *Meta) ClusterID() string                              { return m.fsm.ClusterID() }
 func (m *Meta) ForgottenNodeID() NodeID                        { return m.fsm.ForgottenNodeID() }
-func (m *Meta) MetaVoters() int                                { return m.fsm.MetaVoters() }
+func (m *Meta) ClusterConfig() ClusterConfig                   { return m.fsm.ClusterConfig() }
 
 // IsLeader reports whether this node leads the metadata group.
 func (m *Meta) IsLeader() bool { return m.raft.State() == raft.Leader }

@@ -18,10 +18,15 @@ const MaxBuckets = 4096
 // MaxReplicationFactor bounds table.replication.factor.
 const MaxReplicationFactor = 5
 
-// MaxMetaVoters bounds the metadata group's voters: every catalog write
-// waits for a majority of them, and beyond nine the wait grows while few
-// clusters need to survive more than four failed voters.
-const MaxMetaVoters = 9
+// Bounds of the cluster-wide settings (ClusterConfig). Every catalog write
+// waits for a majority of the metadata voters: beyond nine the wait grows
+// while few clusters need to survive more than four failed voters. A grace
+// period under a second would move replicas on a missed heartbeat.
+const (
+	MaxMetaVoters    = 9
+	MinDeadNodeGrace = time.Second
+	MaxDeadNodeGrace = 30 * 24 * time.Hour
+)
 
 // ValidateMetaVoters checks a target number of metadata voters.
 func ValidateMetaVoters(n int) error {
@@ -29,6 +34,39 @@ func ValidateMetaVoters(n int) error {
 		return fmt.Errorf("%w: meta_voters must be 1 to %d, got %d", ErrInvalid, MaxMetaVoters, n)
 	}
 	return nil
+}
+
+// ValidateDeadNodeGrace checks a dead-node grace period.
+func ValidateDeadNodeGrace(d time.Duration) error {
+	if d < MinDeadNodeGrace || d > MaxDeadNodeGrace {
+		return fmt.Errorf("%w: dead_node_grace must be %v to %v, got %v", ErrInvalid, MinDeadNodeGrace, MaxDeadNodeGrace, d)
+	}
+	return nil
+}
+
+// Validate checks the fields of c that are set.
+func (c ClusterConfig) Validate() error {
+	if c.MetaVoters != 0 {
+		if err := ValidateMetaVoters(c.MetaVoters); err != nil {
+			return err
+		}
+	}
+	if c.DeadNodeGrace != 0 {
+		return ValidateDeadNodeGrace(c.DeadNodeGrace)
+	}
+	return nil
+}
+
+// merge returns c with the fields set in change; with onlyIfUnset, only
+// those c does not have.
+func (c ClusterConfig) merge(change ClusterConfig, onlyIfUnset bool) ClusterConfig {
+	if change.MetaVoters != 0 && (!onlyIfUnset || c.MetaVoters == 0) {
+		c.MetaVoters = change.MetaVoters
+	}
+	if change.DeadNodeGrace != 0 && (!onlyIfUnset || c.DeadNodeGrace == 0) {
+		c.DeadNodeGrace = change.DeadNodeGrace
+	}
+	return c
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -363,7 +364,8 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 	if err != nil {
 		return nil, fmt.Errorf("describe cluster: %w", err)
 	}
-	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader), MetaVoters: int32(ci.MetaVoters)}
+	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader),
+		MetaVoters: int32(ci.Config.MetaVoters), DeadNodeGraceMs: ci.Config.DeadNodeGrace.Milliseconds()}
 	for _, n := range ci.Nodes {
 		ni := &flussv1.NodeInfo{
 			Id: int32(n.ID), ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr,
@@ -445,9 +447,20 @@ func (s *service) SetClusterConfig(ctx context.Context, req *connect.Request[flu
 		}
 		change.MetaVoters = &v
 	}
+	if req.Msg.DeadNodeGraceMs != nil {
+		ms := req.Msg.GetDeadNodeGraceMs()
+		d := time.Duration(ms) * time.Millisecond
+		if d/time.Millisecond != time.Duration(ms) { // overflowed
+			d = -1
+		}
+		if err := raftmeta.ValidateDeadNodeGrace(d); err != nil {
+			return nil, fmt.Errorf("%w (deadNodeGraceMs %d)", err, ms)
+		}
+		change.DeadNodeGrace = &d
+	}
 	cfg, err := ca.SetClusterConfig(ctx, change)
 	if err != nil {
 		return nil, adminError(fmt.Errorf("set cluster config: %w", err))
 	}
-	return connect.NewResponse(&flussv1.SetClusterConfigResponse{MetaVoters: int32(cfg.MetaVoters)}), nil
+	return connect.NewResponse(&flussv1.SetClusterConfigResponse{MetaVoters: int32(cfg.MetaVoters), DeadNodeGraceMs: cfg.DeadNodeGrace.Milliseconds()}), nil
 }

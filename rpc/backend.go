@@ -141,8 +141,8 @@ type ClusterInfo struct {
 	ClusterID  string
 	MetaLeader raftmeta.NodeID
 	Nodes      []NodeInfo
-	// MetaVoters is the metadata group's target number of voters.
-	MetaVoters int
+	// Config is the cluster-wide settings.
+	Config ClusterConfig
 }
 
 // NodeInfo is one member in DescribeCluster.

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -42,11 +43,15 @@ type ClusterAdmin interface {
 type ClusterConfig struct {
 	// MetaVoters is how many nodes vote in the metadata Raft group.
 	MetaVoters int
+	// DeadNodeGrace is how long a node may be down before its replicas
+	// move to other nodes.
+	DeadNodeGrace time.Duration
 }
 
 // ClusterConfigChange names the settings SetClusterConfig changes.
 type ClusterConfigChange struct {
-	MetaVoters *int
+	MetaVoters    *int
+	DeadNodeGrace *time.Duration
 }
 
 // clusterAdmin returns the backend's ClusterAdmin, or an Unimplemented error.

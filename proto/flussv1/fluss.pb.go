@@ -2059,11 +2059,11 @@ type DescribeClusterResponse struct {
 	ClusterId  string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	MetaLeader int32                  `protobuf:"varint,2,opt,name=meta_leader,json=metaLeader,proto3" json:"meta_leader,omitempty"`
 	Nodes      []*NodeInfo            `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	// meta_voters is how many nodes the metadata Raft group aims to have
-	// voting (SetClusterConfig).
-	MetaVoters    int32 `protobuf:"varint,4,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The cluster-wide settings (SetClusterConfig).
+	MetaVoters      int32 `protobuf:"varint,4,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
+	DeadNodeGraceMs int64 `protobuf:"varint,5,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -2120,6 +2120,13 @@ func (x *DescribeClusterResponse) GetNodes() []*NodeInfo {
 func (x *DescribeClusterResponse) GetMetaVoters() int32 {
 	if x != nil {
 		return x.MetaVoters
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetDeadNodeGraceMs() int64 {
+	if x != nil {
+		return x.DeadNodeGraceMs
 	}
 	return 0
 }
@@ -2451,9 +2458,13 @@ type SetClusterConfigRequest struct {
 	// (odd numbers tolerate the most failures for their size). Voters are
 	// promoted from non-voters or demoted one at a time until the group has
 	// that many, or as many as there are nodes.
-	MetaVoters    *int32 `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3,oneof" json:"meta_voters,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MetaVoters *int32 `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3,oneof" json:"meta_voters,omitempty"`
+	// dead_node_grace_ms: how long a node may be down (gossip: failed or
+	// left) before the metadata leader moves its replicas to other nodes and
+	// takes it out of the metadata group; 1 s to 30 days.
+	DeadNodeGraceMs *int64 `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3,oneof" json:"dead_node_grace_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetClusterConfigRequest) Reset() {
@@ -2493,11 +2504,19 @@ func (x *SetClusterConfigRequest) GetMetaVoters() int32 {
 	return 0
 }
 
+func (x *SetClusterConfigRequest) GetDeadNodeGraceMs() int64 {
+	if x != nil && x.DeadNodeGraceMs != nil {
+		return *x.DeadNodeGraceMs
+	}
+	return 0
+}
+
 type SetClusterConfigResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MetaVoters    int32                  `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MetaVoters      int32                  `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
+	DeadNodeGraceMs int64                  `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetClusterConfigResponse) Reset() {
@@ -2533,6 +2552,13 @@ func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
 func (x *SetClusterConfigResponse) GetMetaVoters() int32 {
 	if x != nil {
 		return x.MetaVoters
+	}
+	return 0
+}
+
+func (x *SetClusterConfigResponse) GetDeadNodeGraceMs() int64 {
+	if x != nil {
+		return x.DeadNodeGraceMs
 	}
 	return 0
 }
@@ -3985,7 +4011,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x10offline_replicas\x18\n" +
 	" \x01(\x05H\x01R\x0fofflineReplicas\x88\x01\x01B\x13\n" +
 	"\x11_under_replicatedB\x13\n" +
-	"\x11_offline_replicas\"\xa4\x01\n" +
+	"\x11_offline_replicas\"\xd1\x01\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
@@ -3993,7 +4019,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"metaLeader\x12(\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.fluss.v1.NodeInfoR\x05nodes\x12\x1f\n" +
 	"\vmeta_voters\x18\x04 \x01(\x05R\n" +
-	"metaVoters\"+\n" +
+	"metaVoters\x12+\n" +
+	"\x12dead_node_grace_ms\x18\x05 \x01(\x03R\x0fdeadNodeGraceMs\"+\n" +
 	"\x10DrainNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x13\n" +
 	"\x11DrainNodeResponse\"-\n" +
@@ -4005,14 +4032,17 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x18DecommissionNodeResponse\"\x12\n" +
 	"\x10RebalanceRequest\")\n" +
 	"\x11RebalanceResponse\x12\x14\n" +
-	"\x05moved\x18\x01 \x01(\x05R\x05moved\"O\n" +
+	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\x98\x01\n" +
 	"\x17SetClusterConfigRequest\x12$\n" +
 	"\vmeta_voters\x18\x01 \x01(\x05H\x00R\n" +
-	"metaVoters\x88\x01\x01B\x0e\n" +
-	"\f_meta_voters\";\n" +
+	"metaVoters\x88\x01\x01\x120\n" +
+	"\x12dead_node_grace_ms\x18\x02 \x01(\x03H\x01R\x0fdeadNodeGraceMs\x88\x01\x01B\x0e\n" +
+	"\f_meta_votersB\x15\n" +
+	"\x13_dead_node_grace_ms\"h\n" +
 	"\x18SetClusterConfigResponse\x12\x1f\n" +
 	"\vmeta_voters\x18\x01 \x01(\x05R\n" +
-	"metaVoters\"\xdf\x01\n" +
+	"metaVoters\x12+\n" +
+	"\x12dead_node_grace_ms\x18\x02 \x01(\x03R\x0fdeadNodeGraceMs\"\xdf\x01\n" +
 	"\rAppendRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x1b\n" +

@@ -605,7 +605,7 @@ type Command struct {
 	//	*Command_AddColumns
 	//	*Command_ForgetNode
 	//	*Command_SetTableProperties
-	//	*Command_SetMetaVoters
+	//	*Command_SetClusterConfig
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -765,10 +765,10 @@ func (x *Command) GetSetTableProperties() *SetTableProperties {
 	return nil
 }
 
-func (x *Command) GetSetMetaVoters() *SetMetaVoters {
+func (x *Command) GetSetClusterConfig() *SetClusterConfig {
 	if x != nil {
-		if x, ok := x.Cmd.(*Command_SetMetaVoters); ok {
-			return x.SetMetaVoters
+		if x, ok := x.Cmd.(*Command_SetClusterConfig); ok {
+			return x.SetClusterConfig
 		}
 	}
 	return nil
@@ -830,8 +830,8 @@ type Command_SetTableProperties struct {
 	SetTableProperties *SetTableProperties `protobuf:"bytes,13,opt,name=set_table_properties,json=setTableProperties,proto3,oneof"`
 }
 
-type Command_SetMetaVoters struct {
-	SetMetaVoters *SetMetaVoters `protobuf:"bytes,14,opt,name=set_meta_voters,json=setMetaVoters,proto3,oneof"`
+type Command_SetClusterConfig struct {
+	SetClusterConfig *SetClusterConfig `protobuf:"bytes,14,opt,name=set_cluster_config,json=setClusterConfig,proto3,oneof"`
 }
 
 func (*Command_CreateDatabase) isCommand_Cmd() {}
@@ -860,7 +860,7 @@ func (*Command_ForgetNode) isCommand_Cmd() {}
 
 func (*Command_SetTableProperties) isCommand_Cmd() {}
 
-func (*Command_SetMetaVoters) isCommand_Cmd() {}
+func (*Command_SetClusterConfig) isCommand_Cmd() {}
 
 type CreateDatabase struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1550,34 +1550,34 @@ func (x *SetClusterID) GetOnlyIfUnset() bool {
 	return false
 }
 
-// SetMetaVoters sets how many nodes vote in the metadata Raft group. The
-// controller on the metadata leader promotes and demotes to that number. It
-// is held here, not read from each node's configuration, so that every
-// leader aims at the same size.
-type SetMetaVoters struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Voters int32                  `protobuf:"varint,1,opt,name=voters,proto3" json:"voters,omitempty"`
-	// only_if_unset makes the command a no-op once a value is set (the first
-	// leader records its configured meta_voters this way).
-	OnlyIfUnset   bool `protobuf:"varint,2,opt,name=only_if_unset,json=onlyIfUnset,proto3" json:"only_if_unset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+// ClusterConfig is the cluster-wide settings held in the catalog, so that
+// every metadata leader acts on the same values; 0 is "not set" (nodes then
+// use their configured value).
+type ClusterConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// meta_voters: how many nodes vote in the metadata Raft group.
+	MetaVoters int32 `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
+	// dead_node_grace_ms: how long a node may be down before the controller
+	// moves its replicas.
+	DeadNodeGraceMs int64 `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
-func (x *SetMetaVoters) Reset() {
-	*x = SetMetaVoters{}
+func (x *ClusterConfig) Reset() {
+	*x = ClusterConfig{}
 	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SetMetaVoters) String() string {
+func (x *ClusterConfig) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SetMetaVoters) ProtoMessage() {}
+func (*ClusterConfig) ProtoMessage() {}
 
-func (x *SetMetaVoters) ProtoReflect() protoreflect.Message {
+func (x *ClusterConfig) ProtoReflect() protoreflect.Message {
 	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1589,19 +1589,74 @@ func (x *SetMetaVoters) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SetMetaVoters.ProtoReflect.Descriptor instead.
-func (*SetMetaVoters) Descriptor() ([]byte, []int) {
+// Deprecated: Use ClusterConfig.ProtoReflect.Descriptor instead.
+func (*ClusterConfig) Descriptor() ([]byte, []int) {
 	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
 }
 
-func (x *SetMetaVoters) GetVoters() int32 {
+func (x *ClusterConfig) GetMetaVoters() int32 {
 	if x != nil {
-		return x.Voters
+		return x.MetaVoters
 	}
 	return 0
 }
 
-func (x *SetMetaVoters) GetOnlyIfUnset() bool {
+func (x *ClusterConfig) GetDeadNodeGraceMs() int64 {
+	if x != nil {
+		return x.DeadNodeGraceMs
+	}
+	return 0
+}
+
+// SetClusterConfig sets the fields of config that are not 0.
+type SetClusterConfig struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config *ClusterConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// only_if_unset sets only the fields the catalog has no value for (the
+	// first leader records its configured values this way).
+	OnlyIfUnset   bool `protobuf:"varint,2,opt,name=only_if_unset,json=onlyIfUnset,proto3" json:"only_if_unset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterConfig) Reset() {
+	*x = SetClusterConfig{}
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterConfig) ProtoMessage() {}
+
+func (x *SetClusterConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterConfig.ProtoReflect.Descriptor instead.
+func (*SetClusterConfig) Descriptor() ([]byte, []int) {
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SetClusterConfig) GetConfig() *ClusterConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *SetClusterConfig) GetOnlyIfUnset() bool {
 	if x != nil {
 		return x.OnlyIfUnset
 	}
@@ -1620,7 +1675,7 @@ type AddColumns struct {
 
 func (x *AddColumns) Reset() {
 	*x = AddColumns{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1687,7 @@ func (x *AddColumns) String() string {
 func (*AddColumns) ProtoMessage() {}
 
 func (x *AddColumns) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1700,7 @@ func (x *AddColumns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddColumns.ProtoReflect.Descriptor instead.
 func (*AddColumns) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{21}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddColumns) GetTableId() int64 {
@@ -1679,17 +1734,15 @@ type State struct {
 	AppliedIndex uint64 `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// forgotten_node_id is the highest id ForgetNode removed: ids up to it
 	// are never given to a joining node again.
-	ForgottenNodeId int32 `protobuf:"varint,10,opt,name=forgotten_node_id,json=forgottenNodeId,proto3" json:"forgotten_node_id,omitempty"`
-	// meta_voters is the metadata group's target size; 0 until set (nodes
-	// then use their configured meta_voters).
-	MetaVoters    int32 `protobuf:"varint,11,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ForgottenNodeId int32          `protobuf:"varint,10,opt,name=forgotten_node_id,json=forgottenNodeId,proto3" json:"forgotten_node_id,omitempty"`
+	ClusterConfig   *ClusterConfig `protobuf:"bytes,11,opt,name=cluster_config,json=clusterConfig,proto3" json:"cluster_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1754,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1767,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{22}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *State) GetClusterId() string {
@@ -1787,11 +1840,11 @@ func (x *State) GetForgottenNodeId() int32 {
 	return 0
 }
 
-func (x *State) GetMetaVoters() int32 {
+func (x *State) GetClusterConfig() *ClusterConfig {
 	if x != nil {
-		return x.MetaVoters
+		return x.ClusterConfig
 	}
-	return 0
+	return nil
 }
 
 var File_fluss_meta_v1_meta_proto protoreflect.FileDescriptor
@@ -1858,7 +1911,7 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x04 \x01(\tR\n" +
 	"gossipAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\tR\x05state\"\xe1\a\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"\xea\a\n" +
 	"\aCommand\x12H\n" +
 	"\x0fcreate_database\x18\x01 \x01(\v2\x1d.fluss.meta.v1.CreateDatabaseH\x00R\x0ecreateDatabase\x12B\n" +
 	"\rdrop_database\x18\x02 \x01(\v2\x1b.fluss.meta.v1.DropDatabaseH\x00R\fdropDatabase\x12?\n" +
@@ -1876,8 +1929,8 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"addColumns\x12<\n" +
 	"\vforget_node\x18\f \x01(\v2\x19.fluss.meta.v1.ForgetNodeH\x00R\n" +
 	"forgetNode\x12U\n" +
-	"\x14set_table_properties\x18\r \x01(\v2!.fluss.meta.v1.SetTablePropertiesH\x00R\x12setTableProperties\x12F\n" +
-	"\x0fset_meta_voters\x18\x0e \x01(\v2\x1c.fluss.meta.v1.SetMetaVotersH\x00R\rsetMetaVotersB\x05\n" +
+	"\x14set_table_properties\x18\r \x01(\v2!.fluss.meta.v1.SetTablePropertiesH\x00R\x12setTableProperties\x12O\n" +
+	"\x12set_cluster_config\x18\x0e \x01(\v2\x1f.fluss.meta.v1.SetClusterConfigH\x00R\x10setClusterConfigB\x05\n" +
 	"\x03cmd\"o\n" +
 	"\x0eCreateDatabase\x123\n" +
 	"\bdatabase\x18\x01 \x01(\v2\x17.fluss.meta.v1.DatabaseR\bdatabase\x12(\n" +
@@ -1928,14 +1981,18 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\"\n" +
-	"\ronly_if_unset\x18\x02 \x01(\bR\vonlyIfUnset\"K\n" +
-	"\rSetMetaVoters\x12\x16\n" +
-	"\x06voters\x18\x01 \x01(\x05R\x06voters\x12\"\n" +
+	"\ronly_if_unset\x18\x02 \x01(\bR\vonlyIfUnset\"]\n" +
+	"\rClusterConfig\x12\x1f\n" +
+	"\vmeta_voters\x18\x01 \x01(\x05R\n" +
+	"metaVoters\x12+\n" +
+	"\x12dead_node_grace_ms\x18\x02 \x01(\x03R\x0fdeadNodeGraceMs\"l\n" +
+	"\x10SetClusterConfig\x124\n" +
+	"\x06config\x18\x01 \x01(\v2\x1c.fluss.meta.v1.ClusterConfigR\x06config\x12\"\n" +
 	"\ronly_if_unset\x18\x02 \x01(\bR\vonlyIfUnset\"X\n" +
 	"\n" +
 	"AddColumns\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12/\n" +
-	"\acolumns\x18\x02 \x03(\v2\x15.fluss.meta.v1.ColumnR\acolumns\"\xef\x03\n" +
+	"\acolumns\x18\x02 \x03(\v2\x15.fluss.meta.v1.ColumnR\acolumns\"\x93\x04\n" +
 	"\x05State\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\"\n" +
@@ -1950,9 +2007,8 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vassignments\x18\b \x03(\v2\x19.fluss.meta.v1.AssignmentR\vassignments\x12#\n" +
 	"\rapplied_index\x18\t \x01(\x04R\fappliedIndex\x12*\n" +
 	"\x11forgotten_node_id\x18\n" +
-	" \x01(\x05R\x0fforgottenNodeId\x12\x1f\n" +
-	"\vmeta_voters\x18\v \x01(\x05R\n" +
-	"metaVotersB6Z4github.com/fluss-node/fluss-node/proto/metapb;metapbb\x06proto3"
+	" \x01(\x05R\x0fforgottenNodeId\x12C\n" +
+	"\x0ecluster_config\x18\v \x01(\v2\x1c.fluss.meta.v1.ClusterConfigR\rclusterConfigB6Z4github.com/fluss-node/fluss-node/proto/metapb;metapbb\x06proto3"
 
 var (
 	file_fluss_meta_v1_meta_proto_rawDescOnce sync.Once
@@ -1966,7 +2022,7 @@ func file_fluss_meta_v1_meta_proto_rawDescGZIP() []byte {
 	return file_fluss_meta_v1_meta_proto_rawDescData
 }
 
-var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*Column)(nil),             // 0: fluss.meta.v1.Column
 	(*Schema)(nil),             // 1: fluss.meta.v1.Schema
@@ -1988,19 +2044,20 @@ var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*SetTableProperties)(nil), // 17: fluss.meta.v1.SetTableProperties
 	(*ForgetNode)(nil),         // 18: fluss.meta.v1.ForgetNode
 	(*SetClusterID)(nil),       // 19: fluss.meta.v1.SetClusterID
-	(*SetMetaVoters)(nil),      // 20: fluss.meta.v1.SetMetaVoters
-	(*AddColumns)(nil),         // 21: fluss.meta.v1.AddColumns
-	(*State)(nil),              // 22: fluss.meta.v1.State
-	nil,                        // 23: fluss.meta.v1.Table.PropertiesEntry
-	nil,                        // 24: fluss.meta.v1.Partition.ValuesEntry
-	nil,                        // 25: fluss.meta.v1.CreatePartition.ValuesEntry
-	nil,                        // 26: fluss.meta.v1.SetTableProperties.SetEntry
+	(*ClusterConfig)(nil),      // 20: fluss.meta.v1.ClusterConfig
+	(*SetClusterConfig)(nil),   // 21: fluss.meta.v1.SetClusterConfig
+	(*AddColumns)(nil),         // 22: fluss.meta.v1.AddColumns
+	(*State)(nil),              // 23: fluss.meta.v1.State
+	nil,                        // 24: fluss.meta.v1.Table.PropertiesEntry
+	nil,                        // 25: fluss.meta.v1.Partition.ValuesEntry
+	nil,                        // 26: fluss.meta.v1.CreatePartition.ValuesEntry
+	nil,                        // 27: fluss.meta.v1.SetTableProperties.SetEntry
 }
 var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	0,  // 0: fluss.meta.v1.Schema.columns:type_name -> fluss.meta.v1.Column
 	1,  // 1: fluss.meta.v1.Table.schemas:type_name -> fluss.meta.v1.Schema
-	23, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
-	24, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
+	24, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
+	25, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
 	8,  // 4: fluss.meta.v1.Command.create_database:type_name -> fluss.meta.v1.CreateDatabase
 	9,  // 5: fluss.meta.v1.Command.drop_database:type_name -> fluss.meta.v1.DropDatabase
 	10, // 6: fluss.meta.v1.Command.create_table:type_name -> fluss.meta.v1.CreateTable
@@ -2011,29 +2068,31 @@ var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	15, // 11: fluss.meta.v1.Command.register_node:type_name -> fluss.meta.v1.RegisterNode
 	16, // 12: fluss.meta.v1.Command.set_node_state:type_name -> fluss.meta.v1.SetNodeState
 	19, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
-	21, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
+	22, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
 	18, // 15: fluss.meta.v1.Command.forget_node:type_name -> fluss.meta.v1.ForgetNode
 	17, // 16: fluss.meta.v1.Command.set_table_properties:type_name -> fluss.meta.v1.SetTableProperties
-	20, // 17: fluss.meta.v1.Command.set_meta_voters:type_name -> fluss.meta.v1.SetMetaVoters
+	21, // 17: fluss.meta.v1.Command.set_cluster_config:type_name -> fluss.meta.v1.SetClusterConfig
 	2,  // 18: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
 	3,  // 19: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
 	5,  // 20: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
-	25, // 21: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
+	26, // 21: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
 	5,  // 22: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
 	5,  // 23: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
 	6,  // 24: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
-	26, // 25: fluss.meta.v1.SetTableProperties.set:type_name -> fluss.meta.v1.SetTableProperties.SetEntry
-	0,  // 26: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
-	6,  // 27: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
-	2,  // 28: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
-	3,  // 29: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
-	4,  // 30: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
-	5,  // 31: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	27, // 25: fluss.meta.v1.SetTableProperties.set:type_name -> fluss.meta.v1.SetTableProperties.SetEntry
+	20, // 26: fluss.meta.v1.SetClusterConfig.config:type_name -> fluss.meta.v1.ClusterConfig
+	0,  // 27: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
+	6,  // 28: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
+	2,  // 29: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
+	3,  // 30: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
+	4,  // 31: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
+	5,  // 32: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
+	20, // 33: fluss.meta.v1.State.cluster_config:type_name -> fluss.meta.v1.ClusterConfig
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_fluss_meta_v1_meta_proto_init() }
@@ -2055,7 +2114,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 		(*Command_AddColumns)(nil),
 		(*Command_ForgetNode)(nil),
 		(*Command_SetTableProperties)(nil),
-		(*Command_SetMetaVoters)(nil),
+		(*Command_SetClusterConfig)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2063,7 +2122,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_meta_v1_meta_proto_rawDesc), len(file_fluss_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
