@@ -3,9 +3,14 @@ package nodetest
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // First and Last bound the ports FreeAddr picks from: below Linux's
@@ -23,14 +28,41 @@ const (
 // restarts.
 var handedOut sync.Map
 
+// portLocks is a file every test process on the machine shares; FreeAddr
+// holds a one-byte lock at the offset of each port it hands out (fcntl
+// locks are the process's and go when it exits), so that two test packages
+// running at once never hand out one port: one package's node may not have
+// bound its port yet, or be restarting, when the other looks (CI saw an
+// integration node fail with "address already in use" beside the node
+// package's tests). nil when the file cannot be opened: then only this
+// process's own addresses are kept apart.
+var portLocks = sync.OnceValue(func() *os.File {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "fluss-nodetest-ports.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil
+	}
+	return f
+})
+
+// claim takes port for this process among the machine's test processes.
+func claim(port int) bool {
+	f := portLocks()
+	if f == nil {
+		return true
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: int64(port), Len: 1}
+	return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk) == nil
+}
+
 // FreeAddr returns a loopback address whose TCP and UDP port (a gossip
-// listener binds both) was free a moment ago, never the same one twice in
-// a process. It panics if it finds none, which only a machine out of
-// ports would make it do.
+// listener binds both) was free a moment ago, never the same one twice on
+// the machine while this process runs (portLocks). It panics if it finds
+// none, which only a machine out of ports would make it do.
 func FreeAddr() string {
 	for range 500 {
-		addr := fmt.Sprintf("127.0.0.1:%d", First+rand.IntN(Last-First+1))
-		if _, dup := handedOut.LoadOrStore(addr, true); dup {
+		port := First + rand.IntN(Last-First+1)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if _, dup := handedOut.LoadOrStore(addr, true); dup || !claim(port) {
 			continue
 		}
 		l, err := net.Listen("tcp", addr)
