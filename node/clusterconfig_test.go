@@ -22,6 +22,7 @@ import (
 // demotes to its own value. The grace period before a down node's
 // replicas move is the catalog's too.
 func TestClusterConfigHeldByTheCluster(t *testing.T) {
+	longCluster(t)
 	started := 0
 	nodes, _ := opsClusterWith(t, 4, func(c *Config) {
 		started++
