@@ -172,14 +172,22 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 		if op.Spec == nil {
 			return 0, fmt.Errorf("%w: create_table without a table spec", raftmeta.ErrInvalid)
 		}
-		return n.meta.CreateTable(ctx, *op.Spec, op.IgnoreIfExists)
+		spec := *op.Spec
+		spec.Properties = n.stampLakeFormat(nil, spec.Properties)
+		return n.meta.CreateTable(ctx, spec, op.IgnoreIfExists)
 	case opDropTable:
 		return 0, n.meta.DropTable(ctx, op.Database, op.Name, op.IgnoreIfNotExists)
 	case opAddColumns:
 		id, err := n.meta.AddColumns(ctx, op.Database, op.Name, op.Columns)
 		return int64(id), err
 	case opSetProperties:
-		return 0, n.meta.SetTableProperties(ctx, op.Database, op.Name, op.Props, op.Reset)
+		set := op.Props
+		if t, err := n.meta.TableByName(op.Database, op.Name); err == nil {
+			if set, err = n.lakeFormatOnAlter(t, set); err != nil {
+				return 0, err
+			}
+		}
+		return 0, n.meta.SetTableProperties(ctx, op.Database, op.Name, set, op.Reset)
 	case opCreatePartition:
 		return n.createPartition(ctx, op.Database, op.Name, op.Values, op.IgnoreIfExists)
 	case opDropPartition:

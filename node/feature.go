@@ -50,9 +50,14 @@ const (
 	// metadata group's size held in the catalog), which an earlier binary
 	// cannot decode.
 	featureClusterConfig uint32 = 8
+	// featureLakeFormat: table.datalake.format set on an existing table
+	// (AlterTable turning its lake on, or naming the format of a table
+	// that has none). An earlier binary's state machine refuses the key in
+	// set_table_properties, so its catalog would part from the others'.
+	featureLakeFormat uint32 = 9
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureClusterConfig
+	featureLevel = featureLakeFormat
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

@@ -1040,3 +1040,95 @@ func TestLakeIceberg(t *testing.T) {
 		t.Fatalf("a table with a TIME(9) column has Iceberg metadata: %v", err)
 	}
 }
+
+// TestLakeFormatPerTable: a table's lake format is its own
+// table.datalake.format, set from the metadata leader's [tiering]
+// lake_format when its lake is turned on without one (at creation or by
+// AlterTable), and fixed from then on: a node configured with "parquet"
+// writes Iceberg metadata for a table that says "iceberg", and none for
+// the tables it stamped "parquet".
+func TestLakeFormatPerTable(t *testing.T) {
+	n, ctx, c, lake, store := startLakeNode(t, time.Hour, time.Hour, func(c *Config) { c.Tiering.LakeFormat = "parquet" })
+	tableID := createBigTable(t, ctx, c, map[string]string{"table.datalake.enabled": "true", "table.datalake.format": "iceberg"})
+	no := false
+	simple := func(name string, props map[string]string) {
+		t.Helper()
+		if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{Table: "db." + name, Properties: props,
+			Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	simple("stamped", map[string]string{"table.datalake.enabled": "true"})
+	simple("later", nil)
+	if err := c.SetTableProperties(ctx, "db.later", map[string]string{"table.datalake.enabled": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	simple("off", map[string]string{"table.datalake.enabled": "false"})
+	for name, want := range map[string]string{"t": "iceberg", "stamped": "parquet", "later": "parquet", "off": ""} {
+		tb, err := n.meta.TableByName("db", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tb.Properties[raftmeta.PropLakeFormat]; got != want {
+			t.Errorf("db.%s: table.datalake.format %q, want %q", name, got, want)
+		}
+		if ice := n.icebergFor(tb) != nil; ice != (want == "iceberg") {
+			t.Errorf("db.%s: Iceberg metadata %v, want it for %q", name, ice, want)
+		}
+	}
+	if err := c.SetTableProperties(ctx, "db.stamped", map[string]string{"table.datalake.format": "iceberg"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("changing a table's lake format = %v, want invalid_argument", err)
+	}
+
+	id, tbl, r, _, _ := bigTableBucket(t, n, store, tableID)
+	next := appendBig(t, ctx, c, rand.New(rand.NewPCG(5, 6)), 0, 2)
+	if _, _, err := n.tierToLake(id, tbl, r); err != nil {
+		t.Fatal(err)
+	}
+	_, obsolete, err := n.compactLake(id, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.settleLake(id, tbl, obsolete); err != nil {
+		t.Fatal(err)
+	}
+	waitForIceberg(t, lake, "db", "t", -1, next)
+}
+
+// TestLakeFormatNeedsTheFeatureLevel: beside a node whose state machine
+// refuses table.datalake.format in an AlterTable, turning a table's lake on
+// leaves the format unset and naming one is refused; nothing diverges.
+func TestLakeFormatNeedsTheFeatureLevel(t *testing.T) {
+	lake := t.TempDir()
+	cfg1 := clusterConfig(t.TempDir())
+	cfg1.Tiering.LakeDir = lake
+	first := startCluster(t, cfg1)
+	t.Cleanup(func() { first.Close() })
+	cfg2 := clusterConfig(t.TempDir())
+	cfg2.Tiering.LakeDir = lake
+	cfg2.Join = []string{first.peers.Addr()}
+	old := startNodeWith(t, cfg2, func(n *Node) { n.featureLevel = featureClusterConfig })
+	t.Cleanup(func() { old.Close() })
+	waitFor(t, 20*time.Second, func() bool { return first.clusterFeatureLevel() == featureClusterConfig })
+	ctx, c := withDB(t, first)
+	no := false
+	if _, err := c.CreateTable(ctx, &flussv1.CreateTableRequest{Table: "db.x",
+		Schema: &flussv1.Schema{Columns: []*flussv1.Column{{Name: "id", Type: "BIGINT", Nullable: &no}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetTableProperties(ctx, "db.x", map[string]string{"table.datalake.enabled": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetTableProperties(ctx, "db.x", map[string]string{"table.datalake.format": "iceberg"}); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("naming the lake format beside an older node = %v, want failed_precondition", err)
+	}
+	for _, n := range []*Node{first, old} {
+		waitFor(t, 10*time.Second, func() bool {
+			tb, err := n.meta.TableByName("db", "x")
+			return err == nil && strings.EqualFold(tb.Properties["table.datalake.enabled"], "true")
+		})
+		if tb, _ := n.meta.TableByName("db", "x"); tb.Properties[raftmeta.PropLakeFormat] != "" {
+			t.Fatalf("node %d: table.datalake.format %q set beside an older node", n.ID(), tb.Properties[raftmeta.PropLakeFormat])
+		}
+	}
+}

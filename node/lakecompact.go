@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -197,7 +198,7 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 		return 0, err
 	}
 	now := time.Now()
-	if n.iceberg != nil && !n.icebergRefused(t.ID) {
+	if ice := n.icebergFor(t); ice != nil && !n.icebergRefused(t.ID) {
 		files, err := tiering.ListLake(n.lake, dir)
 		if err != nil {
 			return 0, err
@@ -217,7 +218,7 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 		if !n.settling.synced(dir, sum) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			res, err = n.iceberg.SyncBucket(ctx, icebergTableOf(t), dir, files)
+			res, err = ice.SyncBucket(ctx, icebergTableOf(t), dir, files)
 		}
 		switch {
 		case errors.Is(err, tiering.ErrIcebergType):
@@ -232,7 +233,7 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 			}
 			// Every obsolete file is out of the current snapshot now: the
 			// snapshots that held it are older than now.
-			keep := n.iceberg.Retention + min(n.iceberg.Retention, time.Minute) // and a margin for clock skew between nodes
+			keep := ice.Retention + min(ice.Retention, time.Minute) // and a margin for clock skew between nodes
 			obsolete = n.settling.due(dir, obsolete, now, keep)
 		}
 	}
@@ -243,6 +244,51 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 		deleted++
 	}
 	return deleted, nil
+}
+
+// icebergFor returns the Iceberg lake when table t's lake format is
+// "iceberg": its table.datalake.format, or, for a table from before that
+// property was set, this node's [tiering] lake_format.
+func (n *Node) icebergFor(t *raftmeta.Table) *tiering.IcebergLake {
+	format := t.Properties[raftmeta.PropLakeFormat]
+	if format == "" {
+		format = n.cfg.Tiering.LakeFormat
+	}
+	if !strings.EqualFold(format, "iceberg") {
+		return nil
+	}
+	return n.iceberg
+}
+
+// stampLakeFormat runs on the metadata leader for a CreateTable (cur nil)
+// or an AlterTable of a table with properties cur: when set turns the
+// table's lake on, names no lake format and the table has none, it
+// returns set with table.datalake.format = this node's [tiering]
+// lake_format. The format is then the table's for good, whatever other
+// nodes are configured with (a node would otherwise delete the files
+// compaction replaced at once that an Iceberg snapshot still holds).
+func (n *Node) stampLakeFormat(cur, set map[string]string) map[string]string {
+	if !strings.EqualFold(set[raftmeta.PropLakeEnabled], "true") || set[raftmeta.PropLakeFormat] != "" || cur[raftmeta.PropLakeFormat] != "" {
+		return set
+	}
+	out := maps.Clone(set)
+	out[raftmeta.PropLakeFormat] = n.cfg.Tiering.LakeFormat
+	return out
+}
+
+// lakeFormatOnAlter runs on the metadata leader for an AlterTable of t
+// that sets set: a lake format the request names needs featureLakeFormat;
+// one the request would get (stampLakeFormat) is left out while an older
+// node is alive, and the table's lake then goes by each node's
+// lake_format until the format is set.
+func (n *Node) lakeFormatOnAlter(t *raftmeta.Table, set map[string]string) (map[string]string, error) {
+	if _, ok := set[raftmeta.PropLakeFormat]; ok {
+		return set, n.requireFeature(featureLakeFormat, "setting "+raftmeta.PropLakeFormat+" of an existing table")
+	}
+	if n.clusterFeatureLevel() < featureLakeFormat {
+		return set, nil
+	}
+	return n.stampLakeFormat(t.Properties, set), nil
 }
 
 // icebergTableOf is what table t's Iceberg metadata is made from.

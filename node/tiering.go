@@ -54,10 +54,10 @@ func (n *Node) openRemoteStore() error {
 			return err
 		}
 		n.lake = store
-		if t.LakeFormat == "iceberg" {
-			if n.iceberg, err = tiering.OpenIcebergLake(t.LakeDir, t.LakeSnapshotRetention.Duration); err != nil {
-				return err
-			}
+		// Opened whatever lake_format says: a table's own
+		// table.datalake.format decides (icebergFor).
+		if n.iceberg, err = tiering.OpenIcebergLake(t.LakeDir, t.LakeSnapshotRetention.Duration); err != nil {
+			return err
 		}
 	}
 	return nil

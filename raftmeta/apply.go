@@ -356,13 +356,18 @@ func (st *state) setNodeState(c *metapb.SetNodeState) error {
 // setTableProperties applies a property change. The proposer checked it
 // whole (AlterProperties); the state machine re-checks only that the table
 // exists and each key may change, so the catalog never holds a changed
-// key that only a newer build's proposer would allow.
+// key that only a newer build's proposer would allow. table.datalake.format
+// may be set once on a table that has none (node: featureLakeFormat).
 func (st *state) setTableProperties(c *metapb.SetTableProperties) error {
 	t, ok := st.tables[c.TableId]
 	if !ok {
 		return Named(ErrTableNotFound, "set properties: table id %d not found", c.TableId)
 	}
 	for _, k := range append(slices.Sorted(maps.Keys(c.Set)), c.Reset_...) {
+		_, setting := c.Set[k]
+		if k == PropLakeFormat && setting && t.Properties[k] == "" && !slices.Contains(c.Reset_, k) {
+			continue
+		}
 		if !MutableProperty(k) {
 			return fmt.Errorf("%w: table %s: property %q cannot change after the table is created", ErrInvalid, t.FullName(), k)
 		}

@@ -358,6 +358,17 @@ func TestFSMCommands(t *testing.T) {
 		{name: "set properties of an unknown table", cmd: func(testing.TB) *metapb.Command {
 			return cSetProps(77, map[string]string{"table.log.ttl": "2d"})
 		}, wantErr: ErrTableNotFound},
+		{name: "lake format set once", cmd: func(testing.TB) *metapb.Command {
+			return cSetProps(1, map[string]string{PropLakeFormat: "parquet"})
+		}, check: func(t *testing.T, f *FSM) {
+			if tb, _ := f.TableByID(1); tb.Properties[PropLakeFormat] != "parquet" {
+				t.Fatalf("properties %v after setting the lake format", tb.Properties)
+			}
+		}},
+		{name: "lake format fixed once set", cmd: func(testing.TB) *metapb.Command {
+			return cSetProps(1, map[string]string{PropLakeFormat: "iceberg"})
+		}, wantErr: ErrInvalid},
+		{name: "lake format not reset", cmd: func(testing.TB) *metapb.Command { return cSetProps(1, nil, PropLakeFormat) }, wantErr: ErrInvalid},
 		{name: "add existing column", cmd: func(testing.TB) *metapb.Command {
 			return cAddColumns(1, record.Column{Name: "id", Type: record.Type{Kind: record.KindString}, Nullable: true})
 		}, wantErr: ErrInvalid},

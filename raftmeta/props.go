@@ -39,15 +39,19 @@ func (t *Table) LogCompression() (record.Compression, int, error) {
 
 // Table properties AlterTable may change (MutableProperty).
 const (
-	PropLogTTL         = "table.log.ttl"
-	PropLocalSegments  = "table.log.tiered.local-segments"
-	PropLakeEnabled    = "table.datalake.enabled"
-	PropLakeFreshness  = "table.datalake.freshness"
+	PropLogTTL        = "table.log.ttl"
+	PropLocalSegments = "table.log.tiered.local-segments"
+	PropLakeEnabled   = "table.datalake.enabled"
+	PropLakeFreshness = "table.datalake.freshness"
+	// PropLakeFormat is fixed once set: the metadata leader sets it from
+	// its [tiering] lake_format when a table's lake is turned on without
+	// one (node: lakeFormatFor).
+	PropLakeFormat     = "table.datalake.format"
 	PropAutoPrecreate  = "table.auto-partition.num-precreate"
 	PropAutoRetention  = "table.auto-partition.num-retention"
 	PropReplication    = "table.replication.factor"
 	mutablePropsListed = PropLogTTL + ", " + PropLocalSegments + ", " + PropCompression + ", " + PropZstdLevel + ", " +
-		PropLakeEnabled + " (to true), " + PropLakeFreshness + ", " + PropAutoPrecreate + ", " + PropAutoRetention +
+		PropLakeEnabled + " (to true), " + PropLakeFreshness + ", " + PropLakeFormat + " (once, on a table without one), " + PropAutoPrecreate + ", " + PropAutoRetention +
 		", " + PropReplication + ", and keys outside table.* and fields.*"
 )
 
@@ -86,6 +90,9 @@ func AlterProperties(t *Table, set map[string]string, reset []string) (map[strin
 	for _, k := range append(slices.Sorted(maps.Keys(set)), reset...) {
 		if strings.TrimSpace(k) == "" {
 			return nil, fmt.Errorf("%w: alter table %s: empty property key", ErrInvalid, full)
+		}
+		if k == PropLakeFormat && t.Properties[PropLakeFormat] == "" && !slices.Contains(reset, k) {
+			continue // set once, on a table created before it had one
 		}
 		if !MutableProperty(k) {
 			return nil, fmt.Errorf("%w: alter table %s: property %q cannot change after the table is created (these can: %s)", ErrInvalid, full, k, mutablePropsListed)

@@ -321,8 +321,10 @@ func checkProperties(full string, s *record.Schema, t *Table) error {
 			err = boolProp(full, key, v)
 		case key == "table.datalake.freshness":
 			err = durationProp(full, key, v)
+		case key == PropLakeFormat:
+			err = oneOf(full, key, v, "iceberg", "parquet")
 		case strings.HasPrefix(key, "table.datalake."):
-			// table.datalake.format and friends: stored for the tiering service.
+			// Other table.datalake.* keys (Fluss's): stored, unused.
 		case strings.HasPrefix(key, "table.auto-partition."):
 			err = checkAutoPartition(full, t, key, v)
 		case strings.HasPrefix(key, "table."):

@@ -166,7 +166,7 @@ func TestBuildTableAccepts(t *testing.T) {
 				"fields.name.listagg-delimiter": ";", "fields.ok.agg": "bool_or", "fields.ts.agg": "max",
 				"fields.ver.agg":        "last_value_ignore_nulls",
 				"table.delete.behavior": "IGNORE", "table.changelog.image": "wal",
-				"table.datalake.enabled": "true", "table.datalake.freshness": "3min", "table.datalake.format": "paimon",
+				"table.datalake.enabled": "true", "table.datalake.freshness": "3min", "table.datalake.format": "iceberg",
 				"table.auto-partition.enabled": "true", "table.auto-partition.time-unit": "day",
 				"table.auto-partition.num-precreate": "2", "table.auto-partition.num-retention": "7",
 				"table.auto-partition.key": "dt",

@@ -221,6 +221,11 @@ func TestAlterTableProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(want, "team")
+	// A lake table created without a lake format takes one, once.
+	if err := e.c.SetTableProperties(ctx, "s.t", map[string]string{"table.datalake.format": "parquet"}); err != nil {
+		t.Fatalf("set the lake format of a table without one: %v", err)
+	}
+	want["table.datalake.format"] = "parquet"
 
 	for _, tc := range []struct {
 		name  string
@@ -236,6 +241,9 @@ func TestAlterTableProperties(t *testing.T) {
 		{"empty key", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"": "1"}}, connect.CodeInvalidArgument, "empty property key"},
 		{"lake off", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.datalake.enabled": "false"}}, connect.CodeInvalidArgument, "cannot be turned off"},
 		{"lake reset", &flussv1.AlterTableRequest{Table: "s.t", ResetProperties: []string{"table.datalake.enabled"}}, connect.CodeInvalidArgument, "cannot be turned off"},
+		{"lake format once set", &flussv1.AlterTableRequest{Table: "s.t", SetProperties: map[string]string{"table.datalake.format": "iceberg"}}, connect.CodeInvalidArgument, "cannot change after the table is created"},
+		{"lake format reset", &flussv1.AlterTableRequest{Table: "s.t", ResetProperties: []string{"table.datalake.format"}}, connect.CodeInvalidArgument, "cannot change after the table is created"},
+		{"lake format unknown", &flussv1.AlterTableRequest{Table: "s.pk", SetProperties: map[string]string{"table.datalake.format": "paimon"}}, connect.CodeInvalidArgument, "want one of iceberg, parquet"},
 		{"with a column", &flussv1.AlterTableRequest{Table: "s.t", AddColumns: []*flussv1.Column{{Name: "note", Type: "STRING"}},
 			SetProperties: map[string]string{"table.log.arrow.compression.zstd.level": "99"}}, connect.CodeInvalidArgument, "zstd.level"},
 		{"a bad column with properties", &flussv1.AlterTableRequest{Table: "s.t", AddColumns: []*flussv1.Column{{Name: "id", Type: "STRING"}},
