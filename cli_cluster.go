@@ -128,30 +128,39 @@ func clusterOpsCmds() []*cobra.Command {
 // (AdminService SetClusterConfig).
 func clusterConfigCmd() *cobra.Command {
 	var metaVoters int32
-	var grace time.Duration
+	var grace, ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "config [--meta-voters N] [--dead-node-grace D]",
-		Short: "Show or change cluster-wide settings (meta_voters, dead_node_grace)",
+		Use:   "config [--meta-voters N] [--dead-node-grace D] [--default-log-ttl D]",
+		Short: "Show or change cluster-wide settings (meta_voters, dead_node_grace, default_log_ttl)",
 		Long: "Show the cluster-wide settings, or change those given as flags. They are the cluster's,\n" +
-			"kept in its catalog: the meta_voters and [cluster] dead_node_grace of a node's config\n" +
-			"only set a new cluster's starting values.\n" +
+			"kept in its catalog: the meta_voters, [cluster] dead_node_grace and [storage]\n" +
+			"default_log_ttl of a node's config only set a new cluster's starting values.\n" +
 			"--meta-voters N: how many nodes vote in the metadata Raft group (1 to 9; 3 or 5 in\n" +
 			"production). The metadata leader promotes non-voters or demotes voters until the group\n" +
 			"has N voters or every active node votes.\n" +
 			"--dead-node-grace D: how long a node may be down before its replicas move to other\n" +
-			"nodes and it leaves the metadata group (1s to 720h, e.g. 10m).",
+			"nodes and it leaves the metadata group (1s to 720h, e.g. 10m).\n" +
+			"--default-log-ttl D: how long the log of a table without table.log.ttl keeps its rows\n" +
+			"(1s or more, e.g. 72h).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &flussv1.SetClusterConfigRequest{}
 			if cmd.Flags().Changed("meta-voters") {
 				req.MetaVoters = &metaVoters
 			}
-			if cmd.Flags().Changed("dead-node-grace") {
-				ms := grace.Milliseconds()
-				if time.Duration(ms)*time.Millisecond != grace {
-					return fmt.Errorf("--dead-node-grace %v: give whole milliseconds", grace)
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+				to   **int64
+			}{{"dead-node-grace", grace, &req.DeadNodeGraceMs}, {"default-log-ttl", ttl, &req.DefaultLogTtlMs}} {
+				if !cmd.Flags().Changed(d.flag) {
+					continue
 				}
-				req.DeadNodeGraceMs = &ms
+				ms := d.v.Milliseconds()
+				if time.Duration(ms)*time.Millisecond != d.v {
+					return fmt.Errorf("--%s %v: give whole milliseconds", d.flag, d.v)
+				}
+				*d.to = &ms
 			}
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
@@ -159,13 +168,14 @@ func clusterConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "meta_voters = %d\ndead_node_grace = %q\n", res.Msg.MetaVoters,
-				time.Duration(res.Msg.DeadNodeGraceMs)*time.Millisecond)
+			fmt.Fprintf(cmd.OutOrStdout(), "meta_voters = %d\ndead_node_grace = %q\ndefault_log_ttl = %q\n", res.Msg.MetaVoters,
+				time.Duration(res.Msg.DeadNodeGraceMs)*time.Millisecond, time.Duration(res.Msg.DefaultLogTtlMs)*time.Millisecond)
 			return nil
 		},
 	}
 	cmd.Flags().Int32Var(&metaVoters, "meta-voters", 0, "voters of the metadata Raft group, 1 to 9")
 	cmd.Flags().DurationVar(&grace, "dead-node-grace", 0, "how long a node may be down before its replicas move, 1s to 720h")
+	cmd.Flags().DurationVar(&ttl, "default-log-ttl", 0, "retention of tables without table.log.ttl, 1s or more")
 	return cmd
 }
 

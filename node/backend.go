@@ -366,8 +366,7 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 	// Diagnostics answer from whatever this node knows, caught up or not:
 	// `cluster status` must work while the metadata group has no quorum.
 	_ = n.awaitCatalog(ctx)
-	in := n.clusterConfig()
-	info := &rpc.ClusterInfo{ClusterID: n.meta.ClusterID(), Config: rpc.ClusterConfig{MetaVoters: in.MetaVoters, DeadNodeGrace: in.DeadNodeGrace}}
+	info := &rpc.ClusterInfo{ClusterID: n.meta.ClusterID(), Config: n.clusterSettings()}
 	leaderID, _ := n.meta.Leader()
 	info.MetaLeader = leaderID
 	roles := map[raftmeta.NodeID]string{}

@@ -20,6 +20,10 @@ import (
 //   - cluster.dead_node_grace: how long the controller, on the metadata
 //     leader, waits before it moves a down node's replicas. A leader change
 //     would otherwise change the policy.
+//   - storage.default_log_ttl: the retention of tables without
+//     table.log.ttl. Every replica applies it to its own log: replicas
+//     configured differently would keep different amounts, and a change
+//     of bucket leader would move the log's start.
 //
 // A node's configured values are the cluster's starting values: the first
 // metadata leader whose cluster is at featureClusterConfig records those
@@ -41,12 +45,16 @@ func (n *Node) clusterConfig() raftmeta.ClusterConfig {
 	if c.DeadNodeGrace == 0 {
 		c.DeadNodeGrace = n.cfg.Cluster.DeadNodeGrace.Duration
 	}
+	if c.DefaultLogTTL == 0 {
+		c.DefaultLogTTL = n.cfg.Storage.DefaultLogTTL.Duration
+	}
 	return c
 }
 
 // configuredClusterConfig is this node's configured cluster settings.
 func (n *Node) configuredClusterConfig() raftmeta.ClusterConfig {
-	return raftmeta.ClusterConfig{MetaVoters: n.cfg.MetaVoters, DeadNodeGrace: n.cfg.Cluster.DeadNodeGrace.Duration}
+	return raftmeta.ClusterConfig{MetaVoters: n.cfg.MetaVoters, DeadNodeGrace: n.cfg.Cluster.DeadNodeGrace.Duration,
+		DefaultLogTTL: n.cfg.Storage.DefaultLogTTL.Duration}
 }
 
 // SetClusterConfig implements rpc.ClusterAdmin.
@@ -64,6 +72,12 @@ func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigCha
 		}
 		c.DeadNodeGrace = *change.DeadNodeGrace
 	}
+	if change.DefaultLogTTL != nil {
+		if err := raftmeta.ValidateDefaultLogTTL(*change.DefaultLogTTL); err != nil {
+			return rpc.ClusterConfig{}, err
+		}
+		c.DefaultLogTTL = *change.DefaultLogTTL
+	}
 	if c != (raftmeta.ClusterConfig{}) {
 		if err := n.requireFeature(featureClusterConfig, "changing cluster settings"); err != nil {
 			return rpc.ClusterConfig{}, err
@@ -75,8 +89,13 @@ func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigCha
 	} else if err := n.awaitCatalog(ctx); err != nil {
 		return rpc.ClusterConfig{}, err
 	}
+	return n.clusterSettings(), nil
+}
+
+// clusterSettings is clusterConfig as the rpc package has it.
+func (n *Node) clusterSettings() rpc.ClusterConfig {
 	in := n.clusterConfig()
-	return rpc.ClusterConfig{MetaVoters: in.MetaVoters, DeadNodeGrace: in.DeadNodeGrace}, nil
+	return rpc.ClusterConfig{MetaVoters: in.MetaVoters, DeadNodeGrace: in.DeadNodeGrace, DefaultLogTTL: in.DefaultLogTTL}
 }
 
 // setClusterConfig runs on the metadata leader.
@@ -87,7 +106,7 @@ func (n *Node) setClusterConfig(ctx context.Context, c *raftmeta.ClusterConfig) 
 	changed, err := n.meta.SetClusterConfig(ctx, *c, false)
 	if changed {
 		in := n.meta.ClusterConfig()
-		n.logger.Info("cluster settings changed", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace)
+		n.logger.Info("cluster settings changed", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace, "default_log_ttl", in.DefaultLogTTL)
 	}
 	return err
 }
@@ -97,7 +116,7 @@ func (n *Node) setClusterConfig(ctx context.Context, c *raftmeta.ClusterConfig) 
 // can read the command.
 func (n *Node) recordClusterConfig() {
 	have := n.meta.ClusterConfig()
-	if have.MetaVoters != 0 && have.DeadNodeGrace != 0 || !n.gossipStarted() || n.clusterFeatureLevel() < featureClusterConfig {
+	if have.MetaVoters != 0 && have.DeadNodeGrace != 0 && have.DefaultLogTTL != 0 || !n.gossipStarted() || n.clusterFeatureLevel() < featureClusterConfig {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -108,7 +127,7 @@ func (n *Node) recordClusterConfig() {
 		n.logger.Warn("record the cluster settings in the catalog", "err", err)
 	case changed:
 		in := n.meta.ClusterConfig()
-		n.logger.Info("cluster settings recorded in the catalog from this node's configuration", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace)
+		n.logger.Info("cluster settings recorded in the catalog from this node's configuration", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace, "default_log_ttl", in.DefaultLogTTL)
 	}
 }
 
@@ -124,5 +143,9 @@ func (n *Node) checkClusterConfig(warned *raftmeta.ClusterConfig) {
 	if d := have.DeadNodeGrace; d != 0 && d != mine.DeadNodeGrace && d != warned.DeadNodeGrace {
 		warned.DeadNodeGrace = d
 		n.logger.Warn(fmt.Sprintf("cluster.dead_node_grace is %v in this node's configuration but %v for the cluster; the cluster's counts (change it with `fluss-node cluster config --dead-node-grace D`)", mine.DeadNodeGrace, d))
+	}
+	if d := have.DefaultLogTTL; d != 0 && d != mine.DefaultLogTTL && d != warned.DefaultLogTTL {
+		warned.DefaultLogTTL = d
+		n.logger.Warn(fmt.Sprintf("storage.default_log_ttl is %v in this node's configuration but %v for the cluster; the cluster's counts (change it with `fluss-node cluster config --default-log-ttl D`)", mine.DefaultLogTTL, d))
 	}
 }

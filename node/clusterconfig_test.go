@@ -35,7 +35,7 @@ func TestClusterConfigHeldByTheCluster(t *testing.T) {
 	defer cancel()
 	waitFor(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
-			if n.meta.ClusterConfig() != (raftmeta.ClusterConfig{MetaVoters: 2, DeadNodeGrace: 2 * time.Second}) {
+			if n.meta.ClusterConfig() != (raftmeta.ClusterConfig{MetaVoters: 2, DeadNodeGrace: 2 * time.Second, DefaultLogTTL: 7 * 24 * time.Hour}) {
 				return false
 			}
 		}
@@ -116,6 +116,21 @@ func TestClusterConfigHeldByTheCluster(t *testing.T) {
 	}
 	setGrace(time.Second)
 	waitFor(t, 20*time.Second, func() bool { return nodeState(nodes[1], 3) == raftmeta.NodeLeft })
+
+	// The retention of a table without table.log.ttl is the cluster's on
+	// every replica, whatever the nodes are configured with.
+	tableID := createTWith(t, ctx, retryClient(nodes[1]), 1, 3)
+	ms := time.Hour.Milliseconds()
+	if res, err := c.SetClusterConfig(ctx, connect.NewRequest(&flussv1.SetClusterConfigRequest{DefaultLogTtlMs: &ms})); err != nil || res.Msg.DefaultLogTtlMs != ms {
+		t.Fatalf("SetClusterConfig(default_log_ttl 1h) = %v, %v", res, err)
+	}
+	for _, n := range []*Node{nodes[0], nodes[1], nodes[3]} {
+		waitFor(t, 10*time.Second, func() bool { return n.tableTTL(tableID) == time.Hour })
+	}
+	short := int64(999)
+	if _, err := c.SetClusterConfig(ctx, connect.NewRequest(&flussv1.SetClusterConfigRequest{DefaultLogTtlMs: &short})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("SetClusterConfig(defaultLogTtlMs 999) = %v, want invalid_argument", err)
+	}
 }
 
 // TestClusterConfigNeedsTheFeatureLevel: beside a binary that cannot read the

@@ -202,7 +202,9 @@ type StorageConfig struct {
 	SegmentMaxAge Duration `toml:"segment_max_age"`
 	// RetentionCheckInterval is how often table.log.ttl is enforced. Default 5m.
 	RetentionCheckInterval Duration `toml:"retention_check_interval"`
-	// DefaultLogTTL applies to tables without table.log.ttl. Default 168h (7 days, as Fluss).
+	// DefaultLogTTL applies to tables without table.log.ttl, 1s or more.
+	// It is the cluster's starting value: the catalog's counts once set
+	// (clusterconfig.go). Default 168h (7 days, as Fluss).
 	DefaultLogTTL Duration `toml:"default_log_ttl"`
 	// MinFreeBytes: while the data directory's filesystem has less than
 	// this available, bucket leaders refuse new writes (resource_exhausted)
@@ -401,6 +403,8 @@ func (c *Config) Validate() error {
 	}
 	if c.Storage.SegmentMaxAge.Duration <= 0 || c.Storage.RetentionCheckInterval.Duration <= 0 || c.Storage.DefaultLogTTL.Duration <= 0 {
 		errs = append(errs, errors.New("storage durations must be > 0"))
+	} else if d := c.Storage.DefaultLogTTL.Duration; d < raftmeta.MinDefaultLogTTL {
+		errs = append(errs, fmt.Errorf("storage.default_log_ttl must be at least %v, got %v", raftmeta.MinDefaultLogTTL, d))
 	}
 	if c.Storage.MinFreeBytes < 0 {
 		errs = append(errs, fmt.Errorf("storage.min_free_bytes must be >= 0 (0: no check), got %d", c.Storage.MinFreeBytes))

@@ -421,7 +421,7 @@ func (n *Node) openReplicas() map[raftmeta.BucketID]*replica.Replica {
 	return maps.Clone(n.replicas)
 }
 
-// tableTTL is the table's table.log.ttl, or storage.default_log_ttl.
+// tableTTL is the table's table.log.ttl, or the cluster's default_log_ttl.
 func (n *Node) tableTTL(tableID int64) time.Duration {
 	if t, err := n.meta.TableByID(tableID); err == nil {
 		if v, ok := t.Properties["table.log.ttl"]; ok {
@@ -430,7 +430,7 @@ func (n *Node) tableTTL(tableID int64) time.Duration {
 			}
 		}
 	}
-	return n.cfg.Storage.DefaultLogTTL.Duration
+	return n.clusterConfig().DefaultLogTTL
 }
 
 // preferredServer is the raft server id of bucket id's preferred leader:

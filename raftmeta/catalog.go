@@ -161,6 +161,9 @@ type ClusterConfig struct {
 	// moves its replicas and takes it out of the metadata group
 	// (millisecond precision).
 	DeadNodeGrace time.Duration
+	// DefaultLogTTL is the retention of tables without table.log.ttl
+	// (millisecond precision).
+	DefaultLogTTL time.Duration
 }
 
 // Node is a cluster member as recorded in the catalog.

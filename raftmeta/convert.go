@@ -122,11 +122,21 @@ func commandAssignments(cmd *metapb.Command) []*metapb.Assignment {
 }
 
 func clusterConfigToPB(c ClusterConfig) *metapb.ClusterConfig {
-	return &metapb.ClusterConfig{MetaVoters: int32(c.MetaVoters), DeadNodeGraceMs: c.DeadNodeGrace.Milliseconds()}
+	return &metapb.ClusterConfig{MetaVoters: int32(c.MetaVoters), DeadNodeGraceMs: c.DeadNodeGrace.Milliseconds(), DefaultLogTtlMs: c.DefaultLogTTL.Milliseconds()}
 }
 
 func clusterConfigFromPB(p *metapb.ClusterConfig) ClusterConfig {
-	return ClusterConfig{MetaVoters: int(p.GetMetaVoters()), DeadNodeGrace: time.Duration(p.GetDeadNodeGraceMs()) * time.Millisecond}
+	return ClusterConfig{MetaVoters: int(p.GetMetaVoters()), DeadNodeGrace: DurationFromMillis(p.GetDeadNodeGraceMs()), DefaultLogTTL: DurationFromMillis(p.GetDefaultLogTtlMs())}
+}
+
+// DurationFromMillis is ms milliseconds; one that overflows a Duration is -1 ns,
+// which validation refuses.
+func DurationFromMillis(ms int64) time.Duration {
+	d := time.Duration(ms) * time.Millisecond
+	if d/time.Millisecond != time.Duration(ms) {
+		return -1
+	}
+	return d
 }
 
 func schemaToPB(s *record.Schema) *metapb.Schema {

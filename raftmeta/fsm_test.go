@@ -406,6 +406,14 @@ func TestFSMCommands(t *testing.T) {
 		{name: "too many meta voters", cmd: func(testing.TB) *metapb.Command {
 			return cClusterConfig(ClusterConfig{MetaVoters: MaxMetaVoters + 1, DeadNodeGrace: time.Hour}, false)
 		}, wantErr: ErrInvalid},
+		{name: "default log ttl set", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{DefaultLogTTL: 72 * time.Hour}, false)
+		}, check: func(t *testing.T, f *FSM) {
+			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute, DefaultLogTTL: 72 * time.Hour})
+		}},
+		{name: "default log ttl too short", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{DefaultLogTTL: time.Millisecond}, false)
+		}, wantErr: ErrInvalid},
 		{name: "negative meta voters", cmd: func(testing.TB) *metapb.Command { return cClusterConfig(ClusterConfig{MetaVoters: -1}, true) }, wantErr: ErrInvalid},
 		{name: "grace too short", cmd: func(testing.TB) *metapb.Command {
 			return cClusterConfig(ClusterConfig{MetaVoters: 7, DeadNodeGrace: time.Millisecond}, false)
@@ -413,7 +421,7 @@ func TestFSMCommands(t *testing.T) {
 		{name: "grace too long", cmd: func(testing.TB) *metapb.Command {
 			return cClusterConfig(ClusterConfig{DeadNodeGrace: MaxDeadNodeGrace + time.Millisecond}, false)
 		}, wantErr: ErrInvalid, check: func(t *testing.T, f *FSM) {
-			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute})
+			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute, DefaultLogTTL: 72 * time.Hour})
 		}},
 		{name: "drop non-empty db", cmd: func(testing.TB) *metapb.Command { return cDropDB("shop", false, false) }, wantErr: ErrDatabaseNotEmpty},
 		{name: "drop table", cmd: func(testing.TB) *metapb.Command { return cDropTable("shop", "orders", false) },
@@ -597,7 +605,8 @@ func randomCommand(t testing.TB, r *rand.Rand) *metapb.Command {
 	tb := tables[r.IntN(len(tables))]
 	switch r.IntN(13) {
 	case 12:
-		return cClusterConfig(ClusterConfig{MetaVoters: r.IntN(MaxMetaVoters + 2), DeadNodeGrace: time.Duration(r.IntN(3)) * time.Minute}, r.IntN(2) == 0)
+		return cClusterConfig(ClusterConfig{MetaVoters: r.IntN(MaxMetaVoters + 2), DeadNodeGrace: time.Duration(r.IntN(3)) * time.Minute,
+			DefaultLogTTL: time.Duration(r.IntN(3)) * time.Hour}, r.IntN(2) == 0)
 	case 11:
 		return cAddColumns(int64(1+r.IntN(8)), record.Column{Name: fmt.Sprintf("c%d", r.IntN(6)), Type: record.Type{Kind: record.KindInt}, Nullable: r.IntN(4) != 0})
 	case 0, 1:

@@ -26,6 +26,7 @@ const (
 	MaxMetaVoters    = 9
 	MinDeadNodeGrace = time.Second
 	MaxDeadNodeGrace = 30 * 24 * time.Hour
+	MinDefaultLogTTL = time.Second
 )
 
 // ValidateMetaVoters checks a target number of metadata voters.
@@ -44,6 +45,14 @@ func ValidateDeadNodeGrace(d time.Duration) error {
 	return nil
 }
 
+// ValidateDefaultLogTTL checks a default log retention.
+func ValidateDefaultLogTTL(d time.Duration) error {
+	if d < MinDefaultLogTTL {
+		return fmt.Errorf("%w: default_log_ttl must be at least %v, got %v", ErrInvalid, MinDefaultLogTTL, d)
+	}
+	return nil
+}
+
 // Validate checks the fields of c that are set.
 func (c ClusterConfig) Validate() error {
 	if c.MetaVoters != 0 {
@@ -52,7 +61,12 @@ func (c ClusterConfig) Validate() error {
 		}
 	}
 	if c.DeadNodeGrace != 0 {
-		return ValidateDeadNodeGrace(c.DeadNodeGrace)
+		if err := ValidateDeadNodeGrace(c.DeadNodeGrace); err != nil {
+			return err
+		}
+	}
+	if c.DefaultLogTTL != 0 {
+		return ValidateDefaultLogTTL(c.DefaultLogTTL)
 	}
 	return nil
 }
@@ -65,6 +79,9 @@ func (c ClusterConfig) merge(change ClusterConfig, onlyIfUnset bool) ClusterConf
 	}
 	if change.DeadNodeGrace != 0 && (!onlyIfUnset || c.DeadNodeGrace == 0) {
 		c.DeadNodeGrace = change.DeadNodeGrace
+	}
+	if change.DefaultLogTTL != 0 && (!onlyIfUnset || c.DefaultLogTTL == 0) {
+		c.DefaultLogTTL = change.DefaultLogTTL
 	}
 	return c
 }

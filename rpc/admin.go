@@ -365,7 +365,8 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 		return nil, fmt.Errorf("describe cluster: %w", err)
 	}
 	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader),
-		MetaVoters: int32(ci.Config.MetaVoters), DeadNodeGraceMs: ci.Config.DeadNodeGrace.Milliseconds()}
+		MetaVoters: int32(ci.Config.MetaVoters), DeadNodeGraceMs: ci.Config.DeadNodeGrace.Milliseconds(),
+		DefaultLogTtlMs: ci.Config.DefaultLogTTL.Milliseconds()}
 	for _, n := range ci.Nodes {
 		ni := &flussv1.NodeInfo{
 			Id: int32(n.ID), ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr,
@@ -447,20 +448,29 @@ func (s *service) SetClusterConfig(ctx context.Context, req *connect.Request[flu
 		}
 		change.MetaVoters = &v
 	}
-	if req.Msg.DeadNodeGraceMs != nil {
-		ms := req.Msg.GetDeadNodeGraceMs()
-		d := time.Duration(ms) * time.Millisecond
-		if d/time.Millisecond != time.Duration(ms) { // overflowed
-			d = -1
-		}
-		if err := raftmeta.ValidateDeadNodeGrace(d); err != nil {
-			return nil, fmt.Errorf("%w (deadNodeGraceMs %d)", err, ms)
-		}
-		change.DeadNodeGrace = &d
+	if change.DeadNodeGrace, err = millisField(req.Msg.DeadNodeGraceMs, "deadNodeGraceMs", raftmeta.ValidateDeadNodeGrace); err != nil {
+		return nil, err
+	}
+	if change.DefaultLogTTL, err = millisField(req.Msg.DefaultLogTtlMs, "defaultLogTtlMs", raftmeta.ValidateDefaultLogTTL); err != nil {
+		return nil, err
 	}
 	cfg, err := ca.SetClusterConfig(ctx, change)
 	if err != nil {
 		return nil, adminError(fmt.Errorf("set cluster config: %w", err))
 	}
-	return connect.NewResponse(&flussv1.SetClusterConfigResponse{MetaVoters: int32(cfg.MetaVoters), DeadNodeGraceMs: cfg.DeadNodeGrace.Milliseconds()}), nil
+	return connect.NewResponse(&flussv1.SetClusterConfigResponse{MetaVoters: int32(cfg.MetaVoters),
+		DeadNodeGraceMs: cfg.DeadNodeGrace.Milliseconds(), DefaultLogTtlMs: cfg.DefaultLogTTL.Milliseconds()}), nil
+}
+
+// millisField is the duration of an optional milliseconds field named
+// name (nil when absent), checked by validate.
+func millisField(ms *int64, name string, validate func(time.Duration) error) (*time.Duration, error) {
+	if ms == nil {
+		return nil, nil
+	}
+	d := raftmeta.DurationFromMillis(*ms)
+	if err := validate(d); err != nil {
+		return nil, fmt.Errorf("%w (%s %d)", err, name, *ms)
+	}
+	return &d, nil
 }

@@ -46,12 +46,15 @@ type ClusterConfig struct {
 	// DeadNodeGrace is how long a node may be down before its replicas
 	// move to other nodes.
 	DeadNodeGrace time.Duration
+	// DefaultLogTTL is the retention of tables without table.log.ttl.
+	DefaultLogTTL time.Duration
 }
 
 // ClusterConfigChange names the settings SetClusterConfig changes.
 type ClusterConfigChange struct {
 	MetaVoters    *int
 	DeadNodeGrace *time.Duration
+	DefaultLogTTL *time.Duration
 }
 
 // clusterAdmin returns the backend's ClusterAdmin, or an Unimplemented error.

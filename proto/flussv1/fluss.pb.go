@@ -2062,6 +2062,7 @@ type DescribeClusterResponse struct {
 	// The cluster-wide settings (SetClusterConfig).
 	MetaVoters      int32 `protobuf:"varint,4,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
 	DeadNodeGraceMs int64 `protobuf:"varint,5,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
+	DefaultLogTtlMs int64 `protobuf:"varint,6,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2127,6 +2128,13 @@ func (x *DescribeClusterResponse) GetMetaVoters() int32 {
 func (x *DescribeClusterResponse) GetDeadNodeGraceMs() int64 {
 	if x != nil {
 		return x.DeadNodeGraceMs
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetDefaultLogTtlMs() int64 {
+	if x != nil {
+		return x.DefaultLogTtlMs
 	}
 	return 0
 }
@@ -2463,6 +2471,9 @@ type SetClusterConfigRequest struct {
 	// left) before the metadata leader moves its replicas to other nodes and
 	// takes it out of the metadata group; 1 s to 30 days.
 	DeadNodeGraceMs *int64 `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3,oneof" json:"dead_node_grace_ms,omitempty"`
+	// default_log_ttl_ms: how long the log of a table without table.log.ttl
+	// keeps its rows (the same on every replica); 1 s or more.
+	DefaultLogTtlMs *int64 `protobuf:"varint,3,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3,oneof" json:"default_log_ttl_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2511,10 +2522,18 @@ func (x *SetClusterConfigRequest) GetDeadNodeGraceMs() int64 {
 	return 0
 }
 
+func (x *SetClusterConfigRequest) GetDefaultLogTtlMs() int64 {
+	if x != nil && x.DefaultLogTtlMs != nil {
+		return *x.DefaultLogTtlMs
+	}
+	return 0
+}
+
 type SetClusterConfigResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MetaVoters      int32                  `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
 	DeadNodeGraceMs int64                  `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
+	DefaultLogTtlMs int64                  `protobuf:"varint,3,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2559,6 +2578,13 @@ func (x *SetClusterConfigResponse) GetMetaVoters() int32 {
 func (x *SetClusterConfigResponse) GetDeadNodeGraceMs() int64 {
 	if x != nil {
 		return x.DeadNodeGraceMs
+	}
+	return 0
+}
+
+func (x *SetClusterConfigResponse) GetDefaultLogTtlMs() int64 {
+	if x != nil {
+		return x.DefaultLogTtlMs
 	}
 	return 0
 }
@@ -4011,7 +4037,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x10offline_replicas\x18\n" +
 	" \x01(\x05H\x01R\x0fofflineReplicas\x88\x01\x01B\x13\n" +
 	"\x11_under_replicatedB\x13\n" +
-	"\x11_offline_replicas\"\xd1\x01\n" +
+	"\x11_offline_replicas\"\xfe\x01\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
@@ -4020,7 +4046,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.fluss.v1.NodeInfoR\x05nodes\x12\x1f\n" +
 	"\vmeta_voters\x18\x04 \x01(\x05R\n" +
 	"metaVoters\x12+\n" +
-	"\x12dead_node_grace_ms\x18\x05 \x01(\x03R\x0fdeadNodeGraceMs\"+\n" +
+	"\x12dead_node_grace_ms\x18\x05 \x01(\x03R\x0fdeadNodeGraceMs\x12+\n" +
+	"\x12default_log_ttl_ms\x18\x06 \x01(\x03R\x0fdefaultLogTtlMs\"+\n" +
 	"\x10DrainNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x13\n" +
 	"\x11DrainNodeResponse\"-\n" +
@@ -4032,17 +4059,20 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x18DecommissionNodeResponse\"\x12\n" +
 	"\x10RebalanceRequest\")\n" +
 	"\x11RebalanceResponse\x12\x14\n" +
-	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\x98\x01\n" +
+	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\xe1\x01\n" +
 	"\x17SetClusterConfigRequest\x12$\n" +
 	"\vmeta_voters\x18\x01 \x01(\x05H\x00R\n" +
 	"metaVoters\x88\x01\x01\x120\n" +
-	"\x12dead_node_grace_ms\x18\x02 \x01(\x03H\x01R\x0fdeadNodeGraceMs\x88\x01\x01B\x0e\n" +
+	"\x12dead_node_grace_ms\x18\x02 \x01(\x03H\x01R\x0fdeadNodeGraceMs\x88\x01\x01\x120\n" +
+	"\x12default_log_ttl_ms\x18\x03 \x01(\x03H\x02R\x0fdefaultLogTtlMs\x88\x01\x01B\x0e\n" +
 	"\f_meta_votersB\x15\n" +
-	"\x13_dead_node_grace_ms\"h\n" +
+	"\x13_dead_node_grace_msB\x15\n" +
+	"\x13_default_log_ttl_ms\"\x95\x01\n" +
 	"\x18SetClusterConfigResponse\x12\x1f\n" +
 	"\vmeta_voters\x18\x01 \x01(\x05R\n" +
 	"metaVoters\x12+\n" +
-	"\x12dead_node_grace_ms\x18\x02 \x01(\x03R\x0fdeadNodeGraceMs\"\xdf\x01\n" +
+	"\x12dead_node_grace_ms\x18\x02 \x01(\x03R\x0fdeadNodeGraceMs\x12+\n" +
+	"\x12default_log_ttl_ms\x18\x03 \x01(\x03R\x0fdefaultLogTtlMs\"\xdf\x01\n" +
 	"\rAppendRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x1b\n" +

@@ -151,7 +151,7 @@ type AdminServiceClient interface {
 	// (`cluster rebalance`); replicas move by add, catch up, remove.
 	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
 	// SetClusterConfig changes cluster-wide settings held in the catalog
-	// (`cluster config --meta-voters N --dead-node-grace D`); a field left out
+	// (`cluster config --meta-voters N --dead-node-grace D --default-log-ttl D`); a field left out
 	// keeps its value. It answers the settings in force afterwards.
 	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
 }
@@ -438,7 +438,7 @@ type AdminServiceHandler interface {
 	// (`cluster rebalance`); replicas move by add, catch up, remove.
 	Rebalance(context.Context, *connect.Request[flussv1.RebalanceRequest]) (*connect.Response[flussv1.RebalanceResponse], error)
 	// SetClusterConfig changes cluster-wide settings held in the catalog
-	// (`cluster config --meta-voters N --dead-node-grace D`); a field left out
+	// (`cluster config --meta-voters N --dead-node-grace D --default-log-ttl D`); a field left out
 	// keeps its value. It answers the settings in force afterwards.
 	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
 }
