@@ -366,7 +366,7 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 	// Diagnostics answer from whatever this node knows, caught up or not:
 	// `cluster status` must work while the metadata group has no quorum.
 	_ = n.awaitCatalog(ctx)
-	info := &rpc.ClusterInfo{ClusterID: n.meta.ClusterID(), Config: n.clusterSettings()}
+	info := &rpc.ClusterInfo{ClusterID: n.meta.ClusterID(), Config: n.clusterConfig()}
 	leaderID, _ := n.meta.Leader()
 	info.MetaLeader = leaderID
 	roles := map[raftmeta.NodeID]string{}

@@ -58,44 +58,38 @@ func (n *Node) configuredClusterConfig() raftmeta.ClusterConfig {
 }
 
 // SetClusterConfig implements rpc.ClusterAdmin.
-func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigChange) (rpc.ClusterConfig, error) {
+func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigChange) (raftmeta.ClusterConfig, error) {
 	var c raftmeta.ClusterConfig
 	if change.MetaVoters != nil {
 		if err := raftmeta.ValidateMetaVoters(*change.MetaVoters); err != nil {
-			return rpc.ClusterConfig{}, err
+			return raftmeta.ClusterConfig{}, err
 		}
 		c.MetaVoters = *change.MetaVoters
 	}
 	if change.DeadNodeGrace != nil {
 		if err := raftmeta.ValidateDeadNodeGrace(*change.DeadNodeGrace); err != nil {
-			return rpc.ClusterConfig{}, err
+			return raftmeta.ClusterConfig{}, err
 		}
 		c.DeadNodeGrace = *change.DeadNodeGrace
 	}
 	if change.DefaultLogTTL != nil {
 		if err := raftmeta.ValidateDefaultLogTTL(*change.DefaultLogTTL); err != nil {
-			return rpc.ClusterConfig{}, err
+			return raftmeta.ClusterConfig{}, err
 		}
 		c.DefaultLogTTL = *change.DefaultLogTTL
 	}
 	if c != (raftmeta.ClusterConfig{}) {
 		if err := n.requireFeature(featureClusterConfig, "changing cluster settings"); err != nil {
-			return rpc.ClusterConfig{}, err
+			return raftmeta.ClusterConfig{}, err
 		}
 		n.awaitMetaLeader(ctx)
 		if _, err := n.metaCall(ctx, &metaOp{Op: opSetClusterConfig, Config: &c}); err != nil {
-			return rpc.ClusterConfig{}, err
+			return raftmeta.ClusterConfig{}, err
 		}
 	} else if err := n.awaitCatalog(ctx); err != nil {
-		return rpc.ClusterConfig{}, err
+		return raftmeta.ClusterConfig{}, err
 	}
-	return n.clusterSettings(), nil
-}
-
-// clusterSettings is clusterConfig as the rpc package has it.
-func (n *Node) clusterSettings() rpc.ClusterConfig {
-	in := n.clusterConfig()
-	return rpc.ClusterConfig{MetaVoters: in.MetaVoters, DeadNodeGrace: in.DeadNodeGrace, DefaultLogTTL: in.DefaultLogTTL}
+	return n.clusterConfig(), nil
 }
 
 // setClusterConfig runs on the metadata leader.

@@ -141,8 +141,8 @@ type ClusterInfo struct {
 	ClusterID  string
 	MetaLeader raftmeta.NodeID
 	Nodes      []NodeInfo
-	// Config is the cluster-wide settings.
-	Config ClusterConfig
+	// Config is the cluster-wide settings in force.
+	Config raftmeta.ClusterConfig
 }
 
 // NodeInfo is one member in DescribeCluster.

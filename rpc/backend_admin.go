@@ -36,18 +36,7 @@ type ClusterAdmin interface {
 	// SetClusterConfig changes the cluster-wide settings that change names
 	// (nil: kept) and returns the settings in force afterwards. Invalid
 	// values wrap raftmeta.ErrInvalid.
-	SetClusterConfig(ctx context.Context, change ClusterConfigChange) (ClusterConfig, error)
-}
-
-// ClusterConfig is the cluster-wide settings held in the catalog.
-type ClusterConfig struct {
-	// MetaVoters is how many nodes vote in the metadata Raft group.
-	MetaVoters int
-	// DeadNodeGrace is how long a node may be down before its replicas
-	// move to other nodes.
-	DeadNodeGrace time.Duration
-	// DefaultLogTTL is the retention of tables without table.log.ttl.
-	DefaultLogTTL time.Duration
+	SetClusterConfig(ctx context.Context, change ClusterConfigChange) (raftmeta.ClusterConfig, error)
 }
 
 // ClusterConfigChange names the settings SetClusterConfig changes.
