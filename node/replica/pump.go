@@ -41,19 +41,21 @@ import (
 //     groups it follows: when the node of a group's leader does not answer
 //     the node's pings (Liveness: about a HeartbeatTimeout), the group's first
 //     surviving voter in a per-group order (its preferred leader first, see
-//     rank) stands for election at once
-//     (campaign: raft's TimeoutNow, as a leadership transfer starts one, so
-//     the other voters vote though they still know the dead leader), the
-//     next one a tick later if there is still no leader (the first one's log
-//     was behind), and so on; but only when a quorum of the group's voters
-//     lost the leader's node too (quorumLost: a node cut off from the
-//     leader's alone leaves it be). A replica that knows no leader (its
-//     group was just created, or it restarted) stands the same way, but
-//     only after a pre-vote round finds a quorum of voters that know no
-//     leader either (preVote), so a healthy leader it has not heard from
-//     yet stays. So
-//     failover takes about one configured HeartbeatTimeout, as before, at a
-//     fraction of the idle work.
+//     rank) stands for election at once (campaign: raft's TimeoutNow, as a
+//     leadership transfer starts one, so the other voters vote though they
+//     still know the dead leader); the next one stands a tick after the
+//     first one raised the term if there is still no leader (the first
+//     one's log was behind), or a heartbeat timeout per earlier rank when
+//     it saw none stand (two that stand in one term split the vote, and
+//     raft's candidates retry only after their raised election timeout);
+//     but only when a quorum of the group's voters lost the leader's node
+//     too (quorumLost: a node cut off from the leader's alone leaves it
+//     be). A replica that knows no leader (its group was just created, or
+//     it restarted) stands the same way, but only after a pre-vote round
+//     finds a quorum of voters that know no leader either (preVote), so a
+//     healthy leader it has not heard from yet stays. So failover takes
+//     about one configured HeartbeatTimeout, as before, at a fraction of
+//     the idle work.
 //
 // Terms and the log check still decide every election, so a wrong liveness
 // view can only move leadership, never lose or duplicate a write.
@@ -133,6 +135,7 @@ type pumpGroup struct {
 	leader  raft.ServerAddress // the dead leader suspected, "" if none
 	suspect time.Time          // since when
 	term    uint64             // the term then
+	stood   bool               // the term moved since: another replica stood
 	tried   time.Time          // last campaign asked for
 
 	out map[raft.ServerID]*atomic.Bool // per other voter: a pumped heartbeat is unanswered
@@ -339,19 +342,30 @@ func (p *HeartbeatPump) watch(g *pumpGroup, now time.Time) raft.ServerAddress {
 	}
 	term := g.r.raft.CurrentTerm()
 	if g.leader != addr || g.suspect.IsZero() || term != g.term {
+		g.stood = !g.suspect.IsZero() && g.leader == addr && term != g.term
 		g.leader, g.suspect, g.term = addr, now, term
 	}
 	if now.Sub(g.tried) < 2*hb || g.busy.Load() {
 		return addr
 	}
-	// A later rank waits a tick per earlier one (an election takes a round
-	// trip: long enough for an earlier one to win, short enough not to
-	// matter when its log was behind and it lost), counted again from each
-	// new term: when the term moved, a replica ranked before this one
-	// stands, and it gets the same ticks to win and be heard from (standing
-	// at once could unseat it just after it won).
+	// A later rank waits for the earlier ones, which must not stand at the
+	// same moment: two replicas that stand in the same term each vote for
+	// themselves, neither wins, and raft's candidates wait out their
+	// (raised) election timeout, 10-20 heartbeat timeouts, before they try
+	// again. Each node finds the leader's node dead at its own moment
+	// (their pings and ticks differ by up to half a heartbeat timeout), so
+	// until an earlier rank is seen to stand a replica waits a whole
+	// heartbeat timeout per earlier rank. Once the term moved, one did: it
+	// gets a tick per rank to win and be heard from (long enough for an
+	// election's round trip, short enough not to matter when its log was
+	// behind and it lost; standing at once could unseat it just after it
+	// won), counted from the new term.
 	rank := p.rank(g.r, addr)
-	if rank < 0 || now.Sub(g.suspect) < time.Duration(rank)*hb/4 {
+	step := hb
+	if g.stood {
+		step = hb / 4
+	}
+	if rank < 0 || now.Sub(g.suspect) < time.Duration(rank)*step {
 		return addr
 	}
 	g.tried = now

@@ -249,6 +249,67 @@ func TestPumpFailsOverWhenLeaderNodeDies(t *testing.T) {
 	t.Logf("leader %d -> %d in %v", first, second, took)
 }
 
+// TestPumpLaterRankWaitsForTheEarlierOne: each node finds a dead leader's
+// node dead at its own moment. The replica ranked second, finding it first
+// by half a heartbeat timeout, must not stand before the first-ranked one
+// does: two replicas standing at once split the vote, and raft's
+// candidates retry only after their raised election timeout (the bucket
+// has no leader for 10-20 heartbeat timeouts). So the first-ranked replica
+// wins, in one election. Each replica runs on a pump of its own, with a
+// liveness view of its own.
+func TestPumpLaterRankWaitsForTheEarlierOne(t *testing.T) {
+	hb := 2 * pumpTuning().HeartbeatTimeout // a margin for the skew below on a loaded machine
+	views := map[raft.ServerID]*fakeLiveness{}
+	pumps := map[raft.ServerID]*HeartbeatPump{}
+	c := newTestClusterWith(t, 3, func(cfg *Config) {
+		// Each view answers LostBy from itself: the other nodes "lost"
+		// the leader's node as soon as this one finds it dead, as they do
+		// when they have not heard from it for half a timeout.
+		if pumps[cfg.LocalID] == nil {
+			views[cfg.LocalID] = &fakeLiveness{}
+			pumps[cfg.LocalID] = NewHeartbeatPump(PumpConfig{HeartbeatTimeout: hb, Liveness: views[cfg.LocalID]})
+		}
+		cfg.Pump = pumps[cfg.LocalID]
+		cfg.Raft = pumpTuning()
+		cfg.Raft.HeartbeatTimeout, cfg.Raft.ElectionTimeout, cfg.Raft.LeaderLeaseTimeout = hb, hb, hb
+	})
+	defer func() {
+		c.closeAll()
+		for _, p := range pumps {
+			p.Close()
+		}
+	}()
+	c.waitLeader(t, -1)
+	leader := c.waitFollowed(t)
+	term := c.reps[leader].raft.CurrentTerm()
+	dead := c.addrs[leader]
+	ranked := map[int]int{} // rank: replica
+	for i, r := range c.reps {
+		if i != leader {
+			ranked[r.cfg.Pump.rank(r, dead)] = i
+		}
+	}
+	first, second := ranked[0], ranked[1]
+	if len(ranked) != 2 || first == second {
+		t.Fatalf("ranks after leader %d: %v, want replicas at ranks 0 and 1", leader, ranked)
+	}
+
+	c.closeReplica(leader)
+	views[c.layout[second].ID].kill(dead)
+	time.Sleep(hb / 2)
+	views[c.layout[first].ID].kill(dead)
+	got, took := c.waitLeader(t, leader)
+	if got != first {
+		t.Fatalf("replica %d (rank 1) leads after the failover, want replica %d (rank 0): the later rank stood first", got, first)
+	}
+	if now := c.reps[got].raft.CurrentTerm(); now != term+1 {
+		t.Fatalf("new leader in term %d, want %d: more than one election", now, term+1)
+	}
+	if took >= BackstopScale*hb {
+		t.Fatalf("new leader after %v: raft's own timer (%v or later), not the pump, elected it", took, BackstopScale*hb)
+	}
+}
+
 // TestPumpRanksVotersAlike: the replicas that may replace a leader agree on
 // their order (distinct ranks 0..n-2), the dead leader and dead nodes have
 // none, and the order differs between groups so leadership spreads.
