@@ -526,8 +526,9 @@ that it has not open (OFFLINE: failing to open, see its log, or opening).
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "cluster %s, metadata leader: node %d, meta_voters: %d, dead_node_grace: %v, default_log_ttl: %v\n", c.ClusterId, c.MetaLeader, c.MetaVoters,
-				time.Duration(c.DeadNodeGraceMs)*time.Millisecond, time.Duration(c.DefaultLogTtlMs)*time.Millisecond)
+			fmt.Fprintf(w, "cluster %s, metadata leader: node %d, meta_voters: %d, dead_node_grace: %v, default_log_ttl: %v, lake_snapshot_retention: %v\n",
+				c.ClusterId, c.MetaLeader, c.MetaVoters, time.Duration(c.DeadNodeGraceMs)*time.Millisecond, time.Duration(c.DefaultLogTtlMs)*time.Millisecond,
+				time.Duration(c.LakeSnapshotRetentionMs)*time.Millisecond)
 			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tSTATE\tMETA\tREPLICAS\tLEADERS\tUNDER-REPLICATED\tOFFLINE\tCLIENT\tPEER\tVERSION")
 			var under, offline int32

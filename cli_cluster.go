@@ -128,20 +128,23 @@ func clusterOpsCmds() []*cobra.Command {
 // (AdminService SetClusterConfig).
 func clusterConfigCmd() *cobra.Command {
 	var metaVoters int32
-	var grace, ttl time.Duration
+	var grace, ttl, lakeRetention time.Duration
 	cmd := &cobra.Command{
-		Use:   "config [--meta-voters N] [--dead-node-grace D] [--default-log-ttl D]",
-		Short: "Show or change cluster-wide settings (meta_voters, dead_node_grace, default_log_ttl)",
+		Use:   "config [--meta-voters N] [--dead-node-grace D] [--default-log-ttl D] [--lake-snapshot-retention D]",
+		Short: "Show or change cluster-wide settings (meta_voters, dead_node_grace, default_log_ttl, lake_snapshot_retention)",
 		Long: "Show the cluster-wide settings, or change those given as flags. They are the cluster's,\n" +
-			"kept in its catalog: the meta_voters, [cluster] dead_node_grace and [storage]\n" +
-			"default_log_ttl of a node's config only set a new cluster's starting values.\n" +
+			"kept in its catalog: the meta_voters, [cluster] dead_node_grace, [storage]\n" +
+			"default_log_ttl and [tiering] lake_snapshot_retention of a node's config only set a\n" +
+			"new cluster's starting values.\n" +
 			"--meta-voters N: how many nodes vote in the metadata Raft group (1 to 9; 3 or 5 in\n" +
 			"production). The metadata leader promotes non-voters or demotes voters until the group\n" +
 			"has N voters or every active node votes.\n" +
 			"--dead-node-grace D: how long a node may be down before its replicas move to other\n" +
 			"nodes and it leaves the metadata group (1s to 720h, e.g. 10m).\n" +
 			"--default-log-ttl D: how long the log of a table without table.log.ttl keeps its rows\n" +
-			"(1s or more, e.g. 72h).",
+			"(1s or more, e.g. 72h).\n" +
+			"--lake-snapshot-retention D: how long an Iceberg snapshot of a lake table stays after a\n" +
+			"newer one replaced it, with the files only it holds (1ms or more, e.g. 24h).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &flussv1.SetClusterConfigRequest{}
@@ -152,7 +155,8 @@ func clusterConfigCmd() *cobra.Command {
 				flag string
 				v    time.Duration
 				to   **int64
-			}{{"dead-node-grace", grace, &req.DeadNodeGraceMs}, {"default-log-ttl", ttl, &req.DefaultLogTtlMs}} {
+			}{{"dead-node-grace", grace, &req.DeadNodeGraceMs}, {"default-log-ttl", ttl, &req.DefaultLogTtlMs},
+				{"lake-snapshot-retention", lakeRetention, &req.LakeSnapshotRetentionMs}} {
 				if !cmd.Flags().Changed(d.flag) {
 					continue
 				}
@@ -168,14 +172,16 @@ func clusterConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "meta_voters = %d\ndead_node_grace = %q\ndefault_log_ttl = %q\n", res.Msg.MetaVoters,
-				time.Duration(res.Msg.DeadNodeGraceMs)*time.Millisecond, time.Duration(res.Msg.DefaultLogTtlMs)*time.Millisecond)
+			fmt.Fprintf(cmd.OutOrStdout(), "meta_voters = %d\ndead_node_grace = %q\ndefault_log_ttl = %q\nlake_snapshot_retention = %q\n", res.Msg.MetaVoters,
+				time.Duration(res.Msg.DeadNodeGraceMs)*time.Millisecond, time.Duration(res.Msg.DefaultLogTtlMs)*time.Millisecond,
+				time.Duration(res.Msg.LakeSnapshotRetentionMs)*time.Millisecond)
 			return nil
 		},
 	}
 	cmd.Flags().Int32Var(&metaVoters, "meta-voters", 0, "voters of the metadata Raft group, 1 to 9")
 	cmd.Flags().DurationVar(&grace, "dead-node-grace", 0, "how long a node may be down before its replicas move, 1s to 720h")
 	cmd.Flags().DurationVar(&ttl, "default-log-ttl", 0, "retention of tables without table.log.ttl, 1s or more")
+	cmd.Flags().DurationVar(&lakeRetention, "lake-snapshot-retention", 0, "how long a replaced Iceberg snapshot stays, 1ms or more")
 	return cmd
 }
 

@@ -68,7 +68,7 @@ func TestClusterOpsCLI(t *testing.T) {
 		t.Errorf("rebalance of one node printed %q", r.stdout)
 	}
 
-	if out := mustCLI(t, addr, "", "cluster", "config").stdout; out != "meta_voters = 3\ndead_node_grace = \"5m0s\"\ndefault_log_ttl = \"168h0m0s\"\n" {
+	if out := mustCLI(t, addr, "", "cluster", "config").stdout; out != "meta_voters = 3\ndead_node_grace = \"5m0s\"\ndefault_log_ttl = \"168h0m0s\"\nlake_snapshot_retention = \"1h0m0s\"\n" {
 		t.Errorf("cluster config printed %q, want the defaults", out)
 	}
 	for _, args := range [][]string{
@@ -76,18 +76,19 @@ func TestClusterOpsCLI(t *testing.T) {
 		{"--meta-voters", "10", "meta_voters must be 1 to 9, got 10"},
 		{"--dead-node-grace", "500ms", "dead_node_grace must be 1s to 720h0m0s, got 500ms"},
 		{"--default-log-ttl", "0s", "default_log_ttl must be at least 1s, got 0s"},
+		{"--lake-snapshot-retention", "0s", "lake_snapshot_retention must be at least 1ms, got 0s"},
 	} {
 		if r := runCLI(t, addr, "", "cluster", "config", args[0], args[1]); r.code == 0 || !strings.Contains(r.stderr, "invalid_argument") || !strings.Contains(r.stderr, args[2]) {
 			t.Errorf("cluster config %s %s: exit %d, stderr %q", args[0], args[1], r.code, r.stderr)
 		}
 	}
-	if out := mustCLI(t, addr, "", "cluster", "config", "--meta-voters", "5", "--dead-node-grace", "10m", "--default-log-ttl", "72h").stdout; out != "meta_voters = 5\ndead_node_grace = \"10m0s\"\ndefault_log_ttl = \"72h0m0s\"\n" {
-		t.Errorf("cluster config --meta-voters 5 --dead-node-grace 10m --default-log-ttl 72h printed %q", out)
+	if out := mustCLI(t, addr, "", "cluster", "config", "--meta-voters", "5", "--dead-node-grace", "10m", "--default-log-ttl", "72h", "--lake-snapshot-retention", "24h").stdout; out != "meta_voters = 5\ndead_node_grace = \"10m0s\"\ndefault_log_ttl = \"72h0m0s\"\nlake_snapshot_retention = \"24h0m0s\"\n" {
+		t.Errorf("cluster config --meta-voters 5 --dead-node-grace 10m --default-log-ttl 72h --lake-snapshot-retention 24h printed %q", out)
 	}
 	p.stop(t)
 	p = startNode(t, dir, "--meta-voters", "3")
 	addr = p.addr
-	if s := status(); !strings.Contains(s, "meta_voters: 5, dead_node_grace: 10m0s, default_log_ttl: 72h0m0s") {
+	if s := status(); !strings.Contains(s, "meta_voters: 5, dead_node_grace: 10m0s, default_log_ttl: 72h0m0s, lake_snapshot_retention: 24h0m0s") {
 		t.Errorf("cluster status after a restart configured with meta_voters 3:\n%s", s)
 	}
 	waitFor(t, 10*time.Second, func() error {

@@ -24,6 +24,11 @@ import (
 //     table.log.ttl. Every replica applies it to its own log: replicas
 //     configured differently would keep different amounts, and a change
 //     of bucket leader would move the log's start.
+//   - tiering.lake_snapshot_retention: how long a replaced Iceberg snapshot
+//     of a lake table, and the files only it holds, stays. Every bucket
+//     leader expires its table's snapshots at each commit: a node with a
+//     shorter retention would delete files the snapshots another node
+//     keeps still name (time travel to them would fail).
 //
 // A node's configured values are the cluster's starting values: the first
 // metadata leader whose cluster is at featureClusterConfig records those
@@ -48,13 +53,16 @@ func (n *Node) clusterConfig() raftmeta.ClusterConfig {
 	if c.DefaultLogTTL == 0 {
 		c.DefaultLogTTL = n.cfg.Storage.DefaultLogTTL.Duration
 	}
+	if c.LakeSnapshotRetention == 0 {
+		c.LakeSnapshotRetention = n.cfg.Tiering.LakeSnapshotRetention.Duration
+	}
 	return c
 }
 
 // configuredClusterConfig is this node's configured cluster settings.
 func (n *Node) configuredClusterConfig() raftmeta.ClusterConfig {
 	return raftmeta.ClusterConfig{MetaVoters: n.cfg.MetaVoters, DeadNodeGrace: n.cfg.Cluster.DeadNodeGrace.Duration,
-		DefaultLogTTL: n.cfg.Storage.DefaultLogTTL.Duration}
+		DefaultLogTTL: n.cfg.Storage.DefaultLogTTL.Duration, LakeSnapshotRetention: n.cfg.Tiering.LakeSnapshotRetention.Duration}
 }
 
 // SetClusterConfig implements rpc.ClusterAdmin.
@@ -78,6 +86,12 @@ func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigCha
 		}
 		c.DefaultLogTTL = *change.DefaultLogTTL
 	}
+	if change.LakeSnapshotRetention != nil {
+		if err := raftmeta.ValidateLakeSnapshotRetention(*change.LakeSnapshotRetention); err != nil {
+			return raftmeta.ClusterConfig{}, err
+		}
+		c.LakeSnapshotRetention = *change.LakeSnapshotRetention
+	}
 	if c != (raftmeta.ClusterConfig{}) {
 		if err := n.requireFeature(featureClusterConfig, "changing cluster settings"); err != nil {
 			return raftmeta.ClusterConfig{}, err
@@ -100,7 +114,8 @@ func (n *Node) setClusterConfig(ctx context.Context, c *raftmeta.ClusterConfig) 
 	changed, err := n.meta.SetClusterConfig(ctx, *c, false)
 	if changed {
 		in := n.meta.ClusterConfig()
-		n.logger.Info("cluster settings changed", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace, "default_log_ttl", in.DefaultLogTTL)
+		n.logger.Info("cluster settings changed", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace, "default_log_ttl", in.DefaultLogTTL,
+			"lake_snapshot_retention", in.LakeSnapshotRetention)
 	}
 	return err
 }
@@ -110,7 +125,7 @@ func (n *Node) setClusterConfig(ctx context.Context, c *raftmeta.ClusterConfig) 
 // can read the command.
 func (n *Node) recordClusterConfig() {
 	have := n.meta.ClusterConfig()
-	if have.MetaVoters != 0 && have.DeadNodeGrace != 0 && have.DefaultLogTTL != 0 || !n.gossipStarted() || n.clusterFeatureLevel() < featureClusterConfig {
+	if have.MetaVoters != 0 && have.DeadNodeGrace != 0 && have.DefaultLogTTL != 0 && have.LakeSnapshotRetention != 0 || !n.gossipStarted() || n.clusterFeatureLevel() < featureClusterConfig {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -121,7 +136,8 @@ func (n *Node) recordClusterConfig() {
 		n.logger.Warn("record the cluster settings in the catalog", "err", err)
 	case changed:
 		in := n.meta.ClusterConfig()
-		n.logger.Info("cluster settings recorded in the catalog from this node's configuration", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace, "default_log_ttl", in.DefaultLogTTL)
+		n.logger.Info("cluster settings recorded in the catalog from this node's configuration", "meta_voters", in.MetaVoters, "dead_node_grace", in.DeadNodeGrace, "default_log_ttl", in.DefaultLogTTL,
+			"lake_snapshot_retention", in.LakeSnapshotRetention)
 	}
 }
 
@@ -134,12 +150,13 @@ func (n *Node) checkClusterConfig(warned *raftmeta.ClusterConfig) {
 		warned.MetaVoters = v
 		n.logger.Warn(fmt.Sprintf("meta_voters is %d in this node's configuration but %d for the cluster; the cluster's counts (change it with `fluss-node cluster config --meta-voters N`)", mine.MetaVoters, v))
 	}
-	if d := have.DeadNodeGrace; d != 0 && d != mine.DeadNodeGrace && d != warned.DeadNodeGrace {
-		warned.DeadNodeGrace = d
-		n.logger.Warn(fmt.Sprintf("cluster.dead_node_grace is %v in this node's configuration but %v for the cluster; the cluster's counts (change it with `fluss-node cluster config --dead-node-grace D`)", mine.DeadNodeGrace, d))
+	differs := func(key, flag string, have, mine time.Duration, warned *time.Duration) {
+		if have != 0 && have != mine && have != *warned {
+			*warned = have
+			n.logger.Warn(fmt.Sprintf("%s is %v in this node's configuration but %v for the cluster; the cluster's counts (change it with `fluss-node cluster config --%s D`)", key, mine, have, flag))
+		}
 	}
-	if d := have.DefaultLogTTL; d != 0 && d != mine.DefaultLogTTL && d != warned.DefaultLogTTL {
-		warned.DefaultLogTTL = d
-		n.logger.Warn(fmt.Sprintf("storage.default_log_ttl is %v in this node's configuration but %v for the cluster; the cluster's counts (change it with `fluss-node cluster config --default-log-ttl D`)", mine.DefaultLogTTL, d))
-	}
+	differs("cluster.dead_node_grace", "dead-node-grace", have.DeadNodeGrace, mine.DeadNodeGrace, &warned.DeadNodeGrace)
+	differs("storage.default_log_ttl", "default-log-ttl", have.DefaultLogTTL, mine.DefaultLogTTL, &warned.DefaultLogTTL)
+	differs("tiering.lake_snapshot_retention", "lake-snapshot-retention", have.LakeSnapshotRetention, mine.LakeSnapshotRetention, &warned.LakeSnapshotRetention)
 }

@@ -35,7 +35,7 @@ func TestClusterConfigHeldByTheCluster(t *testing.T) {
 	defer cancel()
 	waitFor(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
-			if n.meta.ClusterConfig() != (raftmeta.ClusterConfig{MetaVoters: 2, DeadNodeGrace: 2 * time.Second, DefaultLogTTL: 7 * 24 * time.Hour}) {
+			if n.meta.ClusterConfig() != (raftmeta.ClusterConfig{MetaVoters: 2, DeadNodeGrace: 2 * time.Second, DefaultLogTTL: 7 * 24 * time.Hour, LakeSnapshotRetention: time.Hour}) {
 				return false
 			}
 		}

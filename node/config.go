@@ -451,8 +451,8 @@ func (c *Config) Validate() error {
 	if c.Tiering.LakeFormat != "iceberg" && c.Tiering.LakeFormat != "parquet" {
 		errs = append(errs, fmt.Errorf("tiering: lake_format must be \"iceberg\" or \"parquet\", got %q", c.Tiering.LakeFormat))
 	}
-	if c.Tiering.LakeSnapshotRetention.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("tiering: need lake_snapshot_retention > 0, got %s", c.Tiering.LakeSnapshotRetention.Duration))
+	if d := c.Tiering.LakeSnapshotRetention.Duration; d < raftmeta.MinLakeSnapshotRetention {
+		errs = append(errs, fmt.Errorf("tiering.lake_snapshot_retention must be at least %v, got %v", raftmeta.MinLakeSnapshotRetention, d))
 	}
 	if _, err := c.Auth.build(); err != nil {
 		errs = append(errs, err)

@@ -68,6 +68,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no voters", "meta_voters = 0\n", "meta_voters must be 1 to 9, got 0"},
 		{"too many voters", "meta_voters = 10\n", "meta_voters must be 1 to 9, got 10"},
 		{"default log ttl too short", "[storage]\ndefault_log_ttl = \"10ms\"\n", "storage.default_log_ttl must be at least 1s, got 10ms"},
+		{"lake snapshot retention under a millisecond", "[tiering]\nlake_snapshot_retention = \"100us\"\n", "tiering.lake_snapshot_retention must be at least 1ms, got 100µs"},
 		{"grace too short", "[cluster]\ndead_node_grace = \"500ms\"\n", "cluster.dead_node_grace must be 1s to 720h0m0s, got 500ms"},
 		{"gossip key not base64", "gossip_key = \"%%%\"\n", "gossip_key is not base64"},
 		{"gossip key length", "gossip_key = \"c2hvcnQ=\"\n", "gossip_key decodes to 5 bytes"},

@@ -46,9 +46,9 @@ const (
 	// bucket.pkwrite a schema id, which an earlier binary reads as one
 	// version (it would apply a changelog batch with the wrong schema).
 	featurePKColumns uint32 = 7
-	// featureClusterConfig: the set_meta_voters metadata command (the
-	// metadata group's size held in the catalog), which an earlier binary
-	// cannot decode.
+	// featureClusterConfig: the set_cluster_config metadata command (the
+	// cluster-wide settings held in the catalog: node/clusterconfig.go),
+	// which an earlier binary cannot decode.
 	featureClusterConfig uint32 = 8
 	// featureLakeFormat: table.datalake.format set on an existing table
 	// (AlterTable turning its lake on, or naming the format of a table

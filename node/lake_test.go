@@ -28,6 +28,7 @@ import (
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/proto/flussv1"
 	"github.com/fluss-node/fluss-node/raftmeta"
+	"github.com/fluss-node/fluss-node/rpc"
 	"github.com/fluss-node/fluss-node/rpc/client"
 	"github.com/fluss-node/fluss-node/tiering"
 )
@@ -983,8 +984,12 @@ func TestLakeIceberg(t *testing.T) {
 	if _, deleted := pass(id, tbl, r); deleted != 0 {
 		t.Fatalf("deleted %d replaced files within the snapshot retention", deleted)
 	}
-	// Past the retention (and its margin) they go.
-	n.iceberg.Retention = time.Millisecond
+	// Past the retention (and its margin) they go: the cluster's, set
+	// through the admin call (the node's configuration says an hour).
+	retention := time.Millisecond
+	if got, err := n.SetClusterConfig(ctx, rpc.ClusterConfigChange{LakeSnapshotRetention: &retention}); err != nil || got.LakeSnapshotRetention != retention {
+		t.Fatalf("SetClusterConfig lake snapshot retention %v: %+v, %v", retention, got, err)
+	}
 	time.Sleep(5 * time.Millisecond)
 	pass(id, tbl, r)
 	if files := lakeFiles(); len(files) != 1 || files[0].NextOffset != int64(next) {

@@ -199,6 +199,9 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 	}
 	now := time.Now()
 	if ice := n.icebergFor(t); ice != nil && !n.icebergRefused(t.ID) {
+		// A cluster setting: with a retention of its own, a bucket leader
+		// would delete files the snapshots that others keep still name.
+		retention := n.clusterConfig().LakeSnapshotRetention
 		files, err := tiering.ListLake(n.lake, dir)
 		if err != nil {
 			return 0, err
@@ -218,7 +221,7 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 		if !n.settling.synced(dir, sum) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			res, err = ice.SyncBucket(ctx, icebergTableOf(t), dir, files)
+			res, err = ice.SyncBucket(ctx, icebergTableOf(t, retention), dir, files)
 		}
 		switch {
 		case errors.Is(err, tiering.ErrIcebergType):
@@ -233,7 +236,7 @@ func (n *Node) settleLake(id raftmeta.BucketID, t *raftmeta.Table, obsolete []ti
 			}
 			// Every obsolete file is out of the current snapshot now: the
 			// snapshots that held it are older than now.
-			keep := ice.Retention + min(ice.Retention, time.Minute) // and a margin for clock skew between nodes
+			keep := retention + min(retention, time.Minute) // and a margin for clock skew between nodes
 			obsolete = n.settling.due(dir, obsolete, now, keep)
 		}
 	}
@@ -291,9 +294,10 @@ func (n *Node) lakeFormatOnAlter(t *raftmeta.Table, set map[string]string) (map[
 	return n.stampLakeFormat(t.Properties, set), nil
 }
 
-// icebergTableOf is what table t's Iceberg metadata is made from.
-func icebergTableOf(t *raftmeta.Table) tiering.IcebergTable {
-	it := tiering.IcebergTable{Database: t.Database, Name: t.Name, ID: t.ID, PartitionKeys: t.PartitionKeys}
+// icebergTableOf is what table t's Iceberg metadata is made from, its
+// replaced snapshots kept for retention.
+func icebergTableOf(t *raftmeta.Table, retention time.Duration) tiering.IcebergTable {
+	it := tiering.IcebergTable{Database: t.Database, Name: t.Name, ID: t.ID, PartitionKeys: t.PartitionKeys, SnapshotRetention: retention}
 	for _, s := range t.Schemas {
 		it.Columns = append(it.Columns, lakeColumnsOf(t, s))
 	}

@@ -56,7 +56,7 @@ func (n *Node) openRemoteStore() error {
 		n.lake = store
 		// Opened whatever lake_format says: a table's own
 		// table.datalake.format decides (icebergFor).
-		if n.iceberg, err = tiering.OpenIcebergLake(t.LakeDir, t.LakeSnapshotRetention.Duration); err != nil {
+		if n.iceberg, err = tiering.OpenIcebergLake(t.LakeDir); err != nil {
 			return err
 		}
 	}

@@ -164,6 +164,10 @@ type ClusterConfig struct {
 	// DefaultLogTTL is the retention of tables without table.log.ttl
 	// (millisecond precision).
 	DefaultLogTTL time.Duration
+	// LakeSnapshotRetention is how long an Iceberg snapshot of a lake
+	// table stays after a newer one replaced it, with the files only it
+	// holds (millisecond precision).
+	LakeSnapshotRetention time.Duration
 }
 
 // Node is a cluster member as recorded in the catalog.

@@ -122,11 +122,13 @@ func commandAssignments(cmd *metapb.Command) []*metapb.Assignment {
 }
 
 func clusterConfigToPB(c ClusterConfig) *metapb.ClusterConfig {
-	return &metapb.ClusterConfig{MetaVoters: int32(c.MetaVoters), DeadNodeGraceMs: c.DeadNodeGrace.Milliseconds(), DefaultLogTtlMs: c.DefaultLogTTL.Milliseconds()}
+	return &metapb.ClusterConfig{MetaVoters: int32(c.MetaVoters), DeadNodeGraceMs: c.DeadNodeGrace.Milliseconds(), DefaultLogTtlMs: c.DefaultLogTTL.Milliseconds(),
+		LakeSnapshotRetentionMs: c.LakeSnapshotRetention.Milliseconds()}
 }
 
 func clusterConfigFromPB(p *metapb.ClusterConfig) ClusterConfig {
-	return ClusterConfig{MetaVoters: int(p.GetMetaVoters()), DeadNodeGrace: DurationFromMillis(p.GetDeadNodeGraceMs()), DefaultLogTTL: DurationFromMillis(p.GetDefaultLogTtlMs())}
+	return ClusterConfig{MetaVoters: int(p.GetMetaVoters()), DeadNodeGrace: DurationFromMillis(p.GetDeadNodeGraceMs()), DefaultLogTTL: DurationFromMillis(p.GetDefaultLogTtlMs()),
+		LakeSnapshotRetention: DurationFromMillis(p.GetLakeSnapshotRetentionMs())}
 }
 
 // DurationFromMillis is ms milliseconds; one that overflows a Duration is -1 ns,

@@ -414,6 +414,14 @@ func TestFSMCommands(t *testing.T) {
 		{name: "default log ttl too short", cmd: func(testing.TB) *metapb.Command {
 			return cClusterConfig(ClusterConfig{DefaultLogTTL: time.Millisecond}, false)
 		}, wantErr: ErrInvalid},
+		{name: "lake snapshot retention recorded beside the others", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{MetaVoters: 3, DefaultLogTTL: time.Hour, LakeSnapshotRetention: 90 * time.Minute}, true)
+		}, check: func(t *testing.T, f *FSM) {
+			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute, DefaultLogTTL: 72 * time.Hour, LakeSnapshotRetention: 90 * time.Minute})
+		}},
+		{name: "lake snapshot retention negative", cmd: func(testing.TB) *metapb.Command {
+			return cClusterConfig(ClusterConfig{LakeSnapshotRetention: -time.Hour}, false)
+		}, wantErr: ErrInvalid},
 		{name: "negative meta voters", cmd: func(testing.TB) *metapb.Command { return cClusterConfig(ClusterConfig{MetaVoters: -1}, true) }, wantErr: ErrInvalid},
 		{name: "grace too short", cmd: func(testing.TB) *metapb.Command {
 			return cClusterConfig(ClusterConfig{MetaVoters: 7, DeadNodeGrace: time.Millisecond}, false)
@@ -421,7 +429,7 @@ func TestFSMCommands(t *testing.T) {
 		{name: "grace too long", cmd: func(testing.TB) *metapb.Command {
 			return cClusterConfig(ClusterConfig{DeadNodeGrace: MaxDeadNodeGrace + time.Millisecond}, false)
 		}, wantErr: ErrInvalid, check: func(t *testing.T, f *FSM) {
-			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute, DefaultLogTTL: 72 * time.Hour})
+			checkClusterConfig(t, f, ClusterConfig{MetaVoters: 5, DeadNodeGrace: time.Minute, DefaultLogTTL: 72 * time.Hour, LakeSnapshotRetention: 90 * time.Minute})
 		}},
 		{name: "drop non-empty db", cmd: func(testing.TB) *metapb.Command { return cDropDB("shop", false, false) }, wantErr: ErrDatabaseNotEmpty},
 		{name: "drop table", cmd: func(testing.TB) *metapb.Command { return cDropTable("shop", "orders", false) },
@@ -606,7 +614,7 @@ func randomCommand(t testing.TB, r *rand.Rand) *metapb.Command {
 	switch r.IntN(13) {
 	case 12:
 		return cClusterConfig(ClusterConfig{MetaVoters: r.IntN(MaxMetaVoters + 2), DeadNodeGrace: time.Duration(r.IntN(3)) * time.Minute,
-			DefaultLogTTL: time.Duration(r.IntN(3)) * time.Hour}, r.IntN(2) == 0)
+			DefaultLogTTL: time.Duration(r.IntN(3)) * time.Hour, LakeSnapshotRetention: time.Duration(r.IntN(3)) * time.Minute}, r.IntN(2) == 0)
 	case 11:
 		return cAddColumns(int64(1+r.IntN(8)), record.Column{Name: fmt.Sprintf("c%d", r.IntN(6)), Type: record.Type{Kind: record.KindInt}, Nullable: r.IntN(4) != 0})
 	case 0, 1:

@@ -27,6 +27,8 @@ const (
 	MinDeadNodeGrace = time.Second
 	MaxDeadNodeGrace = 30 * 24 * time.Hour
 	MinDefaultLogTTL = time.Second
+	// MinLakeSnapshotRetention: the setting is held in milliseconds.
+	MinLakeSnapshotRetention = time.Millisecond
 )
 
 // ValidateMetaVoters checks a target number of metadata voters.
@@ -53,6 +55,15 @@ func ValidateDefaultLogTTL(d time.Duration) error {
 	return nil
 }
 
+// ValidateLakeSnapshotRetention checks the retention of replaced lake
+// snapshots.
+func ValidateLakeSnapshotRetention(d time.Duration) error {
+	if d < MinLakeSnapshotRetention {
+		return fmt.Errorf("%w: lake_snapshot_retention must be at least %v, got %v", ErrInvalid, MinLakeSnapshotRetention, d)
+	}
+	return nil
+}
+
 // Validate checks the fields of c that are set.
 func (c ClusterConfig) Validate() error {
 	if c.MetaVoters != 0 {
@@ -66,7 +77,12 @@ func (c ClusterConfig) Validate() error {
 		}
 	}
 	if c.DefaultLogTTL != 0 {
-		return ValidateDefaultLogTTL(c.DefaultLogTTL)
+		if err := ValidateDefaultLogTTL(c.DefaultLogTTL); err != nil {
+			return err
+		}
+	}
+	if c.LakeSnapshotRetention != 0 {
+		return ValidateLakeSnapshotRetention(c.LakeSnapshotRetention)
 	}
 	return nil
 }
@@ -82,6 +98,9 @@ func (c ClusterConfig) merge(change ClusterConfig, onlyIfUnset bool) ClusterConf
 	}
 	if change.DefaultLogTTL != 0 && (!onlyIfUnset || c.DefaultLogTTL == 0) {
 		c.DefaultLogTTL = change.DefaultLogTTL
+	}
+	if change.LakeSnapshotRetention != 0 && (!onlyIfUnset || c.LakeSnapshotRetention == 0) {
+		c.LakeSnapshotRetention = change.LakeSnapshotRetention
 	}
 	return c
 }

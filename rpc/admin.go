@@ -366,7 +366,7 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 	}
 	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader),
 		MetaVoters: int32(ci.Config.MetaVoters), DeadNodeGraceMs: ci.Config.DeadNodeGrace.Milliseconds(),
-		DefaultLogTtlMs: ci.Config.DefaultLogTTL.Milliseconds()}
+		DefaultLogTtlMs: ci.Config.DefaultLogTTL.Milliseconds(), LakeSnapshotRetentionMs: ci.Config.LakeSnapshotRetention.Milliseconds()}
 	for _, n := range ci.Nodes {
 		ni := &flussv1.NodeInfo{
 			Id: int32(n.ID), ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr,
@@ -454,12 +454,16 @@ func (s *service) SetClusterConfig(ctx context.Context, req *connect.Request[flu
 	if change.DefaultLogTTL, err = millisField(req.Msg.DefaultLogTtlMs, "defaultLogTtlMs", raftmeta.ValidateDefaultLogTTL); err != nil {
 		return nil, err
 	}
+	if change.LakeSnapshotRetention, err = millisField(req.Msg.LakeSnapshotRetentionMs, "lakeSnapshotRetentionMs", raftmeta.ValidateLakeSnapshotRetention); err != nil {
+		return nil, err
+	}
 	cfg, err := ca.SetClusterConfig(ctx, change)
 	if err != nil {
 		return nil, adminError(fmt.Errorf("set cluster config: %w", err))
 	}
 	return connect.NewResponse(&flussv1.SetClusterConfigResponse{MetaVoters: int32(cfg.MetaVoters),
-		DeadNodeGraceMs: cfg.DeadNodeGrace.Milliseconds(), DefaultLogTtlMs: cfg.DefaultLogTTL.Milliseconds()}), nil
+		DeadNodeGraceMs: cfg.DeadNodeGrace.Milliseconds(), DefaultLogTtlMs: cfg.DefaultLogTTL.Milliseconds(),
+		LakeSnapshotRetentionMs: cfg.LakeSnapshotRetention.Milliseconds()}), nil
 }
 
 // millisField is the duration of an optional milliseconds field named

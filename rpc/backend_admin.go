@@ -41,9 +41,10 @@ type ClusterAdmin interface {
 
 // ClusterConfigChange names the settings SetClusterConfig changes.
 type ClusterConfigChange struct {
-	MetaVoters    *int
-	DeadNodeGrace *time.Duration
-	DefaultLogTTL *time.Duration
+	MetaVoters            *int
+	DeadNodeGrace         *time.Duration
+	DefaultLogTTL         *time.Duration
+	LakeSnapshotRetention *time.Duration
 }
 
 // clusterAdmin returns the backend's ClusterAdmin, or an Unimplemented error.

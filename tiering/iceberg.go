@@ -51,13 +51,10 @@ const IcebergTableIDProperty = "fluss.table-id"
 type IcebergLake struct {
 	root string
 	cat  *hadoop.Catalog
-	// Retention is how long a snapshot that is no longer current is kept
-	// (at least the current one always is).
-	Retention time.Duration
 }
 
 // OpenIcebergLake opens the Hadoop catalog rooted at the lake directory.
-func OpenIcebergLake(root string, retention time.Duration) (*IcebergLake, error) {
+func OpenIcebergLake(root string) (*IcebergLake, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("tiering: iceberg: %w", err)
@@ -66,7 +63,7 @@ func OpenIcebergLake(root string, retention time.Duration) (*IcebergLake, error)
 	if err != nil {
 		return nil, fmt.Errorf("tiering: iceberg: %w", err)
 	}
-	return &IcebergLake{root: abs, cat: cat, Retention: retention}, nil
+	return &IcebergLake{root: abs, cat: cat}, nil
 }
 
 // IcebergTable is what the Iceberg metadata of a lake table is made from.
@@ -77,6 +74,9 @@ type IcebergTable struct {
 	// of each schema version of the table, oldest first: schemas only grow.
 	Columns       []*arrow.Schema
 	PartitionKeys []string
+	// SnapshotRetention is how long a snapshot that is no longer current
+	// is kept (the current one always is), with the files only it holds.
+	SnapshotRetention time.Duration
 }
 
 // IcebergSync reports what SyncBucket did.
@@ -164,7 +164,7 @@ func (l *IcebergLake) syncBucket(ctx context.Context, t IcebergTable, dir string
 	case len(add) > 0:
 		err = tx.AddDataFiles(ctx, add, props)
 	case !changed:
-		return res, l.expire(ctx, tbl, &res)
+		return res, expire(ctx, tbl, t.SnapshotRetention, &res)
 	}
 	if err != nil {
 		return res, fmt.Errorf("tiering: iceberg: table %s.%s: %w", t.Database, t.Name, err)
@@ -173,7 +173,7 @@ func (l *IcebergLake) syncBucket(ctx context.Context, t IcebergTable, dir string
 		return res, fmt.Errorf("tiering: iceberg: %w to table %s.%s: %w", errCommit, t.Database, t.Name, err)
 	}
 	res.Added, res.Removed, res.Committed = len(add), len(remove), true
-	return res, l.expire(ctx, tbl, &res)
+	return res, expire(ctx, tbl, t.SnapshotRetention, &res)
 }
 
 // table loads t's Iceberg table, or creates it. The metadata of an
@@ -401,16 +401,16 @@ func (l *IcebergLake) dataFile(tbl *table.Table, f LakeFile) (iceberg.DataFile, 
 	return df, nil
 }
 
-// expire drops the snapshots older than the retention (keeping the
-// current one), with the manifests and data files only they refer to.
-func (l *IcebergLake) expire(ctx context.Context, tbl *table.Table, res *IcebergSync) error {
+// expire drops the snapshots older than retention (keeping the current
+// one), with the manifests and data files only they refer to.
+func expire(ctx context.Context, tbl *table.Table, retention time.Duration, res *IcebergSync) error {
 	snaps := tbl.Metadata().Snapshots()
-	cutoff := time.Now().Add(-l.Retention).UnixMilli()
+	cutoff := time.Now().Add(-retention).UnixMilli()
 	if len(snaps) < 2 || !slices.ContainsFunc(snaps, func(s table.Snapshot) bool { return s.TimestampMs < cutoff }) {
 		return nil
 	}
 	tx := tbl.NewTransaction()
-	if err := tx.ExpireSnapshots(table.WithOlderThan(l.Retention), table.WithRetainLast(1)); err != nil {
+	if err := tx.ExpireSnapshots(table.WithOlderThan(retention), table.WithRetainLast(1)); err != nil {
 		return fmt.Errorf("tiering: iceberg: expire snapshots of %s: %w", tbl.Location(), err)
 	}
 	// Expired snapshots' manifests still name the files an earlier expiry

@@ -64,15 +64,15 @@ func icebergRows(t *testing.T, root, db, name string, filter iceberg.BooleanExpr
 }
 
 // newIcebergLake returns a lake directory, its store and its Iceberg
-// metadata keeper with the given snapshot retention.
-func newIcebergLake(t *testing.T, retention time.Duration) (root string, store Store, lake *IcebergLake) {
+// metadata keeper.
+func newIcebergLake(t *testing.T) (root string, store Store, lake *IcebergLake) {
 	t.Helper()
 	root = t.TempDir()
 	store, err := NewDirStore(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lake, err = OpenIcebergLake(root, retention); err != nil {
+	if lake, err = OpenIcebergLake(root); err != nil {
 		t.Fatal(err)
 	}
 	return root, store, lake
@@ -115,7 +115,7 @@ func ids(rows []map[string]any) []string {
 // until the snapshots that hold them expire; and a table of the same name
 // but a new id gets a new Iceberg table, the old one's metadata set aside.
 func TestIcebergSyncBucket(t *testing.T) {
-	root, store, lake := newIcebergLake(t, time.Hour)
+	root, store, lake := newIcebergLake(t)
 	ctx := context.Background()
 	v1 := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
@@ -124,7 +124,7 @@ func TestIcebergSyncBucket(t *testing.T) {
 		{Name: "at_ms", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true}, // TIME(3): stored as microseconds
 		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
 	}, nil)
-	tbl := IcebergTable{Database: "db", Name: "t", ID: 7, Columns: []*arrow.Schema{v1}}
+	tbl := IcebergTable{Database: "db", Name: "t", ID: 7, Columns: []*arrow.Schema{v1}, SnapshotRetention: time.Hour}
 	b0, b1 := LakeBucketDir("db", "t", 7, "", 0), LakeBucketDir("db", "t", 7, "", 1)
 	f0 := putLakeJSON(t, store, b0, v1, 0, `[{"id":1,"s":"a","at":"10:00:00.000001","at_ms":"10:00:00.123","amount":"1.50"},{"id":2},{"id":3,"s":"c"}]`)
 	f1 := putLakeJSON(t, store, b0, v1, 3, `[{"id":4,"s":"d"},{"id":5,"s":"e"}]`)
@@ -193,7 +193,7 @@ func TestIcebergSyncBucket(t *testing.T) {
 	}
 	// Past the retention only the current snapshot is kept, and the files
 	// only older snapshots held are deleted with them.
-	lake.Retention = time.Millisecond
+	tbl.SnapshotRetention = time.Millisecond
 	time.Sleep(10 * time.Millisecond)
 	if res := sync(tbl, b0, merged, f2); res.Committed || !res.Expired {
 		t.Fatalf("sync past the retention: %+v", res)
@@ -208,10 +208,9 @@ func TestIcebergSyncBucket(t *testing.T) {
 	}
 
 	// A new table of the same name.
-	lake.Retention = time.Hour
 	nb := LakeBucketDir("db", "t", 8, "", 0)
 	h0 := putLakeJSON(t, store, nb, v1, 0, `[{"id":100}]`)
-	if res := sync(IcebergTable{Database: "db", Name: "t", ID: 8, Columns: []*arrow.Schema{v1}}, nb, h0); res.Added != 1 {
+	if res := sync(IcebergTable{Database: "db", Name: "t", ID: 8, Columns: []*arrow.Schema{v1}, SnapshotRetention: time.Hour}, nb, h0); res.Added != 1 {
 		t.Fatalf("sync of the new table: %+v", res)
 	}
 	if got, _ := icebergRows(t, root, "db", "t", nil); !slices.Equal(ids(got), []string{"100@0"}) {
@@ -231,12 +230,12 @@ func TestIcebergSyncBucket(t *testing.T) {
 // partition value read from its statistics, so a filter on the partition
 // column prunes files.
 func TestIcebergPartitioned(t *testing.T) {
-	root, store, lake := newIcebergLake(t, time.Hour)
+	root, store, lake := newIcebergLake(t)
 	cols := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "dt", Type: arrow.BinaryTypes.String},
 	}, nil)
-	tbl := IcebergTable{Database: "db", Name: "p", ID: 3, Columns: []*arrow.Schema{cols}, PartitionKeys: []string{"dt"}}
+	tbl := IcebergTable{Database: "db", Name: "p", ID: 3, Columns: []*arrow.Schema{cols}, PartitionKeys: []string{"dt"}, SnapshotRetention: time.Hour}
 	for i, dt := range []string{"2026-12-04", "2026-12-05"} {
 		dir := LakeBucketDir("db", "p", 3, dt, 0)
 		f := putLakeJSON(t, store, dir, cols, 0, fmt.Sprintf(`[{"id":%d,"dt":%q},{"id":%d,"dt":%q}]`, 2*i, dt, 2*i+1, dt))
@@ -276,7 +275,7 @@ func TestIcebergPartitioned(t *testing.T) {
 // cannot read as the lake files store it (nanoseconds) gets no Iceberg
 // table.
 func TestIcebergRefusesUnreadableTypes(t *testing.T) {
-	root, _, lake := newIcebergLake(t, time.Hour)
+	root, _, lake := newIcebergLake(t)
 	for _, dt := range []arrow.DataType{arrow.FixedWidthTypes.Time64ns, &arrow.TimestampType{Unit: arrow.Nanosecond}} {
 		cols := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "c", Type: dt}}, nil)
 		_, err := lake.SyncBucket(context.Background(), IcebergTable{Database: "db", Name: "x", ID: 1, Columns: []*arrow.Schema{cols}}, LakeBucketDir("db", "x", 1, "", 0), nil)
@@ -295,9 +294,9 @@ func TestIcebergRefusesUnreadableTypes(t *testing.T) {
 // sync the table reads exactly the rows of both buckets' current files,
 // and committed files merged away are deleted by the expiry, once.
 func TestIcebergSyncSequence(t *testing.T) {
-	root, store, lake := newIcebergLake(t, time.Millisecond)
+	root, store, lake := newIcebergLake(t)
 	cols := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
-	tbl := IcebergTable{Database: "db", Name: "t", ID: 1, Columns: []*arrow.Schema{cols}}
+	tbl := IcebergTable{Database: "db", Name: "t", ID: 1, Columns: []*arrow.Schema{cols}, SnapshotRetention: time.Millisecond}
 	rowsOf := func(b int32, first, next int64) string {
 		var rows []string
 		for o := first; o < next; o++ {
@@ -362,11 +361,11 @@ func TestIcebergConcurrentBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	cols := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
-	tbl := IcebergTable{Database: "db", Name: "t", ID: 1, Columns: []*arrow.Schema{cols}}
+	tbl := IcebergTable{Database: "db", Name: "t", ID: 1, Columns: []*arrow.Schema{cols}, SnapshotRetention: time.Hour}
 	const buckets, passes = 4, 6
 	errs := make(chan error, buckets)
 	for b := range int32(buckets) {
-		lake, err := OpenIcebergLake(root, time.Hour)
+		lake, err := OpenIcebergLake(root)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,12 +410,12 @@ func BenchmarkIcebergSyncBucket(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lake, err := OpenIcebergLake(root, time.Hour)
+	lake, err := OpenIcebergLake(root)
 	if err != nil {
 		b.Fatal(err)
 	}
 	cols := record.SampleSchema().ArrowSchema()
-	tbl := IcebergTable{Database: "db", Name: "t", ID: 1, Columns: []*arrow.Schema{cols}}
+	tbl := IcebergTable{Database: "db", Name: "t", ID: 1, Columns: []*arrow.Schema{cols}, SnapshotRetention: time.Hour}
 	files := map[int32][]LakeFile{}
 	put := func(bucket int32) {
 		dir := LakeBucketDir("db", "t", 1, "", bucket)

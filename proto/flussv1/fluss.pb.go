@@ -2060,11 +2060,12 @@ type DescribeClusterResponse struct {
 	MetaLeader int32                  `protobuf:"varint,2,opt,name=meta_leader,json=metaLeader,proto3" json:"meta_leader,omitempty"`
 	Nodes      []*NodeInfo            `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// The cluster-wide settings (SetClusterConfig).
-	MetaVoters      int32 `protobuf:"varint,4,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
-	DeadNodeGraceMs int64 `protobuf:"varint,5,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
-	DefaultLogTtlMs int64 `protobuf:"varint,6,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	MetaVoters              int32 `protobuf:"varint,4,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
+	DeadNodeGraceMs         int64 `protobuf:"varint,5,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
+	DefaultLogTtlMs         int64 `protobuf:"varint,6,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
+	LakeSnapshotRetentionMs int64 `protobuf:"varint,7,opt,name=lake_snapshot_retention_ms,json=lakeSnapshotRetentionMs,proto3" json:"lake_snapshot_retention_ms,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -2135,6 +2136,13 @@ func (x *DescribeClusterResponse) GetDeadNodeGraceMs() int64 {
 func (x *DescribeClusterResponse) GetDefaultLogTtlMs() int64 {
 	if x != nil {
 		return x.DefaultLogTtlMs
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetLakeSnapshotRetentionMs() int64 {
+	if x != nil {
+		return x.LakeSnapshotRetentionMs
 	}
 	return 0
 }
@@ -2474,8 +2482,12 @@ type SetClusterConfigRequest struct {
 	// default_log_ttl_ms: how long the log of a table without table.log.ttl
 	// keeps its rows (the same on every replica); 1 s or more.
 	DefaultLogTtlMs *int64 `protobuf:"varint,3,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3,oneof" json:"default_log_ttl_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// lake_snapshot_retention_ms: how long an Iceberg snapshot of a lake
+	// table stays after a newer one replaced it, with the files only it
+	// holds (time travel reaches that far back); 1 ms or more.
+	LakeSnapshotRetentionMs *int64 `protobuf:"varint,4,opt,name=lake_snapshot_retention_ms,json=lakeSnapshotRetentionMs,proto3,oneof" json:"lake_snapshot_retention_ms,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SetClusterConfigRequest) Reset() {
@@ -2529,13 +2541,21 @@ func (x *SetClusterConfigRequest) GetDefaultLogTtlMs() int64 {
 	return 0
 }
 
+func (x *SetClusterConfigRequest) GetLakeSnapshotRetentionMs() int64 {
+	if x != nil && x.LakeSnapshotRetentionMs != nil {
+		return *x.LakeSnapshotRetentionMs
+	}
+	return 0
+}
+
 type SetClusterConfigResponse struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	MetaVoters      int32                  `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
-	DeadNodeGraceMs int64                  `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
-	DefaultLogTtlMs int64                  `protobuf:"varint,3,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	MetaVoters              int32                  `protobuf:"varint,1,opt,name=meta_voters,json=metaVoters,proto3" json:"meta_voters,omitempty"`
+	DeadNodeGraceMs         int64                  `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
+	DefaultLogTtlMs         int64                  `protobuf:"varint,3,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
+	LakeSnapshotRetentionMs int64                  `protobuf:"varint,4,opt,name=lake_snapshot_retention_ms,json=lakeSnapshotRetentionMs,proto3" json:"lake_snapshot_retention_ms,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SetClusterConfigResponse) Reset() {
@@ -2585,6 +2605,13 @@ func (x *SetClusterConfigResponse) GetDeadNodeGraceMs() int64 {
 func (x *SetClusterConfigResponse) GetDefaultLogTtlMs() int64 {
 	if x != nil {
 		return x.DefaultLogTtlMs
+	}
+	return 0
+}
+
+func (x *SetClusterConfigResponse) GetLakeSnapshotRetentionMs() int64 {
+	if x != nil {
+		return x.LakeSnapshotRetentionMs
 	}
 	return 0
 }
@@ -4037,7 +4064,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x10offline_replicas\x18\n" +
 	" \x01(\x05H\x01R\x0fofflineReplicas\x88\x01\x01B\x13\n" +
 	"\x11_under_replicatedB\x13\n" +
-	"\x11_offline_replicas\"\xfe\x01\n" +
+	"\x11_offline_replicas\"\xbb\x02\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
@@ -4047,7 +4074,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\vmeta_voters\x18\x04 \x01(\x05R\n" +
 	"metaVoters\x12+\n" +
 	"\x12dead_node_grace_ms\x18\x05 \x01(\x03R\x0fdeadNodeGraceMs\x12+\n" +
-	"\x12default_log_ttl_ms\x18\x06 \x01(\x03R\x0fdefaultLogTtlMs\"+\n" +
+	"\x12default_log_ttl_ms\x18\x06 \x01(\x03R\x0fdefaultLogTtlMs\x12;\n" +
+	"\x1alake_snapshot_retention_ms\x18\a \x01(\x03R\x17lakeSnapshotRetentionMs\"+\n" +
 	"\x10DrainNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x13\n" +
 	"\x11DrainNodeResponse\"-\n" +
@@ -4059,20 +4087,23 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x18DecommissionNodeResponse\"\x12\n" +
 	"\x10RebalanceRequest\")\n" +
 	"\x11RebalanceResponse\x12\x14\n" +
-	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\xe1\x01\n" +
+	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\xc2\x02\n" +
 	"\x17SetClusterConfigRequest\x12$\n" +
 	"\vmeta_voters\x18\x01 \x01(\x05H\x00R\n" +
 	"metaVoters\x88\x01\x01\x120\n" +
 	"\x12dead_node_grace_ms\x18\x02 \x01(\x03H\x01R\x0fdeadNodeGraceMs\x88\x01\x01\x120\n" +
-	"\x12default_log_ttl_ms\x18\x03 \x01(\x03H\x02R\x0fdefaultLogTtlMs\x88\x01\x01B\x0e\n" +
+	"\x12default_log_ttl_ms\x18\x03 \x01(\x03H\x02R\x0fdefaultLogTtlMs\x88\x01\x01\x12@\n" +
+	"\x1alake_snapshot_retention_ms\x18\x04 \x01(\x03H\x03R\x17lakeSnapshotRetentionMs\x88\x01\x01B\x0e\n" +
 	"\f_meta_votersB\x15\n" +
 	"\x13_dead_node_grace_msB\x15\n" +
-	"\x13_default_log_ttl_ms\"\x95\x01\n" +
+	"\x13_default_log_ttl_msB\x1d\n" +
+	"\x1b_lake_snapshot_retention_ms\"\xd2\x01\n" +
 	"\x18SetClusterConfigResponse\x12\x1f\n" +
 	"\vmeta_voters\x18\x01 \x01(\x05R\n" +
 	"metaVoters\x12+\n" +
 	"\x12dead_node_grace_ms\x18\x02 \x01(\x03R\x0fdeadNodeGraceMs\x12+\n" +
-	"\x12default_log_ttl_ms\x18\x03 \x01(\x03R\x0fdefaultLogTtlMs\"\xdf\x01\n" +
+	"\x12default_log_ttl_ms\x18\x03 \x01(\x03R\x0fdefaultLogTtlMs\x12;\n" +
+	"\x1alake_snapshot_retention_ms\x18\x04 \x01(\x03R\x17lakeSnapshotRetentionMs\"\xdf\x01\n" +
 	"\rAppendRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x1b\n" +

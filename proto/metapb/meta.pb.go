@@ -1562,8 +1562,11 @@ type ClusterConfig struct {
 	DeadNodeGraceMs int64 `protobuf:"varint,2,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
 	// default_log_ttl_ms: the retention of tables without table.log.ttl.
 	DefaultLogTtlMs int64 `protobuf:"varint,3,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// lake_snapshot_retention_ms: how long an Iceberg snapshot of a lake
+	// table stays after a newer one replaced it.
+	LakeSnapshotRetentionMs int64 `protobuf:"varint,4,opt,name=lake_snapshot_retention_ms,json=lakeSnapshotRetentionMs,proto3" json:"lake_snapshot_retention_ms,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *ClusterConfig) Reset() {
@@ -1613,6 +1616,13 @@ func (x *ClusterConfig) GetDeadNodeGraceMs() int64 {
 func (x *ClusterConfig) GetDefaultLogTtlMs() int64 {
 	if x != nil {
 		return x.DefaultLogTtlMs
+	}
+	return 0
+}
+
+func (x *ClusterConfig) GetLakeSnapshotRetentionMs() int64 {
+	if x != nil {
+		return x.LakeSnapshotRetentionMs
 	}
 	return 0
 }
@@ -1990,12 +2000,13 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\"\n" +
-	"\ronly_if_unset\x18\x02 \x01(\bR\vonlyIfUnset\"\x8a\x01\n" +
+	"\ronly_if_unset\x18\x02 \x01(\bR\vonlyIfUnset\"\xc7\x01\n" +
 	"\rClusterConfig\x12\x1f\n" +
 	"\vmeta_voters\x18\x01 \x01(\x05R\n" +
 	"metaVoters\x12+\n" +
 	"\x12dead_node_grace_ms\x18\x02 \x01(\x03R\x0fdeadNodeGraceMs\x12+\n" +
-	"\x12default_log_ttl_ms\x18\x03 \x01(\x03R\x0fdefaultLogTtlMs\"l\n" +
+	"\x12default_log_ttl_ms\x18\x03 \x01(\x03R\x0fdefaultLogTtlMs\x12;\n" +
+	"\x1alake_snapshot_retention_ms\x18\x04 \x01(\x03R\x17lakeSnapshotRetentionMs\"l\n" +
 	"\x10SetClusterConfig\x124\n" +
 	"\x06config\x18\x01 \x01(\v2\x1c.fluss.meta.v1.ClusterConfigR\x06config\x12\"\n" +
 	"\ronly_if_unset\x18\x02 \x01(\bR\vonlyIfUnset\"X\n" +
