@@ -258,7 +258,7 @@ func TestPumpFailsOverWhenLeaderNodeDies(t *testing.T) {
 // wins, in one election. Each replica runs on a pump of its own, with a
 // liveness view of its own.
 func TestPumpLaterRankWaitsForTheEarlierOne(t *testing.T) {
-	hb := 2 * pumpTuning().HeartbeatTimeout // a margin for the skew below on a loaded machine
+	hb := 3 * pumpTuning().HeartbeatTimeout // a margin for the skew below on a loaded machine
 	views := map[raft.ServerID]*fakeLiveness{}
 	pumps := map[raft.ServerID]*HeartbeatPump{}
 	c := newTestClusterWith(t, 3, func(cfg *Config) {
@@ -283,6 +283,18 @@ func TestPumpLaterRankWaitsForTheEarlierOne(t *testing.T) {
 	leader := c.waitFollowed(t)
 	term := c.reps[leader].raft.CurrentTerm()
 	dead := c.addrs[leader]
+	// Every follower holds the leader's whole log: the first-ranked one
+	// must not lose for a log that is behind (the second would then win,
+	// rightly).
+	last := mustLastIndex(t, c.reps[leader])
+	waitFor(t, 10*time.Second, func() error {
+		for i, r := range c.reps {
+			if got := mustLastIndex(t, r); got != last {
+				return fmt.Errorf("replica %d has log index %d, the leader %d", i, got, last)
+			}
+		}
+		return nil
+	})
 	ranked := map[int]int{} // rank: replica
 	for i, r := range c.reps {
 		if i != leader {
@@ -300,7 +312,8 @@ func TestPumpLaterRankWaitsForTheEarlierOne(t *testing.T) {
 	views[c.layout[first].ID].kill(dead)
 	got, took := c.waitLeader(t, leader)
 	if got != first {
-		t.Fatalf("replica %d (rank 1) leads after the failover, want replica %d (rank 0): the later rank stood first", got, first)
+		t.Fatalf("replica %d (rank 1) leads after the failover in term %d (from %d), want replica %d (rank 0): the later rank stood first",
+			got, c.reps[got].raft.CurrentTerm(), term, first)
 	}
 	if now := c.reps[got].raft.CurrentTerm(); now != term+1 {
 		t.Fatalf("new leader in term %d, want %d: more than one election", now, term+1)
