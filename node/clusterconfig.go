@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -68,29 +69,13 @@ func (n *Node) configuredClusterConfig() raftmeta.ClusterConfig {
 // SetClusterConfig implements rpc.ClusterAdmin.
 func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigChange) (raftmeta.ClusterConfig, error) {
 	var c raftmeta.ClusterConfig
-	if change.MetaVoters != nil {
-		if err := raftmeta.ValidateMetaVoters(*change.MetaVoters); err != nil {
-			return raftmeta.ClusterConfig{}, err
-		}
-		c.MetaVoters = *change.MetaVoters
-	}
-	if change.DeadNodeGrace != nil {
-		if err := raftmeta.ValidateDeadNodeGrace(*change.DeadNodeGrace); err != nil {
-			return raftmeta.ClusterConfig{}, err
-		}
-		c.DeadNodeGrace = *change.DeadNodeGrace
-	}
-	if change.DefaultLogTTL != nil {
-		if err := raftmeta.ValidateDefaultLogTTL(*change.DefaultLogTTL); err != nil {
-			return raftmeta.ClusterConfig{}, err
-		}
-		c.DefaultLogTTL = *change.DefaultLogTTL
-	}
-	if change.LakeSnapshotRetention != nil {
-		if err := raftmeta.ValidateLakeSnapshotRetention(*change.LakeSnapshotRetention); err != nil {
-			return raftmeta.ClusterConfig{}, err
-		}
-		c.LakeSnapshotRetention = *change.LakeSnapshotRetention
+	if err := errors.Join(
+		changeField(&c.MetaVoters, change.MetaVoters, raftmeta.ValidateMetaVoters),
+		changeField(&c.DeadNodeGrace, change.DeadNodeGrace, raftmeta.ValidateDeadNodeGrace),
+		changeField(&c.DefaultLogTTL, change.DefaultLogTTL, raftmeta.ValidateDefaultLogTTL),
+		changeField(&c.LakeSnapshotRetention, change.LakeSnapshotRetention, raftmeta.ValidateLakeSnapshotRetention),
+	); err != nil {
+		return raftmeta.ClusterConfig{}, err
 	}
 	if c != (raftmeta.ClusterConfig{}) {
 		if err := n.requireFeature(featureClusterConfig, "changing cluster settings"); err != nil {
@@ -104,6 +89,18 @@ func (n *Node) SetClusterConfig(ctx context.Context, change rpc.ClusterConfigCha
 		return raftmeta.ClusterConfig{}, err
 	}
 	return n.clusterConfig(), nil
+}
+
+// changeField sets *to to *v if v is given and valid.
+func changeField[T any](to *T, v *T, validate func(T) error) error {
+	if v == nil {
+		return nil
+	}
+	if err := validate(*v); err != nil {
+		return err
+	}
+	*to = *v
+	return nil
 }
 
 // setClusterConfig runs on the metadata leader.
