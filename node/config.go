@@ -143,7 +143,8 @@ type TieringConfig struct {
 	LakeFormat string `toml:"lake_format"`
 	// LakeSnapshotRetention is how long an Iceberg snapshot that is no
 	// longer current is kept, and with it the lake files compaction
-	// replaced that it holds. Default 1h.
+	// replaced that it holds; 1ms or more. It is the cluster's starting
+	// value: the catalog's counts once set (clusterconfig.go). Default 1h.
 	LakeSnapshotRetention Duration `toml:"lake_snapshot_retention"`
 	// LocalSegments is how many closed, tiered segments a replica keeps on
 	// local disk (the table property table.log.tiered.local-segments
