@@ -1,0 +1,207 @@
+package replica
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/logstore"
+)
+
+// Recovery from the permanent loss of a majority of a bucket's voters
+// (`fluss-node recover`, docs/OPERATIONS.md). A group that lost a majority
+// of its voters can never elect a leader again, so the operator declares
+// the lost servers gone for good and, with the nodes stopped, the group's
+// surviving voter is made its only voter: a configuration entry naming it
+// alone is appended to its log. When the replica opens again it elects
+// itself (a quorum of one) and commits its whole log; the node's
+// controller then replaces the lost replicas as for any dead node.
+//
+// What the lost servers held and the survivor did not is gone: an entry
+// acknowledged by a quorum of lost servers and others, but not the
+// survivor. That is the price of recovery, and why it is a command an
+// operator runs, never something a node does by itself.
+//
+// The entry is written in a term above any this replica has seen, and the
+// replica's current term raised to it first: raft takes two entries of one
+// index and term as the same entry, and the lost leader this replica
+// followed wrote its entries beyond this log in this replica's term. In
+// that term the forced entry could pass for one of them on a copy holding
+// them, which would keep its own. Only a lost leader of a later term,
+// elected without this replica, could have used the new term too, so any
+// other copy of such a group (a non-voter being added) is set aside
+// (SetAside) and copied afresh from the survivor once it leads.
+//
+// Only a sole surviving voter is forced. Where two or more voters survive
+// and are still a minority, the one with the longest log would have to be
+// chosen first, which needs all of them; that is not done here
+// (ForceAmbiguous). With three replicas per bucket, the default, a
+// minority of survivors is always one.
+
+// ForceOutcome is what ForceSoleVoter found, and did.
+type ForceOutcome int
+
+const (
+	// ForceNoState: the directory holds no raft state.
+	ForceNoState ForceOutcome = iota
+	// ForceNotNeeded: the voters not lost are a majority; the group elects
+	// and reconfigures by itself.
+	ForceNotNeeded
+	// ForceAmbiguous: two or more voters survive and are a minority.
+	ForceAmbiguous
+	// SetAside: this replica is a non-voter of a group whose one surviving
+	// voter is forced; its copy must not be kept (see above). The caller
+	// moves the directory away; ForceSoleVoter changes nothing.
+	SetAside
+	// Forced: the group's latest configuration is now this replica alone
+	// (or would be, on a dry run): it was the one surviving voter, or a
+	// non-voter where no voter survives.
+	Forced
+)
+
+func (o ForceOutcome) String() string {
+	switch o {
+	case ForceNoState:
+		return "no raft state"
+	case ForceNotNeeded:
+		return "a majority of its voters survives"
+	case ForceAmbiguous:
+		return "several surviving voters, a minority: not forced"
+	case SetAside:
+		return "a non-voter of a group forced elsewhere: set aside"
+	case Forced:
+		return "forced to this replica alone"
+	}
+	return fmt.Sprintf("ForceOutcome(%d)", int(o))
+}
+
+// ForceResult describes one replica's recovery.
+type ForceResult struct {
+	Outcome ForceOutcome
+	// Voters are the voters of the group's latest configuration as found.
+	Voters []raft.ServerID
+	// Survivors are those of Voters not lost.
+	Survivors []raft.ServerID
+	// Index and Term are the configuration entry's (Forced).
+	Index, Term uint64
+}
+
+// keyCurrentTerm is hashicorp/raft's stable-store key of the current term.
+var keyCurrentTerm = []byte("CurrentTerm")
+
+// ForceSoleVoter decides, from the latest configuration of the replica in
+// dir (its raft server id local), what recovering from the loss of the
+// servers lost means for it (ForceOutcome), and for Forced makes it the
+// only voter unless dryRun. The replica must not be open (its node is
+// stopped). Opening the log repairs a torn tail, as opening the replica
+// would.
+func ForceSoleVoter(dir string, local raft.ServerID, lost func(raft.ServerID) bool, dryRun bool, logger *slog.Logger) (ForceResult, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	lg, err := openLog(filepath.Join(dir, "log"), logstore.Options{}, nil, logger)
+	if err != nil {
+		return ForceResult{}, fmt.Errorf("open log: %w", err)
+	}
+	defer lg.Close()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, newHCLogger(logger, "raft"))
+	if err != nil {
+		return ForceResult{}, err
+	}
+	conf, lastIndex, lastTerm, err := latestConfiguration(lg, snaps)
+	if err != nil || lastIndex == 0 {
+		return ForceResult{}, err
+	}
+	var res ForceResult
+	self := slices.IndexFunc(conf.Servers, func(s raft.Server) bool { return s.ID == local })
+	for _, s := range conf.Servers {
+		if s.Suffrage == raft.Voter {
+			res.Voters = append(res.Voters, s.ID)
+			if !lost(s.ID) {
+				res.Survivors = append(res.Survivors, s.ID)
+			}
+		}
+	}
+	voter := self >= 0 && conf.Servers[self].Suffrage == raft.Voter
+	switch {
+	case 2*len(res.Survivors) > len(res.Voters):
+		res.Outcome = ForceNotNeeded
+	case len(res.Survivors) > 1:
+		res.Outcome = ForceAmbiguous
+	case voter || self >= 0 && len(res.Survivors) == 0:
+		res.Outcome = Forced
+	default:
+		// A non-voter (or a copy its group no longer lists) beside the
+		// one surviving voter.
+		res.Outcome = SetAside
+	}
+	if res.Outcome != Forced {
+		return res, nil
+	}
+	term, err := lg.GetUint64(keyCurrentTerm)
+	if err != nil && err.Error() != "not found" { // raft's convention for a missing key
+		return res, fmt.Errorf("read the current term: %w", err)
+	}
+	res.Index, res.Term = lastIndex+1, max(term, lastTerm)+1
+	if dryRun {
+		return res, nil
+	}
+	me := conf.Servers[self]
+	me.Suffrage = raft.Voter
+	solo := raft.Configuration{Servers: []raft.Server{me}}
+	// The term first: a crash between the two leaves a higher term and no
+	// entry, which raft accepts, never an entry above the current term.
+	if err := lg.SetUint64(keyCurrentTerm, res.Term); err != nil {
+		return res, fmt.Errorf("raise the current term: %w", err)
+	}
+	entry := &raft.Log{Index: res.Index, Term: res.Term, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(solo)}
+	if err := lg.StoreLog(entry); err != nil {
+		return res, fmt.Errorf("append the configuration entry: %w", err)
+	}
+	return res, nil
+}
+
+// latestConfiguration finds the group's latest configuration as raft does
+// when it starts: the last configuration entry in the log after the newest
+// snapshot, else that snapshot's. lastIndex and lastTerm are those of the
+// last entry (or of the snapshot, if the log holds nothing after it);
+// lastIndex 0 means no raft state.
+func latestConfiguration(lg dataLog, snaps raft.SnapshotStore) (conf raft.Configuration, lastIndex, lastTerm uint64, err error) {
+	metas, err := snaps.List()
+	if err != nil {
+		return conf, 0, 0, fmt.Errorf("list snapshots: %w", err)
+	}
+	var snapIndex uint64
+	if len(metas) > 0 {
+		s := metas[0] // newest first
+		conf, snapIndex, lastIndex, lastTerm = s.Configuration, s.Index, s.Index, s.Term
+	}
+	first, err := lg.FirstIndex()
+	if err != nil {
+		return conf, 0, 0, err
+	}
+	last, err := lg.LastIndex()
+	if err != nil {
+		return conf, 0, 0, err
+	}
+	if last == 0 || last <= snapIndex {
+		return conf, lastIndex, lastTerm, nil
+	}
+	var e raft.Log
+	if err := lg.GetLog(last, &e); err != nil {
+		return conf, 0, 0, fmt.Errorf("read log entry %d: %w", last, err)
+	}
+	lastIndex, lastTerm = e.Index, e.Term
+	for i := last; i >= max(first, snapIndex+1) && i > 0; i-- {
+		if err := lg.GetLog(i, &e); err != nil {
+			return conf, 0, 0, fmt.Errorf("read log entry %d: %w", i, err)
+		}
+		if e.Type == raft.LogConfiguration {
+			return raft.DecodeConfiguration(slices.Clone(e.Data)), lastIndex, lastTerm, nil
+		}
+	}
+	return conf, lastIndex, lastTerm, nil
+}
