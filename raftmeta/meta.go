@@ -130,17 +130,9 @@ func Open(cfg Config) (*Meta, error) {
 		return nil, fmt.Errorf("raftmeta: %w", err)
 	}
 	hc := NewHCLogger(cfg.Logger, cfg.RaftLogLevel).Named("meta-raft")
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.Dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
-	})
+	store, snaps, err := openStores(cfg.Dir, cfg.SnapshotRetain, hc)
 	if err != nil {
-		return nil, fmt.Errorf("raftmeta: open %s (is another process using this data dir?): %w", filepath.Join(cfg.Dir, "raft.db"), err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hc)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("raftmeta: snapshot store: %w", err)
+		return nil, err
 	}
 
 	rc := raft.DefaultConfig()
@@ -186,6 +178,24 @@ func Open(cfg Config) (*Meta, error) {
 	m.wg.Add(1)
 	go m.leaderLoop(notify)
 	return m, nil
+}
+
+// openStores opens the group's log and stable store (raft.db) and its
+// snapshot store in dir.
+func openStores(dir string, retain int, hc hclog.Logger) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("raftmeta: open %s (is another process using this data dir?): %w", filepath.Join(dir, "raft.db"), err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, retain, hc)
+	if err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("raftmeta: snapshot store: %w", err)
+	}
+	return store, snaps, nil
 }
 
 func setIf[T comparable](dst *T, v T) {
