@@ -22,7 +22,8 @@ import (
 //     gossip and not answering node.hello) for longer than
 //     cluster.dead_node_grace gets its replicas replaced by live active
 //     nodes (raftmeta.ReplaceDown: spread evenly, never two replicas on one
-//     node, only buckets whose live replicas are a majority).
+//     node, only buckets whose live replicas are a majority or whose group
+//     has a leader anyway, after recovery: ledAnyway, recover.go).
 //   - controllerLoop also gives a bucket with fewer replicas than its
 //     table's replication factor (placed while fewer nodes were active)
 //     the missing ones on the active nodes holding the fewest replicas
@@ -68,12 +69,14 @@ type controllerState struct {
 	// stuckOff is the buckets of decommissioning nodes that the last pass
 	// found no node to move to (logged when it changes).
 	stuckOff []raftmeta.BucketID
+	// ledAsked is when ledAnyway last asked about each bucket.
+	ledAsked map[raftmeta.BucketID]time.Time
 }
 
 // controllerLoop runs on every node and acts while it leads the metadata
 // group.
 func (n *Node) controllerLoop() {
-	cs := &controllerState{downSince: map[raftmeta.NodeID]time.Time{}}
+	cs := &controllerState{downSince: map[raftmeta.NodeID]time.Time{}, ledAsked: map[raftmeta.BucketID]time.Time{}}
 	parts := &autoPartitioner{n: n, errs: map[int64]string{}}
 	t := time.NewTicker(controllerInterval)
 	defer t.Stop()
@@ -192,7 +195,7 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 	}
 	n.fixMetaMembers(ctx, nodes, state, alive, expired)
 	n.forgetDecommissioned(ctx, nodes, expired)
-	if changes := raftmeta.ReplaceDown(n.meta.Assignments(), expired, targets); len(changes) > 0 {
+	if changes := raftmeta.ReplaceDown(n.meta.Assignments(), expired, n.ledAnyway(cs, alive), targets); len(changes) > 0 {
 		if !n.setAssignments(ctx, changes, "moved off dead nodes") {
 			return
 		}
@@ -522,6 +525,49 @@ func (n *Node) reconcileGroup(r *replica.Replica, a raftmeta.Assignment, alive m
 			log.Info("replica moved away: leadership handed over", "node", int32(id))
 			return
 		}
+	}
+}
+
+// ledAskEvery is how often ledAnyway asks about one bucket: a bucket that
+// lost its majority and was not recovered is asked about on every pass
+// otherwise.
+const ledAskEvery = 10 * time.Second
+
+// ledAnyway is ReplaceDown's led: whether the group of a bucket whose
+// replicas are mostly down has a leader all the same, as one has once
+// recovery made its survivor the only voter (recover.go). It asks the
+// nodes of the bucket's live replicas (bucket.member: any answer but
+// memberUnknown comes from a leader with a committed configuration), at
+// most once per ledAskEvery for each bucket.
+func (n *Node) ledAnyway(cs *controllerState, alive map[raftmeta.NodeID]bool) func(raftmeta.Assignment) bool {
+	for b, t := range cs.ledAsked {
+		if time.Since(t) >= ledAskEvery {
+			delete(cs.ledAsked, b) // asked again if still to ask; a dropped bucket's goes
+		}
+	}
+	peerAddr := map[raftmeta.NodeID]string{}
+	for _, m := range n.meta.Nodes() {
+		peerAddr[m.ID] = m.PeerAddr
+	}
+	return func(a raftmeta.Assignment) bool {
+		if _, ok := cs.ledAsked[a.BucketID]; ok {
+			return false
+		}
+		cs.ledAsked[a.BucketID] = time.Now()
+		req := appendUvarint(appendBucketID(nil, a.BucketID), uint64(n.id))
+		for _, id := range a.Replicas {
+			if !alive[id] || peerAddr[id] == "" {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			resp, err := n.peers.Call(ctx, peerAddr[id], callBucketMember, req)
+			cancel()
+			if err == nil && len(resp) == 1 && resp[0] != memberUnknown {
+				delete(cs.ledAsked, a.BucketID)
+				return true
+			}
+		}
+		return false
 	}
 }
 

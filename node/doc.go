@@ -36,9 +36,10 @@
 //   - The controller runs on the metadata leader only and writes
 //     assignments; it moves the replicas of a node down (gossip failed or
 //     left, or unknown to gossip and not answering node.hello) for longer
-//     than cluster.dead_node_grace, and only of buckets whose other
-//     replicas are a majority (their group can still reconfigure). The
-//     grace period starts again on a new metadata leader.
+//     than cluster.dead_node_grace, and only of buckets whose group can
+//     still reconfigure: their other replicas are a majority, or their
+//     group has a leader anyway (recovered with `fluss-node recover`,
+//     recover.go). The grace period starts again on a new metadata leader.
 //   - A node deletes the data of every bucket not assigned to it: open
 //     replicas when the assignment changes, directories on disk once after
 //     start, when its own registration is in its catalog copy.

@@ -132,7 +132,7 @@ func TestReplaceDown(t *testing.T) {
 			for _, a := range c.in {
 				in = append(in, slices.Clone(a.Replicas))
 			}
-			got := ReplaceDown(c.in, c.down, c.targets)
+			got := ReplaceDown(c.in, c.down, func(Assignment) bool { return false }, c.targets)
 			if s := changesString(t, got); s != c.want {
 				t.Fatalf("got %s, want %s", s, c.want)
 			}
@@ -142,6 +142,28 @@ func TestReplaceDown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReplaceDownRecoveredGroup: a bucket whose replicas are mostly down
+// is changed only when its group has a leader anyway (recovery made the
+// survivor its only voter), and led is asked only for such buckets.
+func TestReplaceDownRecoveredGroup(t *testing.T) {
+	in := bucketsOf(1, []NodeID{2, 1, 3}, []NodeID{2, 3, 1}, []NodeID{1, 2, 4}, []NodeID{2, 3})
+	var asked []int32
+	led := func(a Assignment) bool {
+		asked = append(asked, a.Bucket)
+		return a.Bucket != 0
+	}
+	got := ReplaceDown(in, downOf(2, 3), led, []NodeID{1, 4, 5})
+	// Bucket 0: no leader, stays. Bucket 1: led, both down replicas
+	// replaced. Bucket 2: a majority is up, replaced without asking.
+	// Bucket 3: every replica down, stays without asking.
+	if s := changesString(t, got); s != "[{1 [5 4 1] 1} {2 [1 5 4] 2}]" {
+		t.Fatalf("got %s", s)
+	}
+	if !slices.Equal(asked, []int32{0, 1}) {
+		t.Fatalf("led asked for buckets %v, want [0 1]", asked)
 	}
 }
 

@@ -64,13 +64,15 @@ func PlacementFrom(nodes []Node, buckets int32, rf int, start int) ([][]NodeID, 
 // in place (so a replaced preferred leader's successor is preferred) by a
 // node of targets that holds no replica of the bucket; the target with the
 // fewest replicas overall (counting the changes made so far) is taken,
-// ties to the smallest id. A bucket is changed only when its replicas that
-// are not down are a majority of its set: its Raft group then has a leader
-// that can add and remove members; without one, moving replicas would
-// only make the returning nodes delete their copies. A down replica with
-// no free target stays. The input is not modified; the result is a pure
-// function of the arguments (targets in any order).
-func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []Assignment {
+// ties to the smallest id. A bucket is changed only when its Raft group
+// has a leader that can add and remove members: when its replicas that are
+// not down are a majority of its set, or else when led(a) says its
+// group has a leader anyway (recovery made a survivor its only voter; led
+// is asked only then). Without a leader, moving replicas would only make
+// the returning nodes delete their copies. A down replica with no free
+// target stays. The input is not modified; the result is a pure function
+// of the arguments (targets in any order).
+func ReplaceDown(as []Assignment, down func(NodeID) bool, led func(Assignment) bool, targets []NodeID) []Assignment {
 	count, ts := targetLoad(as, targets)
 	var out []Assignment
 	for _, a := range as {
@@ -80,7 +82,7 @@ func ReplaceDown(as []Assignment, down func(NodeID) bool, targets []NodeID) []As
 				dead++
 			}
 		}
-		if dead == 0 || 2*(len(a.Replicas)-dead) <= len(a.Replicas) {
+		if dead == 0 || 2*(len(a.Replicas)-dead) <= len(a.Replicas) && (dead == len(a.Replicas) || !led(a)) {
 			continue
 		}
 		reps := slices.Clone(a.Replicas)
