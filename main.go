@@ -25,7 +25,7 @@ func main() {
 	cmd, err := rootCmd().ExecuteC()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fluss-node:", err)
-		if client := cmd.Name() != "serve" && cmd.Name() != "join"; client && errors.Is(err, syscall.ECONNREFUSED) {
+		if client := cmd.Name() != "serve" && cmd.Name() != "join" && cmd.Name() != "recover"; client && errors.Is(err, syscall.ECONNREFUSED) {
 			fmt.Fprintf(os.Stderr, "fluss-node: no server listens at %s: start one (fluss-node serve) or name a running node with --server or $FLUSS_SERVER\n", serverAddr)
 		}
 		os.Exit(1)
@@ -39,7 +39,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), joinCmd(), versionCmd(), authCmd())
+	root.AddCommand(serveCmd(), joinCmd(), recoverCmd(), versionCmd(), authCmd())
 	addClientCommands(root)
 	return root
 }

@@ -71,11 +71,16 @@ func (n *Node) setAsideDamaged(a raftmeta.Assignment, err error) bool {
 	return true
 }
 
-// wasReset reports whether a replica of b was set aside here as damaged:
-// a replica opened afterwards is no first replica and must not bootstrap.
+// wasReset reports whether a replica of b was set aside here, as damaged
+// or by recovery (recover.go): a replica opened afterwards is no first
+// replica and must not bootstrap.
 func (n *Node) wasReset(b raftmeta.BucketID) bool {
-	m, _ := filepath.Glob(n.bucketDir(b) + damagedSuffix + "*")
-	return len(m) > 0
+	for _, suffix := range []string{damagedSuffix, setAsideSuffix} {
+		if m, _ := filepath.Glob(n.bucketDir(b) + suffix + "*"); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // resetAtLeader asks the leader of a's bucket, found through the other

@@ -179,16 +179,23 @@ func (n *Node) setID(id raftmeta.NodeID) {
 
 // lockDataDir takes an exclusive flock on <data_dir>/LOCK.
 func (n *Node) lockDataDir() error {
-	f, err := os.OpenFile(filepath.Join(n.cfg.DataDir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := lockDir(n.cfg.DataDir)
+	n.lockFile = f
+	return err
+}
+
+// lockDir takes an exclusive flock on dir/LOCK; closing the file releases
+// it.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return fmt.Errorf("lock data dir: %w", err)
+		return nil, fmt.Errorf("lock data dir: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return fmt.Errorf("data dir %s is in use by another process: %w", n.cfg.DataDir, err)
+		return nil, fmt.Errorf("data dir %s is in use by another process: %w", dir, err)
 	}
-	n.lockFile = f
-	return nil
+	return f, nil
 }
 
 func (n *Node) unlock() {

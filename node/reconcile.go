@@ -204,7 +204,28 @@ func (n *Node) sweepBucketDirs() bool {
 	for _, a := range n.meta.Assignments() {
 		want[a.BucketID] = true
 	}
-	root := filepath.Join(n.cfg.DataDir, "buckets")
+	for _, id := range bucketDirs(n.cfg.DataDir) {
+		if want[id] || n.replica(id) != nil {
+			continue
+		}
+		if err := n.removeBucketDir(id); err != nil {
+			n.logger.Warn("remove the data of a bucket that no longer exists", "bucket", id, "err", err)
+			continue
+		}
+		if err := n.dropKV(id); err != nil {
+			n.logger.Warn("remove the KV state of a bucket that no longer exists", "bucket", id, "err", err)
+		}
+		n.logger.Info("bucket replica data removed: the bucket no longer exists", "table", id.TableID, "partition", id.PartitionID, "bucket", id.Bucket)
+	}
+	return true
+}
+
+// bucketDirs lists the buckets that have a replica directory under
+// dataDir (bucketDir), in directory order; other entries (a replica set
+// aside, say) are skipped.
+func bucketDirs(dataDir string) []raftmeta.BucketID {
+	var out []raftmeta.BucketID
+	root := filepath.Join(dataDir, "buckets")
 	tables, _ := os.ReadDir(root)
 	for _, t := range tables {
 		tid, err := strconv.ParseInt(t.Name(), 10, 64)
@@ -223,27 +244,18 @@ func (n *Node) sweepBucketDirs() bool {
 				if err != nil || !b.IsDir() {
 					continue
 				}
-				id := raftmeta.BucketID{TableID: tid, PartitionID: pid, Bucket: int32(bn)}
-				if want[id] || n.replica(id) != nil {
-					continue
-				}
-				if err := n.removeBucketDir(id); err != nil {
-					n.logger.Warn("remove the data of a bucket that no longer exists", "bucket", id, "err", err)
-					continue
-				}
-				if err := n.dropKV(id); err != nil {
-					n.logger.Warn("remove the KV state of a bucket that no longer exists", "bucket", id, "err", err)
-				}
-				n.logger.Info("bucket replica data removed: the bucket no longer exists", "table", tid, "partition", pid, "bucket", bn)
+				out = append(out, raftmeta.BucketID{TableID: tid, PartitionID: pid, Bucket: int32(bn)})
 			}
 		}
 	}
-	return true
+	return out
 }
 
 // bucketDir is <data_dir>/buckets/<table_id>/<partition_id>/<bucket> (DESIGN §11).
-func (n *Node) bucketDir(id raftmeta.BucketID) string {
-	return filepath.Join(n.cfg.DataDir, "buckets",
+func (n *Node) bucketDir(id raftmeta.BucketID) string { return bucketPath(n.cfg.DataDir, id) }
+
+func bucketPath(dataDir string, id raftmeta.BucketID) string {
+	return filepath.Join(dataDir, "buckets",
 		strconv.FormatInt(id.TableID, 10), strconv.FormatInt(id.PartitionID, 10), strconv.Itoa(int(id.Bucket)))
 }
 

@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluss-node/fluss-node/node/nodetest"
+)
+
+// TestRecoverAfterLosingTwoOfThreeNodes: a cluster of three nodes, every
+// bucket (and the metadata group) on all three, loses two nodes for good:
+// their processes die and their disks are gone. Nothing can elect a leader.
+// `fluss-node recover --lost` on the survivor, stopped, gives it back the
+// metadata group and every bucket: it starts alone, serves every row the
+// cluster acknowledged (all three were in sync before the loss) and the
+// primary-key table's rows, takes writes, and two new nodes that join get
+// the lost replicas back once dead_node_grace has passed, in sync.
+func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
+	longMultiProcess(t)
+	const buckets = 4
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	nodes := startJoinedCluster(t, "[cluster]\ndead_node_grace = \"2s\"\n[raft]\nreplica_max_lag = \"8s\"\n")
+	survivor := nodes[0]
+	mustCall(t, survivor.client, "AdminService/CreateDatabase", map[string]any{"name": "rc"}, nil)
+	createWriterTable(t, survivor.client, "rc.events", buckets, 3)
+	cols := []map[string]any{{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "s", "type": "STRING"}}
+	mustCall(t, survivor.client, "AdminService/CreateTable", map[string]any{"table": "rc.pk", "schema": map[string]any{"columns": cols, "primaryKey": []string{"id"}},
+		"bucketCount": 2, "properties": map[string]string{"table.replication.factor": "3"}}, nil)
+	rows := func(from, n int) []map[string]any {
+		var out []map[string]any
+		for i := from; i < from+n; i++ {
+			out = append(out, map[string]any{"id": i, "s": fmt.Sprintf("v%d", i)})
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, func() error {
+		return callOnce(survivor.client, "WriteService/Upsert", map[string]any{"table": "rc.pk", "rows": rows(0, 50)}, nil)
+	})
+
+	_, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
+	var stop atomic.Bool
+	wait := startAppenders(seed, "rc.events", buckets, 4, anyAddr, &stop)
+	acks := stopAndCheckAcks(t, &stop, wait, 1, "rc.events", buckets, func(int) string { return survivor.client })
+	t.Logf("%d appends acknowledged before the loss", len(acks))
+	// All three hold everything: what the survivor serves after recovery
+	// is then all that was acknowledged.
+	for _, table := range []string{"rc.events", "rc.pk"} {
+		waitFor(t, 60*time.Second, func() error { return checkInSync(survivor.client, table, []int{1, 2, 3}) })
+	}
+
+	for _, n := range nodes[1:] {
+		n.p.kill()
+		if err := os.RemoveAll(n.dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	survivor.p.stop(t)
+
+	recoverCmd := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, append([]string{"recover", "--data-dir", survivor.dir}, args...)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
+	if out, err := recoverCmd(); err == nil || !strings.Contains(out, "--lost names the nodes lost for good") {
+		t.Fatalf("recover without --lost: %v\n%s", err, out)
+	}
+	if out, err := recoverCmd("--lost", "1,3"); err == nil || !strings.Contains(out, "node 1 is this node") {
+		t.Fatalf("recover naming the node itself lost: %v\n%s", err, out)
+	}
+	dry, err := recoverCmd("--lost", "2,3", "--dry-run")
+	if err != nil || !strings.Contains(dry, "dry run") || !strings.Contains(dry, "metadata group: recovered") ||
+		!strings.Contains(dry, fmt.Sprintf("buckets: %d forced, 0 set aside, 0 not recoverable here", buckets+2)) {
+		t.Fatalf("recover --dry-run: %v\n%s", err, dry)
+	}
+	out, err := recoverCmd("--lost", "2,3")
+	if err != nil || strings.Contains(out, "dry run") || !strings.Contains(out, "metadata group: recovered") || !strings.Contains(out, "(voters [1 2 3]; now [1])") ||
+		!strings.Contains(out, fmt.Sprintf("buckets: %d forced", buckets+2)) {
+		t.Fatalf("recover: %v\n%s", err, out)
+	}
+	t.Logf("recover printed:\n%s", out)
+
+	survivor.start(t)
+	if out, err := recoverCmd("--lost", "2,3"); err == nil || !strings.Contains(out, "stop the node first") {
+		t.Fatalf("recover while the node runs: %v\n%s", err, out)
+	}
+	waitFor(t, 60*time.Second, func() error {
+		if code, body, err := readyz(survivor.client); err != nil || code != 200 {
+			return fmt.Errorf("/readyz: %d %s %v", code, body, err)
+		}
+		return nil
+	})
+	for b := 0; b < buckets; b++ {
+		checkBucketAcks(t, survivor.client, "rc.events", b, acks)
+	}
+	var lookup struct {
+		Rows []json.RawMessage `json:"rows"`
+	}
+	mustCall(t, survivor.client, "ReadService/Lookup", map[string]any{"table": "rc.pk", "keys": []map[string]any{{"id": 7}, {"id": 49}}}, &lookup)
+	if len(lookup.Rows) != 2 || !strings.Contains(string(lookup.Rows[0]), `"v7"`) || !strings.Contains(string(lookup.Rows[1]), `"v49"`) {
+		t.Fatalf("lookup after recovery: %s", lookup.Rows)
+	}
+	// Writes go on, alone, and then with two new nodes (a writer id of its
+	// own: the writers above used theirs).
+	write := func(seqs ...int) {
+		for _, s := range seqs {
+			b := s % buckets
+			req := map[string]any{"table": "rc.events", "bucket": b, "rows": []map[string]any{{"writer": 100, "seq": s, "i": 0}}, "writerId": 100, "batchSequence": s}
+			var resp struct {
+				Results []struct {
+					BaseOffset any `json:"baseOffset"`
+					Count      int `json:"count"`
+				} `json:"results"`
+			}
+			waitFor(t, 30*time.Second, func() error { return callOnce(survivor.client, "WriteService/Append", req, &resp) })
+			acks = append(acks, clusterAck{100, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count, 1})
+		}
+	}
+	write(1, 2, 3, 4, 5, 6, 7, 8)
+	var joined []*clusterNode
+	for range 2 {
+		n := &clusterNode{dir: t.TempDir(), client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr(),
+			join: []string{survivor.peer}, config: survivor.config}
+		n.start(t)
+		joined = append(joined, n)
+	}
+	ids := []int{1}
+	waitFor(t, 30*time.Second, func() error {
+		var desc struct {
+			Nodes []struct {
+				ID         int    `json:"id"`
+				ClientAddr string `json:"clientAddr"`
+			} `json:"nodes"`
+		}
+		if err := callOnce(survivor.client, "AdminService/DescribeCluster", map[string]any{}, &desc); err != nil {
+			return err
+		}
+		ids = ids[:1]
+		for _, n := range desc.Nodes {
+			for _, j := range joined {
+				if n.ClientAddr == j.client {
+					ids = append(ids, n.ID)
+				}
+			}
+		}
+		if len(ids) != 3 {
+			return fmt.Errorf("the new nodes are not both in DescribeCluster: %+v", desc.Nodes)
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	for _, table := range []string{"rc.events", "rc.pk"} {
+		waitFor(t, 90*time.Second, func() error { return checkInSync(survivor.client, table, ids) })
+	}
+	write(9, 10, 11, 12)
+	for b := 0; b < buckets; b++ {
+		checkBucketAcks(t, joined[b%2].client, "rc.events", b, acks)
+	}
+	t.Logf("%d appends acknowledged in all; buckets in sync on nodes %v", len(acks), ids)
+	mustCall(t, joined[1].client, "ReadService/Lookup", map[string]any{"table": "rc.pk", "keys": []map[string]any{{"id": 7}}}, &lookup)
+	if len(lookup.Rows) != 1 || !strings.Contains(string(lookup.Rows[0]), `"v7"`) {
+		t.Fatalf("lookup through a new node: %s", lookup.Rows)
+	}
+}
