@@ -82,6 +82,7 @@ func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error
 	fmt.Fprintln(w)
 
 	count := map[replica.ForceOutcome]int{}
+	failed := 0
 	lostServer := func(id raft.ServerID) bool { return isLost(serverNode(id)) }
 	local := raft.ServerID(strconv.Itoa(int(self)))
 	now := time.Now().Unix()
@@ -89,9 +90,13 @@ func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error
 		dir := bucketPath(cfg.DataDir, id)
 		res, err := replica.ForceSoleVoter(dir, local, lostServer, dryRun, logger)
 		if err != nil {
-			return fmt.Errorf("recover bucket %v: %w", id, err)
+			// The others are still worth recovering: a damaged log, say,
+			// is the operator's to look at (OPERATIONS "A segment is
+			// damaged") and recover can run again for it.
+			failed++
+			fmt.Fprintf(w, "bucket %v: FAILED: %v\n", id, err)
+			continue
 		}
-		count[res.Outcome]++
 		switch res.Outcome {
 		case replica.Forced:
 			fmt.Fprintf(w, "bucket %v: voters %v, forced to node %d alone (entry %d, term %d)\n", id, res.Voters, self, res.Index, res.Term)
@@ -100,16 +105,22 @@ func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error
 			// Durably: a rename a crash undid would bring the copy back.
 			if !dryRun {
 				if err := renameSync(dir, aside); err != nil {
-					return fmt.Errorf("recover bucket %v: set the copy aside: %w", id, err)
+					failed++
+					fmt.Fprintf(w, "bucket %v: FAILED to set its copy aside: %v\n", id, err)
+					continue
 				}
 			}
 			fmt.Fprintf(w, "bucket %v: voters %v, a non-voting copy beside the survivor %v: set aside as %s\n", id, res.Voters, res.Survivors, aside)
 		case replica.ForceAmbiguous:
 			fmt.Fprintf(w, "bucket %v: voters %v, survivors %v are a minority: NOT recovered (more than one survivor)\n", id, res.Voters, res.Survivors)
 		}
+		count[res.Outcome]++
 	}
-	fmt.Fprintf(w, "buckets: %d forced, %d set aside, %d not recoverable here, %d need nothing\n",
-		count[replica.Forced], count[replica.SetAside], count[replica.ForceAmbiguous], count[replica.ForceNotNeeded]+count[replica.ForceNoState])
+	fmt.Fprintf(w, "buckets: %d forced, %d set aside, %d not recoverable here, %d need nothing, %d failed\n",
+		count[replica.Forced], count[replica.SetAside], count[replica.ForceAmbiguous], count[replica.ForceNotNeeded]+count[replica.ForceNoState], failed)
+	if failed > 0 {
+		return fmt.Errorf("recover: %d buckets failed (above); the rest are done", failed)
+	}
 	return nil
 }
 

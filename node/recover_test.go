@@ -79,7 +79,7 @@ func TestRecoverDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	if !strings.Contains(s, "metadata group: no metadata state") || !strings.Contains(s, "buckets: 1 forced, 1 set aside, 0 not recoverable here, 1 need nothing") ||
+	if !strings.Contains(s, "metadata group: no metadata state") || !strings.Contains(s, "buckets: 1 forced, 1 set aside, 0 not recoverable here, 1 need nothing, 0 failed") ||
 		!strings.Contains(s, "forced to node 4 alone") || !strings.Contains(s, setAsideSuffix) {
 		t.Fatalf("recover printed:\n%s", s)
 	}
@@ -93,5 +93,39 @@ func TestRecoverDataDir(t *testing.T) {
 	out.Reset()
 	if err := Recover(cfg, lost, false, &out); err != nil || !strings.Contains(out.String(), "buckets: 0 forced, 0 set aside, 0 not recoverable here, 2 need nothing") {
 		t.Fatalf("a second run: %v\n%s", err, out.String())
+	}
+}
+
+// TestRecoverGoesOnPastADamagedBucket: a bucket whose log does not open is
+// reported and the command fails, but the other buckets are recovered.
+func TestRecoverGoesOnPastADamagedBucket(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "node.id"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	damaged := raftmeta.BucketID{TableID: 1, Bucket: 0}
+	fine := raftmeta.BucketID{TableID: 1, Bucket: 1}
+	for _, b := range []raftmeta.BucketID{damaged, fine} {
+		writeGroupLog(t, dir, b, srv("1", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter))
+	}
+	segs, err := filepath.Glob(filepath.Join(bucketPath(dir, damaged), "log", "*.log"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments: %v, %v", segs, err)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/4] ^= 0x10 // inside the first entry, the second one intact: damage, not a torn tail
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.DataDir = dir
+	var out bytes.Buffer
+	err = Recover(cfg, []raftmeta.NodeID{2, 3}, false, &out)
+	if err == nil || !strings.Contains(err.Error(), "1 buckets failed") ||
+		!strings.Contains(out.String(), "bucket "+damaged.String()+": FAILED") || !strings.Contains(out.String(), "buckets: 1 forced, 0 set aside, 0 not recoverable here, 0 need nothing, 1 failed") {
+		t.Fatalf("recover: %v\n%s", err, out.String())
 	}
 }
