@@ -10,6 +10,10 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fluss-node/fluss-node/kvstore"
+	"github.com/fluss-node/fluss-node/logstore/record"
+	"github.com/fluss-node/fluss-node/logstore/record/arrowipc"
+	"github.com/fluss-node/fluss-node/logstore/record/filter"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
 )
@@ -44,6 +48,13 @@ var remoteSentinels = []error{
 	raftmeta.ErrNoLeader, raftmeta.ErrClosed, raftmeta.ErrNodeNotFound, raftmeta.ErrNoActiveNodes,
 	context.DeadlineExceeded, context.Canceled, raftmeta.ErrTooManyPartitions,
 	raftmeta.ErrFeatureLevel, raftmeta.ErrNodeIDInUse, rpc.ErrCatalogBehind,
+	// Added after the first release of the list; an older node reads these
+	// as internal errors with the remote's message.
+	raftmeta.ErrNoRoom, rpc.ErrNotConfigured, rpc.ErrUnimplemented, rpc.ErrInvalidRequest, rpc.ErrBadJSON,
+	record.ErrBadSchema, record.ErrBadType, record.ErrBadRow, record.ErrRecordMismatch, record.ErrBadBody,
+	record.ErrBadCompression, filter.ErrSyntax, filter.ErrUnknownColumn, filter.ErrType,
+	arrowipc.ErrMalformed, arrowipc.ErrUnsupported,
+	kvstore.ErrBadRow, kvstore.ErrNullKey, kvstore.ErrBadProperty, kvstore.ErrOverflow,
 }
 
 const codeUnknown = 255

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,6 +109,14 @@ func TestRemoteErrors(t *testing.T) {
 		got := decodeError(errorCode(err), err.Error())
 		if !errors.Is(got, sentinel) || got.Error() != err.Error() {
 			t.Fatalf("%v came back as %v", err, got)
+		}
+	}
+	// Every error the client API gives a code of its own crosses a hop
+	// with it (a decommission refused for want of room came back as
+	// internal through a node that forwarded it to the metadata leader).
+	for _, e := range rpc.DomainErrors() {
+		if !slices.Contains(remoteSentinels, e) {
+			t.Errorf("%q (%T) does not cross a forwarding hop: add it to remoteSentinels", e, e)
 		}
 	}
 	mapped := replicaErrorForTest()

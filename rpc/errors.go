@@ -52,6 +52,18 @@ var codeRules = []codeRule{
 	}, extraInvalid...)},
 }
 
+// DomainErrors returns every sentinel that toConnectError maps to a code of
+// its own (not internal). A node that forwards a request must carry each of
+// them back across its hop (node/wire.go), or the client would get internal
+// for what it could act on.
+func DomainErrors() []error {
+	var out []error
+	for _, r := range codeRules {
+		out = append(out, r.errs...)
+	}
+	return out
+}
+
 // toConnectError maps err to a Connect error in ONE place. Known domain
 // errors keep their message (it names what was wrong); anything else is an
 // internal error, logged here.
