@@ -113,11 +113,13 @@ func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error
 			fmt.Fprintf(w, "bucket %v: voters %v, a non-voting copy beside the survivor %v: set aside as %s\n", id, res.Voters, res.Survivors, aside)
 		case replica.ForceAmbiguous:
 			fmt.Fprintf(w, "bucket %v: voters %v, survivors %v are a minority: NOT recovered (more than one survivor)\n", id, res.Voters, res.Survivors)
+		case replica.ForceNotMember:
+			fmt.Fprintf(w, "bucket %v: voters %v, this replica not among them (caught in a move): NOT recovered, left as is\n", id, res.Voters)
 		}
 		count[res.Outcome]++
 	}
 	fmt.Fprintf(w, "buckets: %d forced, %d set aside, %d not recoverable here, %d need nothing, %d failed\n",
-		count[replica.Forced], count[replica.SetAside], count[replica.ForceAmbiguous], count[replica.ForceNotNeeded]+count[replica.ForceNoState], failed)
+		count[replica.Forced], count[replica.SetAside], count[replica.ForceAmbiguous]+count[replica.ForceNotMember], count[replica.ForceNotNeeded]+count[replica.ForceNoState], failed)
 	if failed > 0 {
 		return fmt.Errorf("recover: %d buckets failed (above); the rest are done", failed)
 	}

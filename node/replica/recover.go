@@ -52,6 +52,10 @@ const (
 	ForceNotNeeded
 	// ForceAmbiguous: two or more voters survive and are a minority.
 	ForceAmbiguous
+	// ForceNotMember: this replica is not in its group's latest
+	// configuration (it was being removed, or not yet added, when the
+	// nodes were lost) and no voter survives to take it: left as is.
+	ForceNotMember
 	// SetAside: this replica is a non-voter of a group whose one surviving
 	// voter is forced; its copy must not be kept (see above). The caller
 	// moves the directory away; ForceSoleVoter changes nothing.
@@ -70,6 +74,8 @@ func (o ForceOutcome) String() string {
 		return "a majority of its voters survives"
 	case ForceAmbiguous:
 		return "several surviving voters, a minority: not forced"
+	case ForceNotMember:
+		return "not in its group's latest configuration: left as is"
 	case SetAside:
 		return "a non-voter of a group forced elsewhere: set aside"
 	case Forced:
@@ -133,10 +139,15 @@ func ForceSoleVoter(dir string, local raft.ServerID, lost func(raft.ServerID) bo
 		res.Outcome = ForceAmbiguous
 	case voter || self >= 0 && len(res.Survivors) == 0:
 		res.Outcome = Forced
-	default:
-		// A non-voter (or a copy its group no longer lists) beside the
-		// one surviving voter.
+	case self >= 0:
+		// A non-voter beside the one surviving voter.
 		res.Outcome = SetAside
+	default:
+		// Its group's latest configuration, as this log holds it, does
+		// not list it: not this copy's to decide, and setting it aside
+		// could discard the only copy should the other replicas' logs
+		// see the group otherwise.
+		res.Outcome = ForceNotMember
 	}
 	if res.Outcome != Forced {
 		return res, nil

@@ -119,7 +119,8 @@ func TestForceSoleVoterOutcomes(t *testing.T) {
 		{"every voter lost, a non-voter", three, "d", []raft.ServerID{"a", "b", "c"}, Forced},
 		{"three of five lost, two survive", five, "a", []raft.ServerID{"c", "e", "f"}, ForceAmbiguous},
 		{"two of five lost", five, "a", []raft.ServerID{"e", "f"}, ForceNotNeeded},
-		{"a copy the group does not list, its voters lost", three, "x", []raft.ServerID{"a", "b", "c"}, SetAside},
+		{"a copy the group does not list, its voters lost", three, "x", []raft.ServerID{"a", "b", "c"}, ForceNotMember},
+		{"a copy the group does not list, one voter survives", three, "x", []raft.ServerID{"b", "c"}, ForceNotMember},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
