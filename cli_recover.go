@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +15,9 @@ import (
 // node's data directory after nodes were lost for good (node.Recover).
 func recoverCmd() *cobra.Command {
 	var (
-		config, dataDir string
-		lost            []int32
-		dryRun          bool
+		config, dataDir, positions string
+		lost                       []int32
+		dryRun                     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "recover --lost N[,N...]",
@@ -25,7 +27,9 @@ func recoverCmd() *cobra.Command {
 			"with the same --lost list, then start them. On this node's data directory it:\n" +
 			"  - recovers the metadata group to its surviving members, if its surviving voters are a minority;\n" +
 			"  - makes this node's replica of a bucket the bucket's only voter, where it is the one surviving\n" +
-			"    voter of a bucket whose voters were mostly lost, and sets aside a non-voting copy beside it.\n" +
+			"    voter of a bucket whose voters were mostly lost, and sets aside a non-voting copy beside it;\n" +
+			"    where two or more voters survive and are a minority (four replicas or more), only with\n" +
+			"    --positions: the dry-run reports of every survivor, of which the most up-to-date copy wins.\n" +
 			"What only the lost nodes held is gone. The lost nodes must never start again with their data\n" +
 			"directories: give their machines empty ones and join them as new nodes. After\n" +
 			"cluster.dead_node_grace the cluster replaces the lost nodes' replicas on the live nodes.\n" +
@@ -51,7 +55,16 @@ func recoverCmd() *cobra.Command {
 				}
 				ids = append(ids, raftmeta.NodeID(id))
 			}
-			return node.Recover(cfg, ids, dryRun, cmd.OutOrStdout())
+			o := node.RecoverOptions{Lost: ids, DryRun: dryRun}
+			if positions != "" {
+				f, err := os.Open(positions)
+				if err != nil {
+					return fmt.Errorf("recover: %w", err)
+				}
+				defer f.Close()
+				o.Positions = f
+			}
+			return node.Recover(cfg, o, cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
@@ -59,5 +72,6 @@ func recoverCmd() *cobra.Command {
 	fl.StringVar(&dataDir, "data-dir", "", "the node's data directory (default: the config's, else ./fluss-data)")
 	fl.Int32SliceVar(&lost, "lost", nil, "ids of the nodes lost for good (repeat or comma-separate)")
 	fl.BoolVar(&dryRun, "dry-run", false, "report what would be done, change nothing")
+	fl.StringVar(&positions, "positions", "", "`FILE` holding every surviving node's report (their --dry-run output): a bucket with two or more surviving voters, a minority, is then recovered on the most up-to-date one")
 	return cmd
 }

@@ -1,14 +1,17 @@
 package node
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,10 +42,22 @@ import (
 // setAsideSuffix names a replica directory recovery set aside.
 const setAsideSuffix = ".set-aside-"
 
+// RecoverOptions says what Recover recovers from.
+type RecoverOptions struct {
+	// Lost are the nodes lost for good.
+	Lost []raftmeta.NodeID
+	// DryRun reports what would be done and changes nothing.
+	DryRun bool
+	// Positions is the `position` lines of every surviving node's report
+	// (its dry run), for buckets with two or more surviving voters that
+	// are a minority: the most up-to-date one is forced (nil: none is).
+	Positions io.Reader
+}
+
 // Recover runs the recovery of this stopped node's data directory (cfg's)
-// from the loss of the nodes lost, reporting each step to w. With dryRun
-// it changes nothing and reports what it would do.
-func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error {
+// from the loss of the nodes o.Lost, reporting each step to w.
+func Recover(cfg Config, o RecoverOptions, w io.Writer) error {
+	lost, dryRun := o.Lost, o.DryRun
 	if len(lost) == 0 {
 		return errors.New("recover: name the lost nodes")
 	}
@@ -68,6 +83,12 @@ func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error
 		note = " (dry run: nothing changed)"
 	}
 	fmt.Fprintf(w, "node %d, lost nodes %v%s\n", self, lost, note)
+	var positions map[raftmeta.BucketID]map[raftmeta.NodeID]position
+	if o.Positions != nil {
+		if positions, err = readPositions(o.Positions); err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
+	}
 
 	var mr raftmeta.MetaRecovery // MetaNoState without a meta directory
 	if metaDir := filepath.Join(cfg.DataDir, "meta"); dirExists(metaDir) {
@@ -88,7 +109,11 @@ func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error
 	now := time.Now().Unix()
 	for _, id := range bucketDirs(cfg.DataDir) {
 		dir := bucketPath(cfg.DataDir, id)
-		res, err := replica.ForceSoleVoter(dir, local, lostServer, dryRun, logger)
+		var pick func([]raft.ServerID) raft.ServerID
+		if positions != nil {
+			pick = func(survivors []raft.ServerID) raft.ServerID { return mostUpToDate(positions[id], survivors) }
+		}
+		res, err := replica.ForceSoleVoter(dir, local, replica.Recovery{Lost: lostServer, Pick: pick, DryRun: dryRun, Logger: logger})
 		if err != nil {
 			// The others are still worth recovering: a damaged log, say,
 			// is the operator's to look at (OPERATIONS "A segment is
@@ -112,14 +137,17 @@ func Recover(cfg Config, lost []raftmeta.NodeID, dryRun bool, w io.Writer) error
 			}
 			fmt.Fprintf(w, "bucket %v: voters %v, a non-voting copy beside the survivor %v: set aside as %s\n", id, res.Voters, res.Survivors, aside)
 		case replica.ForceAmbiguous:
-			fmt.Fprintf(w, "bucket %v: voters %v, survivors %v are a minority: NOT recovered (more than one survivor)\n", id, res.Voters, res.Survivors)
+			fmt.Fprintf(w, "bucket %v: voters %v, survivors %v are a minority: NOT recovered (more than one survivor; give every survivor's positions with --positions)\n", id, res.Voters, res.Survivors)
+			fmt.Fprintln(w, formatPosition(id, self, res))
+		case replica.ForceNotChosen:
+			fmt.Fprintf(w, "bucket %v: voters %v, survivors %v: another survivor's copy is forced; this one left as is (it follows)\n", id, res.Voters, res.Survivors)
 		case replica.ForceNotMember:
 			fmt.Fprintf(w, "bucket %v: voters %v, this replica not among them (caught in a move): NOT recovered, left as is\n", id, res.Voters)
 		}
 		count[res.Outcome]++
 	}
 	fmt.Fprintf(w, "buckets: %d forced, %d set aside, %d not recoverable here, %d need nothing, %d failed\n",
-		count[replica.Forced], count[replica.SetAside], count[replica.ForceAmbiguous]+count[replica.ForceNotMember], count[replica.ForceNotNeeded]+count[replica.ForceNoState], failed)
+		count[replica.Forced], count[replica.SetAside], count[replica.ForceAmbiguous]+count[replica.ForceNotMember], count[replica.ForceNotNeeded]+count[replica.ForceNoState]+count[replica.ForceNotChosen], failed)
 	if failed > 0 {
 		return fmt.Errorf("recover: %d buckets failed (above); the rest are done", failed)
 	}
@@ -139,4 +167,72 @@ func serverList(servers []raft.Server) []raftmeta.NodeID {
 func dirExists(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
+}
+
+// position is a replica's log position, as a `position` line of a
+// recover report gives it.
+type position struct{ term, index uint64 }
+
+// formatPosition is the report line that gives this node's position in a
+// bucket whose surviving voters must be compared:
+// "position table=T partition=P bucket=B node=N term=X index=Y".
+func formatPosition(b raftmeta.BucketID, self raftmeta.NodeID, res replica.ForceResult) string {
+	return fmt.Sprintf("position table=%d partition=%d bucket=%d node=%d term=%d index=%d",
+		b.TableID, b.PartitionID, b.Bucket, self, res.LastTerm, res.LastIndex)
+}
+
+// readPositions reads the `position` lines of r (other lines are the rest
+// of the reports and skipped).
+func readPositions(r io.Reader) (map[raftmeta.BucketID]map[raftmeta.NodeID]position, error) {
+	out := map[raftmeta.BucketID]map[raftmeta.NodeID]position{}
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || f[0] != "position" {
+			continue
+		}
+		v := map[string]int64{}
+		for _, kv := range f[1:] {
+			k, val, ok := strings.Cut(kv, "=")
+			n, err := strconv.ParseInt(val, 10, 64)
+			if _, dup := v[k]; !ok || err != nil || n < 0 || dup {
+				return nil, fmt.Errorf("positions line %d: %q is not key=number, or a key twice", line, kv)
+			}
+			v[k] = n
+		}
+		for _, k := range []string{"table", "partition", "bucket", "node", "term", "index"} {
+			if _, ok := v[k]; !ok || len(v) != 6 {
+				return nil, fmt.Errorf("positions line %d: want table, partition, bucket, node, term and index, once each", line)
+			}
+		}
+		if v["node"] == 0 || v["node"] > math.MaxInt32 || v["bucket"] > math.MaxInt32 {
+			return nil, fmt.Errorf("positions line %d: node or bucket out of range", line)
+		}
+		b := raftmeta.BucketID{TableID: v["table"], PartitionID: v["partition"], Bucket: int32(v["bucket"])}
+		if out[b] == nil {
+			out[b] = map[raftmeta.NodeID]position{}
+		}
+		out[b][raftmeta.NodeID(v["node"])] = position{uint64(v["term"]), uint64(v["index"])}
+	}
+	return out, sc.Err()
+}
+
+// mostUpToDate is the survivor whose position is the most up to date (raft's
+// order: the higher last term, then the higher last index; ties to the
+// smaller node id), or "" when the positions miss one of them.
+func mostUpToDate(pos map[raftmeta.NodeID]position, survivors []raft.ServerID) raft.ServerID {
+	var best raft.ServerID
+	var bp position
+	var bid raftmeta.NodeID
+	for _, s := range survivors {
+		id := serverNode(s)
+		p, ok := pos[id]
+		if !ok {
+			return ""
+		}
+		if best == "" || p.term > bp.term || p.term == bp.term && (p.index > bp.index || p.index == bp.index && id < bid) {
+			best, bp, bid = s, p, id
+		}
+	}
+	return best
 }

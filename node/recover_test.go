@@ -2,8 +2,10 @@ package node
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,8 +17,10 @@ import (
 )
 
 // writeGroupLog gives the bucket dir of dataDir a raft log whose only
-// configuration is servers (ids are node ids), as a replica's would be.
-func writeGroupLog(t *testing.T, dataDir string, b raftmeta.BucketID, servers ...raft.Server) {
+// configuration is servers (ids are node ids), as a replica's would be:
+// the configuration at index 1, then no-op entries of term 2 up to index
+// 2, or last if given.
+func writeGroupLog(t *testing.T, dataDir string, b raftmeta.BucketID, servers []raft.Server, last ...uint64) {
 	t.Helper()
 	lg, err := logstore.Open(logstore.Options{Dir: filepath.Join(bucketPath(dataDir, b), "log"), OffsetFunc: replica.EntryOffsets})
 	if err != nil {
@@ -24,7 +28,15 @@ func writeGroupLog(t *testing.T, dataDir string, b raftmeta.BucketID, servers ..
 	}
 	defer lg.Close()
 	conf := raft.EncodeConfiguration(raft.Configuration{Servers: servers})
-	if err := lg.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: conf}, {Index: 2, Term: 2, Type: raft.LogNoop}}); err != nil {
+	logs := []*raft.Log{{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: conf}}
+	end := uint64(2)
+	if len(last) > 0 {
+		end = max(end, last[0])
+	}
+	for i := uint64(2); i <= end; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 2, Type: raft.LogNoop})
+	}
+	if err := lg.StoreLogs(logs); err != nil {
 		t.Fatal(err)
 	}
 	if err := lg.SetUint64([]byte("CurrentTerm"), 2); err != nil {
@@ -49,18 +61,18 @@ func TestRecoverDataDir(t *testing.T) {
 	forced := raftmeta.BucketID{TableID: 1, Bucket: 0}
 	aside := raftmeta.BucketID{TableID: 1, Bucket: 1}
 	kept := raftmeta.BucketID{TableID: 2, PartitionID: 5, Bucket: 0}
-	writeGroupLog(t, dir, forced, srv("4", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter))
-	writeGroupLog(t, dir, aside, srv("1", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter), srv("4", raft.Nonvoter))
-	writeGroupLog(t, dir, kept, srv("4", raft.Voter), srv("5", raft.Voter), srv("3", raft.Voter))
+	writeGroupLog(t, dir, forced, []raft.Server{srv("4", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter)})
+	writeGroupLog(t, dir, aside, []raft.Server{srv("1", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter), srv("4", raft.Nonvoter)})
+	writeGroupLog(t, dir, kept, []raft.Server{srv("4", raft.Voter), srv("5", raft.Voter), srv("3", raft.Voter)})
 	cfg := Default()
 	cfg.DataDir = dir
 	lost := []raftmeta.NodeID{2, 3}
 
 	var out bytes.Buffer
-	if err := Recover(cfg, []raftmeta.NodeID{4}, false, &out); err == nil || !strings.Contains(err.Error(), "node 4 is this node") {
+	if err := Recover(cfg, RecoverOptions{Lost: []raftmeta.NodeID{4}}, &out); err == nil || !strings.Contains(err.Error(), "node 4 is this node") {
 		t.Fatalf("recover naming this node lost: %v", err)
 	}
-	if err := Recover(cfg, lost, true, &out); err != nil {
+	if err := Recover(cfg, RecoverOptions{Lost: lost, DryRun: true}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); !strings.Contains(s, "dry run") || !strings.Contains(s, "buckets: 1 forced, 1 set aside, 0 not recoverable here, 1 need nothing") {
@@ -69,13 +81,13 @@ func TestRecoverDataDir(t *testing.T) {
 	if !dirExists(bucketPath(dir, aside)) {
 		t.Fatal("the dry run set a copy aside")
 	}
-	again, err := replica.ForceSoleVoter(bucketPath(dir, forced), "4", func(id raft.ServerID) bool { return id == "2" || id == "3" }, true, nil)
+	again, err := replica.ForceSoleVoter(bucketPath(dir, forced), "4", replica.Recovery{Lost: func(id raft.ServerID) bool { return id == "2" || id == "3" }, DryRun: true})
 	if err != nil || again.Outcome != replica.Forced {
 		t.Fatalf("after the dry run the bucket is no longer to force: %+v, %v", again, err)
 	}
 
 	out.Reset()
-	if err := Recover(cfg, lost, false, &out); err != nil {
+	if err := Recover(cfg, RecoverOptions{Lost: lost}, &out); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -91,7 +103,7 @@ func TestRecoverDataDir(t *testing.T) {
 		t.Fatal("a copy set aside by recovery must count as reset, the forced one not")
 	}
 	out.Reset()
-	if err := Recover(cfg, lost, false, &out); err != nil || !strings.Contains(out.String(), "buckets: 0 forced, 0 set aside, 0 not recoverable here, 2 need nothing") {
+	if err := Recover(cfg, RecoverOptions{Lost: lost}, &out); err != nil || !strings.Contains(out.String(), "buckets: 0 forced, 0 set aside, 0 not recoverable here, 2 need nothing") {
 		t.Fatalf("a second run: %v\n%s", err, out.String())
 	}
 }
@@ -106,7 +118,7 @@ func TestRecoverGoesOnPastADamagedBucket(t *testing.T) {
 	damaged := raftmeta.BucketID{TableID: 1, Bucket: 0}
 	fine := raftmeta.BucketID{TableID: 1, Bucket: 1}
 	for _, b := range []raftmeta.BucketID{damaged, fine} {
-		writeGroupLog(t, dir, b, srv("1", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter))
+		writeGroupLog(t, dir, b, []raft.Server{srv("1", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter)})
 	}
 	segs, err := filepath.Glob(filepath.Join(bucketPath(dir, damaged), "log", "*.log"))
 	if err != nil || len(segs) != 1 {
@@ -123,9 +135,86 @@ func TestRecoverGoesOnPastADamagedBucket(t *testing.T) {
 	cfg := Default()
 	cfg.DataDir = dir
 	var out bytes.Buffer
-	err = Recover(cfg, []raftmeta.NodeID{2, 3}, false, &out)
+	err = Recover(cfg, RecoverOptions{Lost: []raftmeta.NodeID{2, 3}}, &out)
 	if err == nil || !strings.Contains(err.Error(), "1 buckets failed") ||
 		!strings.Contains(out.String(), "bucket "+damaged.String()+": FAILED") || !strings.Contains(out.String(), "buckets: 1 forced, 0 set aside, 0 not recoverable here, 0 need nothing, 1 failed") {
 		t.Fatalf("recover: %v\n%s", err, out.String())
 	}
+}
+
+// TestRecoverWithPositions: a bucket of five replicas loses three; its
+// two surviving voters' reports give their positions, and with them the
+// one whose log is longer is forced while the other is left to follow.
+func TestRecoverWithPositions(t *testing.T) {
+	five := []raft.Server{srv("1", raft.Voter), srv("2", raft.Voter), srv("3", raft.Voter), srv("4", raft.Voter), srv("5", raft.Voter)}
+	b := raftmeta.BucketID{TableID: 7, Bucket: 2}
+	dirs := map[raftmeta.NodeID]string{}
+	for id, last := range map[raftmeta.NodeID]uint64{1: 4, 5: 6} {
+		dirs[id] = t.TempDir()
+		if err := os.WriteFile(filepath.Join(dirs[id], "node.id"), []byte(strconv.Itoa(int(id))+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		writeGroupLog(t, dirs[id], b, five, last)
+	}
+	lost := []raftmeta.NodeID{2, 3, 4}
+	recover := func(id raftmeta.NodeID, o RecoverOptions) (string, error) {
+		cfg := Default()
+		cfg.DataDir = dirs[id]
+		o.Lost = lost
+		var out bytes.Buffer
+		err := Recover(cfg, o, &out)
+		return out.String(), err
+	}
+	var reports string
+	for _, id := range []raftmeta.NodeID{1, 5} {
+		out, err := recover(id, RecoverOptions{DryRun: true})
+		want := fmt.Sprintf("position table=7 partition=0 bucket=2 node=%d term=2 index=%d", id, map[raftmeta.NodeID]int{1: 4, 5: 6}[id])
+		if err != nil || !strings.Contains(out, "NOT recovered") || !strings.Contains(out, want) {
+			t.Fatalf("node %d's dry run: %v\n%s", id, err, out)
+		}
+		reports += out
+	}
+	// Without node 5's report, node 1 cannot tell.
+	if out, err := recover(1, RecoverOptions{Positions: strings.NewReader(reports[:strings.Index(reports, "node 5,")])}); err != nil || !strings.Contains(out, "NOT recovered") {
+		t.Fatalf("node 1 with its own position only: %v\n%s", err, out)
+	}
+	out, err := recover(1, RecoverOptions{Positions: strings.NewReader(reports)})
+	if err != nil || !strings.Contains(out, "another survivor's copy is forced") {
+		t.Fatalf("node 1 with both positions: %v\n%s", err, out)
+	}
+	out, err = recover(5, RecoverOptions{Positions: strings.NewReader(reports)})
+	if err != nil || !strings.Contains(out, "forced to node 5 alone (entry 7, term 3)") {
+		t.Fatalf("node 5 with both positions: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"position table=7 partition=0 bucket=2 node=1 term=2", "position table=7 partition=0 bucket=2 node=x term=2 index=1",
+		"position table=7 partition=0 bucket=2 node=0 term=2 index=1", "position table=7 partition=0 bucket=2 node=1 term=2 index=1 index=2",
+		"position table=7 partition=0 bucket=2 node=1 term=2 index=1 color=3"} {
+		if _, err := readPositions(strings.NewReader("node 1\n" + bad + "\n")); err == nil {
+			t.Errorf("positions line %q accepted", bad)
+		}
+	}
+}
+
+// FuzzReadPositions: a positions file is read without panicking, and what
+// it accepts names real nodes.
+func FuzzReadPositions(f *testing.F) {
+	f.Add("node 1, lost nodes [2 3]\nposition table=7 partition=0 bucket=2 node=1 term=2 index=4\n")
+	f.Add("position table=1 partition=5 bucket=0 node=3 term=9 index=100\nposition table=1 partition=5 bucket=0 node=4 term=9 index=99\n")
+	f.Add("position table=-1 node==3")
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := readPositions(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for b, nodes := range got {
+			if b.TableID < 0 || b.PartitionID < 0 || b.Bucket < 0 {
+				t.Fatalf("accepted bucket %+v", b)
+			}
+			for id := range nodes {
+				if id <= 0 {
+					t.Fatalf("accepted node %d", id)
+				}
+			}
+		}
+	})
 }

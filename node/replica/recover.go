@@ -35,11 +35,16 @@ import (
 // other copy of such a group (a non-voter being added) is set aside
 // (SetAside) and copied afresh from the survivor once it leads.
 //
-// Only a sole surviving voter is forced. Where two or more voters survive
-// and are still a minority, the one with the longest log would have to be
-// chosen first, which needs all of them; that is not done here
-// (ForceAmbiguous). With three replicas per bucket, the default, a
-// minority of survivors is always one.
+// Where two or more voters survive and are still a minority (four replicas
+// or more), the one whose log is the most up to date must be the one
+// forced, which no replica can tell alone: the operator gathers every
+// survivor's position (the last entry's term and index, ForceResult) and
+// Recovery.Pick names the winner; without a pick the bucket is left
+// (ForceAmbiguous). The others are left as they are (ForceNotChosen): the
+// winner's log is at least as up to date as theirs, so no entry of theirs
+// carries the forced entry's term, and raft's log check brings them in line
+// when the winner adds them back. With three replicas per bucket, the
+// default, a minority of survivors is always one.
 
 // ForceOutcome is what ForceSoleVoter found, and did.
 type ForceOutcome int
@@ -52,6 +57,10 @@ const (
 	ForceNotNeeded
 	// ForceAmbiguous: two or more voters survive and are a minority.
 	ForceAmbiguous
+	// ForceNotChosen: two or more voters survive as a minority, and
+	// Recovery.Pick chose another one to force; this copy is left as is
+	// and rejoins as the winner's follower.
+	ForceNotChosen
 	// ForceNotMember: this replica is not in its group's latest
 	// configuration (it was being removed, or not yet added, when the
 	// nodes were lost) and no voter survives to take it: left as is.
@@ -74,6 +83,8 @@ func (o ForceOutcome) String() string {
 		return "a majority of its voters survives"
 	case ForceAmbiguous:
 		return "several surviving voters, a minority: not forced"
+	case ForceNotChosen:
+		return "another surviving voter is forced: left as is"
 	case ForceNotMember:
 		return "not in its group's latest configuration: left as is"
 	case SetAside:
@@ -91,8 +102,25 @@ type ForceResult struct {
 	Voters []raft.ServerID
 	// Survivors are those of Voters not lost.
 	Survivors []raft.ServerID
+	// LastIndex and LastTerm are those of the log's last entry (or of the
+	// newest snapshot): the replica's position, which Recovery.Pick
+	// compares.
+	LastIndex, LastTerm uint64
 	// Index and Term are the configuration entry's (Forced).
 	Index, Term uint64
+}
+
+// Recovery is what ForceSoleVoter is to recover from.
+type Recovery struct {
+	// Lost reports the servers lost for good.
+	Lost func(raft.ServerID) bool
+	// Pick, when set, chooses among two or more surviving voters that are
+	// a minority the one to force ("" for none): the one with the most
+	// up-to-date position, as every survivor reported it.
+	Pick func(survivors []raft.ServerID) raft.ServerID
+	// DryRun only reports.
+	DryRun bool
+	Logger *slog.Logger
 }
 
 // keyCurrentTerm is hashicorp/raft's stable-store key of the current term.
@@ -100,11 +128,12 @@ var keyCurrentTerm = []byte("CurrentTerm")
 
 // ForceSoleVoter decides, from the latest configuration of the replica in
 // dir (its raft server id local), what recovering from the loss of the
-// servers lost means for it (ForceOutcome), and for Forced makes it the
-// only voter unless dryRun. The replica must not be open (its node is
+// servers rc.Lost means for it (ForceOutcome), and for Forced makes it the
+// only voter unless rc.DryRun. The replica must not be open (its node is
 // stopped). Opening the log repairs a torn tail, as opening the replica
 // would.
-func ForceSoleVoter(dir string, local raft.ServerID, lost func(raft.ServerID) bool, dryRun bool, logger *slog.Logger) (ForceResult, error) {
+func ForceSoleVoter(dir string, local raft.ServerID, rc Recovery) (ForceResult, error) {
+	logger, lost := rc.Logger, rc.Lost
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,7 +150,7 @@ func ForceSoleVoter(dir string, local raft.ServerID, lost func(raft.ServerID) bo
 	if err != nil || lastIndex == 0 {
 		return ForceResult{}, err
 	}
-	var res ForceResult
+	res := ForceResult{LastIndex: lastIndex, LastTerm: lastTerm}
 	self := slices.IndexFunc(conf.Servers, func(s raft.Server) bool { return s.ID == local })
 	for _, s := range conf.Servers {
 		if s.Suffrage == raft.Voter {
@@ -132,15 +161,24 @@ func ForceSoleVoter(dir string, local raft.ServerID, lost func(raft.ServerID) bo
 		}
 	}
 	voter := self >= 0 && conf.Servers[self].Suffrage == raft.Voter
+	var winner raft.ServerID
+	if len(res.Survivors) > 1 && rc.Pick != nil {
+		winner = rc.Pick(res.Survivors)
+	}
 	switch {
 	case 2*len(res.Survivors) > len(res.Voters):
 		res.Outcome = ForceNotNeeded
-	case len(res.Survivors) > 1:
+	case len(res.Survivors) > 1 && winner == "":
 		res.Outcome = ForceAmbiguous
+	case len(res.Survivors) > 1 && voter:
+		res.Outcome = ForceNotChosen
+		if winner == local {
+			res.Outcome = Forced
+		}
 	case voter || self >= 0 && len(res.Survivors) == 0:
 		res.Outcome = Forced
 	case self >= 0:
-		// A non-voter beside the one surviving voter.
+		// A non-voter beside the surviving voter that is forced.
 		res.Outcome = SetAside
 	default:
 		// Its group's latest configuration, as this log holds it, does
@@ -157,7 +195,7 @@ func ForceSoleVoter(dir string, local raft.ServerID, lost func(raft.ServerID) bo
 		return res, fmt.Errorf("read the current term: %w", err)
 	}
 	res.Index, res.Term = lastIndex+1, max(term, lastTerm)+1
-	if dryRun {
+	if rc.DryRun {
 		return res, nil
 	}
 	me := conf.Servers[self]

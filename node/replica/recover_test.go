@@ -44,11 +44,11 @@ func TestForceSoleVoterRecoversAGroupThatLostTwoOfThree(t *testing.T) {
 	c.closeAll()
 
 	lost := lostSet("n1", "n2")
-	dry, err := ForceSoleVoter(c.dirs[0], "n0", lost, true, testLogger(t))
+	dry, err := ForceSoleVoter(c.dirs[0], "n0", Recovery{Lost: lost, DryRun: true, Logger: testLogger(t)})
 	if err != nil || dry.Outcome != Forced || len(dry.Voters) != 3 || !slices.Equal(dry.Survivors, []raft.ServerID{"n0"}) {
 		t.Fatalf("dry run: %+v, %v", dry, err)
 	}
-	res, err := ForceSoleVoter(c.dirs[0], "n0", lost, false, testLogger(t))
+	res, err := ForceSoleVoter(c.dirs[0], "n0", Recovery{Lost: lost, Logger: testLogger(t)})
 	if err != nil || res.Outcome != Forced || res.Index != dry.Index || res.Term != dry.Term {
 		t.Fatalf("force: %+v, %v (dry run said %+v)", res, err, dry)
 	}
@@ -88,7 +88,7 @@ func TestForceSoleVoterRecoversAGroupThatLostTwoOfThree(t *testing.T) {
 	}
 
 	c.closeReplica(0)
-	again, err := ForceSoleVoter(c.dirs[0], "n0", lost, false, testLogger(t))
+	again, err := ForceSoleVoter(c.dirs[0], "n0", Recovery{Lost: lost, Logger: testLogger(t)})
 	if err != nil || again.Outcome != ForceNotNeeded {
 		t.Fatalf("second run: %+v, %v", again, err)
 	}
@@ -111,16 +111,21 @@ func TestForceSoleVoterOutcomes(t *testing.T) {
 		local   raft.ServerID
 		lost    []raft.ServerID
 		want    ForceOutcome
+		pick    func([]raft.ServerID) raft.ServerID
 	}{
-		{"nothing lost", three, "a", nil, ForceNotNeeded},
-		{"one of three lost", three, "a", []raft.ServerID{"b"}, ForceNotNeeded},
-		{"two of three lost, the survivor", three, "a", []raft.ServerID{"b", "c"}, Forced},
-		{"two of three lost, a non-voter beside the survivor", three, "d", []raft.ServerID{"b", "c"}, SetAside},
-		{"every voter lost, a non-voter", three, "d", []raft.ServerID{"a", "b", "c"}, Forced},
-		{"three of five lost, two survive", five, "a", []raft.ServerID{"c", "e", "f"}, ForceAmbiguous},
-		{"two of five lost", five, "a", []raft.ServerID{"e", "f"}, ForceNotNeeded},
-		{"a copy the group does not list, its voters lost", three, "x", []raft.ServerID{"a", "b", "c"}, ForceNotMember},
-		{"a copy the group does not list, one voter survives", three, "x", []raft.ServerID{"b", "c"}, ForceNotMember},
+		{"nothing lost", three, "a", nil, ForceNotNeeded, nil},
+		{"one of three lost", three, "a", []raft.ServerID{"b"}, ForceNotNeeded, nil},
+		{"two of three lost, the survivor", three, "a", []raft.ServerID{"b", "c"}, Forced, nil},
+		{"two of three lost, a non-voter beside the survivor", three, "d", []raft.ServerID{"b", "c"}, SetAside, nil},
+		{"every voter lost, a non-voter", three, "d", []raft.ServerID{"a", "b", "c"}, Forced, nil},
+		{"three of five lost, two survive", five, "a", []raft.ServerID{"c", "e", "f"}, ForceAmbiguous, nil},
+		{"two of five lost", five, "a", []raft.ServerID{"e", "f"}, ForceNotNeeded, nil},
+		{"a copy the group does not list, its voters lost", three, "x", []raft.ServerID{"a", "b", "c"}, ForceNotMember, nil},
+		{"a copy the group does not list, one voter survives", three, "x", []raft.ServerID{"b", "c"}, ForceNotMember, nil},
+		{"three of five lost, two survive, this one picked", five, "a", []raft.ServerID{"c", "e", "f"}, Forced, func([]raft.ServerID) raft.ServerID { return "a" }},
+		{"three of five lost, two survive, the other picked", five, "a", []raft.ServerID{"c", "e", "f"}, ForceNotChosen, func([]raft.ServerID) raft.ServerID { return "b" }},
+		{"three of five lost, no pick for it", five, "a", []raft.ServerID{"c", "e", "f"}, ForceAmbiguous, func([]raft.ServerID) raft.ServerID { return "" }},
+		{"three of five lost, a non-voter beside the picked one", append(slices.Clone(five), nonvoter("d")), "d", []raft.ServerID{"c", "e", "f"}, SetAside, func([]raft.ServerID) raft.ServerID { return "a" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +146,7 @@ func TestForceSoleVoterOutcomes(t *testing.T) {
 			}
 			lg.Close()
 
-			res, err := ForceSoleVoter(dir, tc.local, lostSet(tc.lost...), false, testLogger(t))
+			res, err := ForceSoleVoter(dir, tc.local, Recovery{Lost: lostSet(tc.lost...), Pick: tc.pick, Logger: testLogger(t)})
 			if err != nil || res.Outcome != tc.want {
 				t.Fatalf("got %v (%+v), %v; want %v", res.Outcome, res, err, tc.want)
 			}
@@ -175,8 +180,97 @@ func TestForceSoleVoterOutcomes(t *testing.T) {
 // TestForceSoleVoterWithoutState: a directory without raft state is left
 // alone.
 func TestForceSoleVoterWithoutState(t *testing.T) {
-	res, err := ForceSoleVoter(t.TempDir(), "a", lostSet("b"), false, testLogger(t))
+	res, err := ForceSoleVoter(t.TempDir(), "a", Recovery{Lost: lostSet("b"), Logger: testLogger(t)})
 	if err != nil || res.Outcome != ForceNoState {
 		t.Fatalf("got %+v, %v", res, err)
+	}
+}
+
+// TestForceSoleVoterPicksTheMostUpToDateSurvivor: a bucket of five
+// replicas loses three; of the two survivors one fell behind before the
+// loss. Picked by position, the one ahead is forced and keeps every entry;
+// the other, left as it was, catches up as its follower.
+func TestForceSoleVoterPicksTheMostUpToDateSurvivor(t *testing.T) {
+	c := newTestCluster(t, 5)
+	defer c.closeAll()
+	seq := int32(0)
+	write := func(n int) {
+		for range n {
+			if _, err := c.append([][]byte{makeBatch(1, fmt.Sprintf("row %d", seq))}, 3, seq); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+	}
+	write(10)
+	waitFor(t, 10*time.Second, func() error {
+		if got := len(fetchAll(t, c.reps[1])); got != 10 {
+			return fmt.Errorf("replica 1 has %d batches", got)
+		}
+		return nil
+	})
+	c.closeReplica(1) // falls behind
+	write(5)
+	waitFor(t, 10*time.Second, func() error {
+		if got := len(fetchAll(t, c.reps[0])); got != 15 {
+			return fmt.Errorf("replica 0 has %d batches", got)
+		}
+		return nil
+	})
+	ahead := fetchAll(t, c.reps[0])
+	c.closeAll()
+
+	lost := lostSet("n2", "n3", "n4")
+	pos := map[raft.ServerID]ForceResult{}
+	for i, id := range []raft.ServerID{"n0", "n1"} {
+		res, err := ForceSoleVoter(c.dirs[i], id, Recovery{Lost: lost, DryRun: true, Logger: testLogger(t)})
+		if err != nil || res.Outcome != ForceAmbiguous {
+			t.Fatalf("%s without a pick: %+v, %v", id, res, err)
+		}
+		pos[id] = res
+	}
+	pick := func(survivors []raft.ServerID) raft.ServerID {
+		best := survivors[0]
+		for _, s := range survivors[1:] {
+			a, b := pos[s], pos[best]
+			if a.LastTerm > b.LastTerm || a.LastTerm == b.LastTerm && a.LastIndex > b.LastIndex {
+				best = s
+			}
+		}
+		return best
+	}
+	if w := pick([]raft.ServerID{"n1", "n0"}); w != "n0" {
+		t.Fatalf("picked %s, positions %+v", w, pos)
+	}
+	if res, err := ForceSoleVoter(c.dirs[1], "n1", Recovery{Lost: lost, Pick: pick, Logger: testLogger(t)}); err != nil || res.Outcome != ForceNotChosen {
+		t.Fatalf("n1: %+v, %v", res, err)
+	}
+	if res, err := ForceSoleVoter(c.dirs[0], "n0", Recovery{Lost: lost, Pick: pick, Logger: testLogger(t)}); err != nil || res.Outcome != Forced {
+		t.Fatalf("n0: %+v, %v", res, err)
+	}
+
+	c.restart(0)
+	c.restart(1)
+	waitFor(t, 30*time.Second, func() error {
+		if c.leader() != 0 {
+			return errors.New("replica 0 does not lead")
+		}
+		return nil
+	})
+	if err := c.reps[0].Raft().AddNonvoter("n1", c.addrs[1], 0, 10*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	write(1)
+	waitFor(t, 30*time.Second, func() error {
+		if got := len(fetchAll(t, c.reps[1])); got != 16 {
+			return fmt.Errorf("replica 1 has %d batches", got)
+		}
+		return nil
+	})
+	got0, got1 := fetchAll(t, c.reps[0]), fetchAll(t, c.reps[1])
+	for i := range got0 {
+		if i < len(ahead) && !bytes.Equal(got0[i], ahead[i]) || !bytes.Equal(got0[i], got1[i]) {
+			t.Fatalf("batch %d differs between the forced replica, the one it caught up and the log before", i)
+		}
 	}
 }
