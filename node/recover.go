@@ -31,7 +31,10 @@ import (
 //     others lost, a minority survives) is made the group's only voter
 //     (replica.ForceSoleVoter), and a non-voting copy beside such a
 //     survivor is set aside (renamed <bucket dir>.set-aside-<unix seconds>;
-//     its node copies the bucket afresh if it is still assigned one).
+//     its node copies the bucket afresh if it is still assigned one);
+//   - where two or more voters survive as a minority, the one with the most
+//     up-to-date log, by the positions every survivor's report gives
+//     (RecoverOptions.Positions), is forced so; the others follow it.
 //
 // Once they are started, the controller treats the lost nodes as dead: after
 // cluster.dead_node_grace their replicas are replaced on live nodes, the
