@@ -517,7 +517,9 @@ func clusterCmd() *cobra.Command {
 the buckets it leads that are under-replicated (fewer replicas in sync with
 it than assigned; raft.replica_max_lag) and the replicas assigned to it
 that it has not open (OFFLINE: failing to open, see its log, or opening).
-"?" where a node did not answer.`,
+"?" where a node did not answer. The last line sums them, and counts the
+buckets no replica leads among the nodes that answered (an election, or a
+bucket that lost the majority of its replicas: see fluss-node recover).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := cmdContext(cmd)
 			defer cancel()
@@ -545,7 +547,7 @@ that it has not open (OFFLINE: failing to open, see its log, or opening).
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "replication: %d under-replicated bucket(s), %d offline replica(s)", under, offline)
+			fmt.Fprintf(w, "replication: %d under-replicated bucket(s), %d offline replica(s), %d bucket(s) without a leader", under, offline, c.LeaderlessBuckets)
 			if len(silent) > 0 {
 				fmt.Fprintf(w, "; not reported by node(s) %v", silent)
 			}

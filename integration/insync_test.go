@@ -139,7 +139,7 @@ func TestUnderReplicatedBuckets(t *testing.T) {
 	})
 	status := mustCLI(t, addr, "", "cluster", "status").stdout
 	if !strings.Contains(status, "UNDER-REPLICATED") || !nodeLine(status, "3", "?", "?") ||
-		!strings.Contains(status, "replication: 3 under-replicated bucket(s), 0 offline replica(s); not reported by node(s) [3]") {
+		!strings.Contains(status, "replication: 3 under-replicated bucket(s), 0 offline replica(s), 0 bucket(s) without a leader; not reported by node(s) [3]") {
 		t.Errorf("cluster status with node 3 dead: want its counts unknown (?):\n%s", status)
 	}
 	if d := mustCLI(t, addr, "", "table", "describe", "d.log").stdout; strings.Count(d, "under-replicated") != 3 {

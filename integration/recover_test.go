@@ -64,6 +64,14 @@ func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The survivor alone: no bucket can elect, and cluster status says so.
+	waitFor(t, 60*time.Second, func() error {
+		r := runCLI(t, survivor.client, "", "cluster", "status")
+		if want := fmt.Sprintf("%d bucket(s) without a leader", buckets+2); !strings.Contains(r.stdout, want) {
+			return fmt.Errorf("cluster status does not say %q:\n%s%s", want, r.stdout, r.stderr)
+		}
+		return nil
+	})
 	survivor.p.stop(t)
 
 	recoverCmd := func(args ...string) (string, error) {
@@ -105,6 +113,9 @@ func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 	})
 	for b := 0; b < buckets; b++ {
 		checkBucketAcks(t, survivor.client, "rc.events", b, acks)
+	}
+	if st := mustCLI(t, survivor.client, "", "cluster", "status").stdout; !strings.Contains(st, " 0 bucket(s) without a leader") {
+		t.Fatalf("cluster status after recovery:\n%s", st)
 	}
 	var lookup struct {
 		Rows []json.RawMessage `json:"rows"`

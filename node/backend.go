@@ -418,7 +418,28 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 		}
 		info.Nodes = append(info.Nodes, ni)
 	}
+	info.Leaderless = leaderless(n.meta.Assignments(), stats)
 	return info, nil
+}
+
+// leaderless counts the buckets of as that no replica leads among the
+// nodes whose stats answered (a silent node may lead some of them).
+func leaderless(as []raftmeta.Assignment, stats map[raftmeta.NodeID]*nodeStats) int32 {
+	led := map[raftmeta.BucketID]bool{}
+	for id, s := range stats {
+		for _, b := range s.Buckets {
+			if b.Leader == id {
+				led[b.Bucket] = true
+			}
+		}
+	}
+	var n int32
+	for _, a := range as {
+		if !led[a.BucketID] {
+			n++
+		}
+	}
+	return n
 }
 
 // Ready reports whether the node can serve: a metadata leader is known,

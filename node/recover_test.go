@@ -218,3 +218,20 @@ func FuzzReadPositions(f *testing.F) {
 		}
 	})
 }
+
+// TestLeaderless: a bucket counts as without a leader unless a node that
+// answered reports leading it; another node's view of its leader does not
+// count.
+func TestLeaderless(t *testing.T) {
+	b := func(i int32) raftmeta.BucketID { return raftmeta.BucketID{TableID: 1, Bucket: i} }
+	as := []raftmeta.Assignment{{BucketID: b(0)}, {BucketID: b(1)}, {BucketID: b(2)}, {BucketID: b(3)}}
+	stats := map[raftmeta.NodeID]*nodeStats{
+		1: {Buckets: []bucketLeader{{Bucket: b(0), Leader: 1}, {Bucket: b(1), Leader: 3}, {Bucket: b(2), Leader: 0}}},
+		2: {Buckets: []bucketLeader{{Bucket: b(0), Leader: 1}, {Bucket: b(3), Leader: 2}}},
+	}
+	// Bucket 1: node 1 names node 3, which did not answer; bucket 2: no
+	// leader known.
+	if got := leaderless(as, stats); got != 2 {
+		t.Fatalf("leaderless = %d, want 2", got)
+	}
+}

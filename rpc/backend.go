@@ -143,6 +143,9 @@ type ClusterInfo struct {
 	Nodes      []NodeInfo
 	// Config is the cluster-wide settings in force.
 	Config raftmeta.ClusterConfig
+	// Leaderless counts the buckets that no replica on the nodes that
+	// answered leads.
+	Leaderless int32
 }
 
 // NodeInfo is one member in DescribeCluster.

@@ -2064,8 +2064,12 @@ type DescribeClusterResponse struct {
 	DeadNodeGraceMs         int64 `protobuf:"varint,5,opt,name=dead_node_grace_ms,json=deadNodeGraceMs,proto3" json:"dead_node_grace_ms,omitempty"`
 	DefaultLogTtlMs         int64 `protobuf:"varint,6,opt,name=default_log_ttl_ms,json=defaultLogTtlMs,proto3" json:"default_log_ttl_ms,omitempty"`
 	LakeSnapshotRetentionMs int64 `protobuf:"varint,7,opt,name=lake_snapshot_retention_ms,json=lakeSnapshotRetentionMs,proto3" json:"lake_snapshot_retention_ms,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Buckets that no replica on the nodes that answered leads: an election
+	// in progress, or a bucket that lost the majority of its replicas
+	// (docs/OPERATIONS.md, "A majority of nodes died for good").
+	LeaderlessBuckets int32 `protobuf:"varint,8,opt,name=leaderless_buckets,json=leaderlessBuckets,proto3" json:"leaderless_buckets,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -2143,6 +2147,13 @@ func (x *DescribeClusterResponse) GetDefaultLogTtlMs() int64 {
 func (x *DescribeClusterResponse) GetLakeSnapshotRetentionMs() int64 {
 	if x != nil {
 		return x.LakeSnapshotRetentionMs
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetLeaderlessBuckets() int32 {
+	if x != nil {
+		return x.LeaderlessBuckets
 	}
 	return 0
 }
@@ -4064,7 +4075,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x10offline_replicas\x18\n" +
 	" \x01(\x05H\x01R\x0fofflineReplicas\x88\x01\x01B\x13\n" +
 	"\x11_under_replicatedB\x13\n" +
-	"\x11_offline_replicas\"\xbb\x02\n" +
+	"\x11_offline_replicas\"\xea\x02\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
@@ -4075,7 +4086,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"metaVoters\x12+\n" +
 	"\x12dead_node_grace_ms\x18\x05 \x01(\x03R\x0fdeadNodeGraceMs\x12+\n" +
 	"\x12default_log_ttl_ms\x18\x06 \x01(\x03R\x0fdefaultLogTtlMs\x12;\n" +
-	"\x1alake_snapshot_retention_ms\x18\a \x01(\x03R\x17lakeSnapshotRetentionMs\"+\n" +
+	"\x1alake_snapshot_retention_ms\x18\a \x01(\x03R\x17lakeSnapshotRetentionMs\x12-\n" +
+	"\x12leaderless_buckets\x18\b \x01(\x05R\x11leaderlessBuckets\"+\n" +
 	"\x10DrainNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x13\n" +
 	"\x11DrainNodeResponse\"-\n" +
