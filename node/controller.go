@@ -545,29 +545,22 @@ func (n *Node) ledAnyway(cs *controllerState, alive map[raftmeta.NodeID]bool) fu
 			delete(cs.ledAsked, b) // asked again if still to ask; a dropped bucket's goes
 		}
 	}
-	peerAddr := map[raftmeta.NodeID]string{}
-	for _, m := range n.meta.Nodes() {
-		peerAddr[m.ID] = m.PeerAddr
-	}
 	return func(a raftmeta.Assignment) bool {
 		if _, ok := cs.ledAsked[a.BucketID]; ok {
 			return false
 		}
 		cs.ledAsked[a.BucketID] = time.Now()
-		req := appendUvarint(appendBucketID(nil, a.BucketID), uint64(n.id))
+		var addrs []string
 		for _, id := range a.Replicas {
-			if !alive[id] || peerAddr[id] == "" {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			resp, err := n.peers.Call(ctx, peerAddr[id], callBucketMember, req)
-			cancel()
-			if err == nil && len(resp) == 1 && resp[0] != memberUnknown {
-				delete(cs.ledAsked, a.BucketID)
-				return true
+			if addr, ok := n.nodePeerAddr(id); ok && alive[id] {
+				addrs = append(addrs, addr)
 			}
 		}
-		return false
+		if n.memberAnswer(a.BucketID, addrs) == memberUnknown {
+			return false
+		}
+		delete(cs.ledAsked, a.BucketID)
+		return true
 	}
 }
 
@@ -591,31 +584,29 @@ func (n *Node) retired(r *replica.Replica, a raftmeta.Assignment) bool {
 	if addr, _ := r.Raft().LeaderWithID(); addr != "" {
 		addrs = append(addrs, string(addr))
 	}
-	peerAddr := map[raftmeta.NodeID]string{}
-	for _, m := range n.meta.Nodes() {
-		peerAddr[m.ID] = m.PeerAddr
-	}
 	for _, id := range a.Replicas {
-		if addr := peerAddr[id]; addr != "" && !slices.Contains(addrs, addr) {
+		if addr, ok := n.nodePeerAddr(id); ok && !slices.Contains(addrs, addr) {
 			addrs = append(addrs, addr)
 		}
 	}
-	req := appendUvarint(appendBucketID(nil, a.BucketID), uint64(n.id))
+	return n.memberAnswer(a.BucketID, addrs) == memberNo
+}
+
+// memberAnswer asks the nodes at addrs in turn whether their replica of b
+// leads a group whose committed configuration holds this node
+// (bucket.member), and returns the first answer from a leader:
+// memberUnknown when none leads.
+func (n *Node) memberAnswer(b raftmeta.BucketID, addrs []string) byte {
+	req := appendUvarint(appendBucketID(nil, b), uint64(n.id))
 	for _, addr := range addrs {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		resp, err := n.peers.Call(ctx, addr, callBucketMember, req)
 		cancel()
-		if err != nil || len(resp) != 1 {
-			continue
-		}
-		switch resp[0] {
-		case memberNo:
-			return true
-		case memberYes:
-			return false
+		if err == nil && len(resp) == 1 && resp[0] != memberUnknown {
+			return resp[0]
 		}
 	}
-	return false
+	return memberUnknown
 }
 
 // handleBucketMember answers bucket.member (callBucketMember).
