@@ -46,6 +46,8 @@ func (st *state) apply(cmd *metapb.Command) (*ApplyResult, bool) {
 		changed, err = st.setClusterID(c.SetClusterId)
 	case *metapb.Command_SetClusterConfig:
 		changed, err = st.setClusterConfig(c.SetClusterConfig)
+	case *metapb.Command_RestoreBucket:
+		err = st.restoreBucket(c.RestoreBucket)
 	case *metapb.Command_AddColumns:
 		var sid int32
 		sid, err = st.addColumns(c.AddColumns)
@@ -190,6 +192,42 @@ func checkReplicas(a Assignment) error {
 	return nil
 }
 
+// restoreBucket gives a log-table bucket a new replica set that starts a
+// new Raft group (the next generation, epoch 0) at c.StartOffset. Whether
+// the bucket lost every replica is the proposer's to check (it takes
+// liveness, which the state machine does not know).
+func (st *state) restoreBucket(c *metapb.RestoreBucket) error {
+	if c.StartOffset < 0 {
+		return fmt.Errorf("%w: restore bucket %d: start offset %d is negative", ErrInvalid, c.Bucket, c.StartOffset)
+	}
+	want := assignmentFromPB(&metapb.Assignment{TableId: c.TableId, PartitionId: c.PartitionId, Bucket: c.Bucket, Replicas: c.Replicas})
+	if err := checkReplicas(want); err != nil {
+		return err
+	}
+	t, ok := st.tables[c.TableId]
+	if !ok {
+		return Named(ErrTableNotFound, "restore bucket %d: table id %d not found", c.Bucket, c.TableId)
+	}
+	if t.HasPrimaryKey() {
+		return fmt.Errorf("%w: restore bucket %d of table %s: a primary-key table's KV state is not in remote storage", ErrInvalid, c.Bucket, t.FullName())
+	}
+	as := st.assignments[t.ID]
+	i, found := slices.BinarySearchFunc(as, want, compareAssignments)
+	if !found {
+		if c.PartitionId != NoPartition {
+			if pt, ok := st.partitions[c.PartitionId]; !ok || pt.TableID != t.ID {
+				return Named(ErrPartitionNotFound, "restore bucket %d: partition id %d of table %s not found", c.Bucket, c.PartitionId, t.FullName())
+			}
+		}
+		return fmt.Errorf("%w: restore: table %s has no bucket %d (it has %d)", ErrInvalid, t.FullName(), c.Bucket, t.BucketCount)
+	}
+	next := slices.Clone(as)
+	want.Generation, want.StartOffset = as[i].Generation+1, c.StartOffset
+	next[i] = want
+	st.assignments[t.ID] = next
+	return nil
+}
+
 func (st *state) dropTable(c *metapb.DropTable) (bool, error) {
 	full := c.Database + "." + c.Name
 	id, ok := st.tableNames[full]
@@ -303,7 +341,7 @@ func (st *state) setAssignments(pbs []*metapb.Assignment) error {
 		for _, a := range byTable[tid] {
 			i, found := slices.BinarySearchFunc(next, a, compareAssignments)
 			if found {
-				a.Epoch = next[i].Epoch
+				a.Epoch, a.Generation, a.StartOffset = next[i].Epoch, next[i].Generation, next[i].StartOffset
 				if !SameReplicas(a.Replicas, next[i].Replicas) {
 					a.Epoch++
 				}
@@ -311,7 +349,7 @@ func (st *state) setAssignments(pbs []*metapb.Assignment) error {
 			} else {
 				// A bucket without an assignment yet: no replica has
 				// Raft state, so this first set bootstraps the group.
-				a.Epoch = 0
+				a.Epoch, a.Generation, a.StartOffset = 0, 0, 0
 				next = slices.Insert(next, i, a)
 			}
 		}

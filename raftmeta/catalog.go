@@ -120,6 +120,16 @@ type Assignment struct {
 	// there and waits for the group's leader to add it. Set by the FSM:
 	// ignored in commands.
 	Epoch int64
+	// Generation counts the Raft groups the bucket has had: 0 is the one
+	// it was created with; RestoreBucket starts a new one (Epoch 0 again)
+	// after the bucket lost every replica. A replica of an older
+	// generation belongs to a group that no longer exists. Set by the
+	// FSM: ignored in SetAssignments.
+	Generation int64
+	// StartOffset is the data offset this generation's group started
+	// from: the end of what remote storage held of the lost group's log
+	// (0 for generation 0). Set by the FSM: ignored in SetAssignments.
+	StartOffset int64
 }
 
 // SameReplicas reports whether a and b hold the same set of nodes, in any

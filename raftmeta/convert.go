@@ -91,6 +91,10 @@ func DecodeCommand(b []byte) (*metapb.Command, error) {
 		if c.SetClusterConfig == nil || c.SetClusterConfig.Config == nil {
 			return nil, fmt.Errorf("%w: SetClusterConfig without a config", ErrBadCommand)
 		}
+	case *metapb.Command_RestoreBucket:
+		if c.RestoreBucket == nil {
+			return nil, fmt.Errorf("%w: empty RestoreBucket", ErrBadCommand)
+		}
 	case *metapb.Command_AddColumns:
 		if c.AddColumns == nil {
 			return nil, fmt.Errorf("%w: empty AddColumns", ErrBadCommand)
@@ -208,7 +212,8 @@ func tableFromPB(p *metapb.Table) (*Table, error) {
 }
 
 func assignmentToPB(a Assignment) *metapb.Assignment {
-	out := &metapb.Assignment{TableId: a.TableID, PartitionId: a.PartitionID, Bucket: a.Bucket, Epoch: a.Epoch}
+	out := &metapb.Assignment{TableId: a.TableID, PartitionId: a.PartitionID, Bucket: a.Bucket, Epoch: a.Epoch,
+		Generation: a.Generation, StartOffset: a.StartOffset}
 	out.Replicas = make([]int32, len(a.Replicas))
 	for i, r := range a.Replicas {
 		out.Replicas[i] = int32(r)
@@ -217,7 +222,8 @@ func assignmentToPB(a Assignment) *metapb.Assignment {
 }
 
 func assignmentFromPB(p *metapb.Assignment) Assignment {
-	a := Assignment{BucketID: BucketID{TableID: p.TableId, PartitionID: p.PartitionId, Bucket: p.Bucket}, Epoch: p.Epoch}
+	a := Assignment{BucketID: BucketID{TableID: p.TableId, PartitionID: p.PartitionId, Bucket: p.Bucket}, Epoch: p.Epoch,
+		Generation: p.Generation, StartOffset: p.StartOffset}
 	a.Replicas = make([]NodeID, len(p.Replicas))
 	for i, r := range p.Replicas {
 		a.Replicas[i] = NodeID(r)

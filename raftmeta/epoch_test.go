@@ -2,10 +2,14 @@ package raftmeta
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fluss-node/fluss-node/proto/metapb"
 )
 
 // TestAssignmentEpoch: a bucket is created at epoch 0 (whatever the command
@@ -67,7 +71,17 @@ func TestAssignmentEpoch(t *testing.T) {
 	if e, _ := epochOf(b0); e != before {
 		t.Fatalf("failed command moved epoch %d -> %d", before, e)
 	}
-	snap, err := a.f.MarshalState()
+	for _, x := range throughSnapshot(t, a.f).Assignments() {
+		if x.BucketID == b0 && x.Epoch != before {
+			t.Fatalf("restored epoch %d, want %d", x.Epoch, before)
+		}
+	}
+}
+
+// throughSnapshot is a new FSM restored from a snapshot of f.
+func throughSnapshot(t *testing.T, f *FSM) *FSM {
+	t.Helper()
+	snap, err := f.MarshalState()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +89,7 @@ func TestAssignmentEpoch(t *testing.T) {
 	if err := g.Restore(nopCloser{bytes.NewReader(snap)}); err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range g.Assignments() {
-		if x.BucketID == b0 && x.Epoch != before {
-			t.Fatalf("restored epoch %d, want %d", x.Epoch, before)
-		}
-	}
+	return g
 }
 
 func r0(t *testing.T, f *FSM) int64 {
@@ -451,4 +461,93 @@ func sameSet(a, b []NodeID) bool {
 	slices.Sort(x)
 	slices.Sort(y)
 	return slices.Equal(x, y)
+}
+
+// TestRestoreBucket: RestoreBucket gives a log-table bucket a new replica
+// set at the next generation, epoch 0 and the given start offset; a later
+// SetAssignments keeps generation and start offset; snapshots carry them;
+// bad commands change nothing.
+func TestRestoreBucket(t *testing.T) {
+	a := newApplier(t)
+	a.apply(cCreateDB("db", false))
+	if r := a.apply(cCreateTable(t, TableSpec{Database: "db", Name: "t", BucketCount: 2, Columns: testSpec("db", "t").Columns}, false)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	tid := r0(t, a.f)
+	b0 := BucketID{TableID: tid, Bucket: 0}
+	of := func(b BucketID) Assignment {
+		t.Helper()
+		for _, x := range a.f.Assignments() {
+			if x.BucketID == b {
+				return x
+			}
+		}
+		t.Fatalf("no assignment for %v", b)
+		return Assignment{}
+	}
+	restore := func(b BucketID, reps []NodeID, start int64) *metapb.Command {
+		rs := make([]int32, len(reps))
+		for i, r := range reps {
+			rs[i] = int32(r)
+		}
+		return &metapb.Command{Cmd: &metapb.Command_RestoreBucket{RestoreBucket: &metapb.RestoreBucket{
+			TableId: b.TableID, PartitionId: b.PartitionID, Bucket: b.Bucket, Replicas: rs, StartOffset: start}}}
+	}
+	if r := a.apply(cSetAssign(Assignment{BucketID: b0, Replicas: []NodeID{1, 4}})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := of(b0); got.Epoch != 1 || got.Generation != 0 {
+		t.Fatalf("before: epoch %d generation %d, want 1 0", got.Epoch, got.Generation)
+	}
+	if r := a.apply(restore(b0, []NodeID{5, 6}, 1234)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	got := of(b0)
+	if got.Epoch != 0 || got.Generation != 1 || got.StartOffset != 1234 || !slices.Equal(got.Replicas, []NodeID{5, 6}) {
+		t.Fatalf("restored: %+v, want replicas [5 6] epoch 0 generation 1 start 1234", got)
+	}
+	if other := of(BucketID{TableID: tid, Bucket: 1}); other.Generation != 0 || other.StartOffset != 0 {
+		t.Fatalf("untouched bucket: %+v", other)
+	}
+	// A move afterwards is a change of the new group's set.
+	if r := a.apply(cSetAssign(Assignment{BucketID: b0, Replicas: []NodeID{5, 7}, Generation: 9, StartOffset: 9})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := of(b0); got.Epoch != 1 || got.Generation != 1 || got.StartOffset != 1234 {
+		t.Fatalf("moved after restore: %+v, want epoch 1 generation 1 start 1234", got)
+	}
+	for _, bad := range []struct {
+		name string
+		cmd  *metapb.Command
+		want error
+	}{
+		{"negative start", restore(b0, []NodeID{5}, -1), ErrInvalid},
+		{"no replicas", restore(b0, nil, 0), ErrInvalid},
+		{"replica twice", restore(b0, []NodeID{5, 5}, 0), ErrInvalid},
+		{"no such bucket", restore(BucketID{TableID: tid, Bucket: 2}, []NodeID{5}, 0), ErrInvalid},
+		{"no such table", restore(BucketID{TableID: tid + 100, Bucket: 0}, []NodeID{5}, 0), ErrTableNotFound},
+		{"no such partition", restore(BucketID{TableID: tid, PartitionID: 77, Bucket: 0}, []NodeID{5}, 0), ErrPartitionNotFound},
+	} {
+		before := of(b0)
+		if r := a.apply(bad.cmd); !errors.Is(r.Err, bad.want) {
+			t.Fatalf("%s: err %v, want %v", bad.name, r.Err, bad.want)
+		}
+		if after := of(b0); !reflect.DeepEqual(before, after) {
+			t.Fatalf("%s changed the assignment: %+v -> %+v", bad.name, before, after)
+		}
+	}
+	pk := testSpec("db", "pk")
+	pk.PrimaryKey = []string{"id"}
+	if r := a.apply(cCreateTable(t, pk, false)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	pt, _ := a.f.TableByName("db", "pk")
+	if r := a.apply(restore(BucketID{TableID: pt.ID}, []NodeID{5}, 0)); !errors.Is(r.Err, ErrInvalid) || !strings.Contains(r.Err.Error(), "primary-key") {
+		t.Fatalf("primary-key table: err %v, want ErrInvalid naming the primary key", r.Err)
+	}
+	for _, x := range throughSnapshot(t, a.f).Assignments() {
+		if x.BucketID == b0 && (x.Generation != 1 || x.StartOffset != 1234) {
+			t.Fatalf("from a snapshot: %+v, want generation 1 start 1234", x)
+		}
+	}
 }

@@ -572,6 +572,20 @@ func (m *Meta) SetAssignments(ctx context.Context, as []Assignment) error {
 	return err
 }
 
+// RestoreBucket starts a new Raft group for log-table bucket id, which
+// lost every replica, on replicas at data offset start
+// (Assignment.Generation). The caller checks that the old replicas are
+// gone.
+func (m *Meta) RestoreBucket(ctx context.Context, id BucketID, replicas []NodeID, start int64) error {
+	reps := make([]int32, len(replicas))
+	for i, r := range replicas {
+		reps[i] = int32(r)
+	}
+	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_RestoreBucket{RestoreBucket: &metapb.RestoreBucket{
+		TableId: id.TableID, PartitionId: id.PartitionID, Bucket: id.Bucket, Replicas: reps, StartOffset: start}}})
+	return err
+}
+
 // RegisterNode inserts or replaces a node's record.
 func (m *Meta) RegisterNode(ctx context.Context, n Node) error {
 	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_RegisterNode{RegisterNode: &metapb.RegisterNode{Node: nodeToPB(n)}}})

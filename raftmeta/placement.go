@@ -393,3 +393,11 @@ func extremes(ids []NodeID, count map[NodeID]int) (hi, lo NodeID) {
 	}
 	return hi, lo
 }
+
+// LeastLoaded returns the node of targets holding the fewest replicas
+// among as, ties to the smallest id; 0 when targets is empty. It places
+// the one replica a restored bucket starts with (Grow adds the rest).
+func LeastLoaded(as []Assignment, targets []NodeID) NodeID {
+	count, ts := targetLoad(as, targets)
+	return leastLoaded(ts, count, func(NodeID) bool { return false })
+}

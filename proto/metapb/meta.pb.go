@@ -433,7 +433,17 @@ type Assignment struct {
 	// it), +1 on every SetAssignments that changes the set (a replica that
 	// opens with no Raft state then waits to be added by the group's
 	// leader). Set by the state machine; ignored in commands.
-	Epoch         int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// generation counts the times the bucket's Raft group was started anew
+	// by RestoreBucket after it lost every replica: 0 for the group the
+	// bucket was created with. Replicas of an older generation belong to a
+	// group that no longer exists. Set by the state machine; ignored in
+	// SetAssignments.
+	Generation int64 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
+	// start_offset is the data offset the group of this generation started
+	// from (what remote storage held of the lost group's log), 0 for
+	// generation 0. Set by the state machine; ignored in SetAssignments.
+	StartOffset   int64 `protobuf:"varint,7,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -499,6 +509,20 @@ func (x *Assignment) GetReplicas() []int32 {
 func (x *Assignment) GetEpoch() int64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Assignment) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Assignment) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
 	}
 	return 0
 }
@@ -606,6 +630,7 @@ type Command struct {
 	//	*Command_ForgetNode
 	//	*Command_SetTableProperties
 	//	*Command_SetClusterConfig
+	//	*Command_RestoreBucket
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -774,6 +799,15 @@ func (x *Command) GetSetClusterConfig() *SetClusterConfig {
 	return nil
 }
 
+func (x *Command) GetRestoreBucket() *RestoreBucket {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_RestoreBucket); ok {
+			return x.RestoreBucket
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -834,6 +868,10 @@ type Command_SetClusterConfig struct {
 	SetClusterConfig *SetClusterConfig `protobuf:"bytes,14,opt,name=set_cluster_config,json=setClusterConfig,proto3,oneof"`
 }
 
+type Command_RestoreBucket struct {
+	RestoreBucket *RestoreBucket `protobuf:"bytes,15,opt,name=restore_bucket,json=restoreBucket,proto3,oneof"`
+}
+
 func (*Command_CreateDatabase) isCommand_Cmd() {}
 
 func (*Command_DropDatabase) isCommand_Cmd() {}
@@ -861,6 +899,8 @@ func (*Command_ForgetNode) isCommand_Cmd() {}
 func (*Command_SetTableProperties) isCommand_Cmd() {}
 
 func (*Command_SetClusterConfig) isCommand_Cmd() {}
+
+func (*Command_RestoreBucket) isCommand_Cmd() {}
 
 type CreateDatabase struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1292,6 +1332,86 @@ func (x *SetAssignments) GetAssignments() []*Assignment {
 	return nil
 }
 
+// RestoreBucket starts a new Raft group for a log-table bucket that lost
+// every replica: replicas is its new replica set (epoch 0, generation + 1,
+// so its replicas bootstrap the new group), starting at data offset
+// start_offset, the end of what remote storage holds of its log.
+type RestoreBucket struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableId       int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	PartitionId   int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Bucket        int32                  `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Replicas      []int32                `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	StartOffset   int64                  `protobuf:"varint,5,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreBucket) Reset() {
+	*x = RestoreBucket{}
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreBucket) ProtoMessage() {}
+
+func (x *RestoreBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreBucket.ProtoReflect.Descriptor instead.
+func (*RestoreBucket) Descriptor() ([]byte, []int) {
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RestoreBucket) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *RestoreBucket) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *RestoreBucket) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *RestoreBucket) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *RestoreBucket) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
 // RegisterNode inserts or replaces a node's record.
 type RegisterNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1302,7 +1422,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[15]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1434,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[15]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1447,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{15}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterNode) GetNode() *Node {
@@ -1347,7 +1467,7 @@ type SetNodeState struct {
 
 func (x *SetNodeState) Reset() {
 	*x = SetNodeState{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[16]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1479,7 @@ func (x *SetNodeState) String() string {
 func (*SetNodeState) ProtoMessage() {}
 
 func (x *SetNodeState) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[16]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1492,7 @@ func (x *SetNodeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeState.ProtoReflect.Descriptor instead.
 func (*SetNodeState) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{16}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetNodeState) GetId() int32 {
@@ -1402,7 +1522,7 @@ type SetTableProperties struct {
 
 func (x *SetTableProperties) Reset() {
 	*x = SetTableProperties{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1534,7 @@ func (x *SetTableProperties) String() string {
 func (*SetTableProperties) ProtoMessage() {}
 
 func (x *SetTableProperties) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[17]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1547,7 @@ func (x *SetTableProperties) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableProperties.ProtoReflect.Descriptor instead.
 func (*SetTableProperties) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{17}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetTableProperties) GetTableId() int64 {
@@ -1462,7 +1582,7 @@ type ForgetNode struct {
 
 func (x *ForgetNode) Reset() {
 	*x = ForgetNode{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1594,7 @@ func (x *ForgetNode) String() string {
 func (*ForgetNode) ProtoMessage() {}
 
 func (x *ForgetNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[18]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1607,7 @@ func (x *ForgetNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNode.ProtoReflect.Descriptor instead.
 func (*ForgetNode) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{18}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ForgetNode) GetId() int32 {
@@ -1508,7 +1628,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1640,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[19]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1653,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{19}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1571,7 +1691,7 @@ type ClusterConfig struct {
 
 func (x *ClusterConfig) Reset() {
 	*x = ClusterConfig{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1703,7 @@ func (x *ClusterConfig) String() string {
 func (*ClusterConfig) ProtoMessage() {}
 
 func (x *ClusterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1716,7 @@ func (x *ClusterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterConfig.ProtoReflect.Descriptor instead.
 func (*ClusterConfig) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterConfig) GetMetaVoters() int32 {
@@ -1640,7 +1760,7 @@ type SetClusterConfig struct {
 
 func (x *SetClusterConfig) Reset() {
 	*x = SetClusterConfig{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1772,7 @@ func (x *SetClusterConfig) String() string {
 func (*SetClusterConfig) ProtoMessage() {}
 
 func (x *SetClusterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1785,7 @@ func (x *SetClusterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfig.ProtoReflect.Descriptor instead.
 func (*SetClusterConfig) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{21}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetClusterConfig) GetConfig() *ClusterConfig {
@@ -1694,7 +1814,7 @@ type AddColumns struct {
 
 func (x *AddColumns) Reset() {
 	*x = AddColumns{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1826,7 @@ func (x *AddColumns) String() string {
 func (*AddColumns) ProtoMessage() {}
 
 func (x *AddColumns) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1839,7 @@ func (x *AddColumns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddColumns.ProtoReflect.Descriptor instead.
 func (*AddColumns) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{22}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AddColumns) GetTableId() int64 {
@@ -1761,7 +1881,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1893,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1906,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{23}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *State) GetClusterId() string {
@@ -1914,14 +2034,18 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\rcreated_at_ms\x18\x05 \x01(\x03R\vcreatedAtMs\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
 	"\n" +
 	"Assignment\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x16\n" +
 	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\x05R\breplicas\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\"\xa5\x01\n" +
+	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x06 \x01(\x03R\n" +
+	"generation\x12!\n" +
+	"\fstart_offset\x18\a \x01(\x03R\vstartOffset\"\xa5\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1f\n" +
 	"\vclient_addr\x18\x02 \x01(\tR\n" +
@@ -1930,7 +2054,7 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x04 \x01(\tR\n" +
 	"gossipAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\tR\x05state\"\xea\a\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"\xb1\b\n" +
 	"\aCommand\x12H\n" +
 	"\x0fcreate_database\x18\x01 \x01(\v2\x1d.fluss.meta.v1.CreateDatabaseH\x00R\x0ecreateDatabase\x12B\n" +
 	"\rdrop_database\x18\x02 \x01(\v2\x1b.fluss.meta.v1.DropDatabaseH\x00R\fdropDatabase\x12?\n" +
@@ -1949,7 +2073,8 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vforget_node\x18\f \x01(\v2\x19.fluss.meta.v1.ForgetNodeH\x00R\n" +
 	"forgetNode\x12U\n" +
 	"\x14set_table_properties\x18\r \x01(\v2!.fluss.meta.v1.SetTablePropertiesH\x00R\x12setTableProperties\x12O\n" +
-	"\x12set_cluster_config\x18\x0e \x01(\v2\x1f.fluss.meta.v1.SetClusterConfigH\x00R\x10setClusterConfigB\x05\n" +
+	"\x12set_cluster_config\x18\x0e \x01(\v2\x1f.fluss.meta.v1.SetClusterConfigH\x00R\x10setClusterConfig\x12E\n" +
+	"\x0erestore_bucket\x18\x0f \x01(\v2\x1c.fluss.meta.v1.RestoreBucketH\x00R\rrestoreBucketB\x05\n" +
 	"\x03cmd\"o\n" +
 	"\x0eCreateDatabase\x123\n" +
 	"\bdatabase\x18\x01 \x01(\v2\x17.fluss.meta.v1.DatabaseR\bdatabase\x12(\n" +
@@ -1981,7 +2106,13 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
 	"\x14ignore_if_not_exists\x18\x03 \x01(\bR\x11ignoreIfNotExists\"M\n" +
 	"\x0eSetAssignments\x12;\n" +
-	"\vassignments\x18\x01 \x03(\v2\x19.fluss.meta.v1.AssignmentR\vassignments\"7\n" +
+	"\vassignments\x18\x01 \x03(\v2\x19.fluss.meta.v1.AssignmentR\vassignments\"\xa4\x01\n" +
+	"\rRestoreBucket\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\x05R\breplicas\x12!\n" +
+	"\fstart_offset\x18\x05 \x01(\x03R\vstartOffset\"7\n" +
 	"\fRegisterNode\x12'\n" +
 	"\x04node\x18\x01 \x01(\v2\x13.fluss.meta.v1.NodeR\x04node\"4\n" +
 	"\fSetNodeState\x12\x0e\n" +
@@ -2043,7 +2174,7 @@ func file_fluss_meta_v1_meta_proto_rawDescGZIP() []byte {
 	return file_fluss_meta_v1_meta_proto_rawDescData
 }
 
-var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*Column)(nil),             // 0: fluss.meta.v1.Column
 	(*Schema)(nil),             // 1: fluss.meta.v1.Schema
@@ -2060,25 +2191,26 @@ var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*CreatePartition)(nil),    // 12: fluss.meta.v1.CreatePartition
 	(*DropPartition)(nil),      // 13: fluss.meta.v1.DropPartition
 	(*SetAssignments)(nil),     // 14: fluss.meta.v1.SetAssignments
-	(*RegisterNode)(nil),       // 15: fluss.meta.v1.RegisterNode
-	(*SetNodeState)(nil),       // 16: fluss.meta.v1.SetNodeState
-	(*SetTableProperties)(nil), // 17: fluss.meta.v1.SetTableProperties
-	(*ForgetNode)(nil),         // 18: fluss.meta.v1.ForgetNode
-	(*SetClusterID)(nil),       // 19: fluss.meta.v1.SetClusterID
-	(*ClusterConfig)(nil),      // 20: fluss.meta.v1.ClusterConfig
-	(*SetClusterConfig)(nil),   // 21: fluss.meta.v1.SetClusterConfig
-	(*AddColumns)(nil),         // 22: fluss.meta.v1.AddColumns
-	(*State)(nil),              // 23: fluss.meta.v1.State
-	nil,                        // 24: fluss.meta.v1.Table.PropertiesEntry
-	nil,                        // 25: fluss.meta.v1.Partition.ValuesEntry
-	nil,                        // 26: fluss.meta.v1.CreatePartition.ValuesEntry
-	nil,                        // 27: fluss.meta.v1.SetTableProperties.SetEntry
+	(*RestoreBucket)(nil),      // 15: fluss.meta.v1.RestoreBucket
+	(*RegisterNode)(nil),       // 16: fluss.meta.v1.RegisterNode
+	(*SetNodeState)(nil),       // 17: fluss.meta.v1.SetNodeState
+	(*SetTableProperties)(nil), // 18: fluss.meta.v1.SetTableProperties
+	(*ForgetNode)(nil),         // 19: fluss.meta.v1.ForgetNode
+	(*SetClusterID)(nil),       // 20: fluss.meta.v1.SetClusterID
+	(*ClusterConfig)(nil),      // 21: fluss.meta.v1.ClusterConfig
+	(*SetClusterConfig)(nil),   // 22: fluss.meta.v1.SetClusterConfig
+	(*AddColumns)(nil),         // 23: fluss.meta.v1.AddColumns
+	(*State)(nil),              // 24: fluss.meta.v1.State
+	nil,                        // 25: fluss.meta.v1.Table.PropertiesEntry
+	nil,                        // 26: fluss.meta.v1.Partition.ValuesEntry
+	nil,                        // 27: fluss.meta.v1.CreatePartition.ValuesEntry
+	nil,                        // 28: fluss.meta.v1.SetTableProperties.SetEntry
 }
 var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	0,  // 0: fluss.meta.v1.Schema.columns:type_name -> fluss.meta.v1.Column
 	1,  // 1: fluss.meta.v1.Table.schemas:type_name -> fluss.meta.v1.Schema
-	24, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
-	25, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
+	25, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
+	26, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
 	8,  // 4: fluss.meta.v1.Command.create_database:type_name -> fluss.meta.v1.CreateDatabase
 	9,  // 5: fluss.meta.v1.Command.drop_database:type_name -> fluss.meta.v1.DropDatabase
 	10, // 6: fluss.meta.v1.Command.create_table:type_name -> fluss.meta.v1.CreateTable
@@ -2086,34 +2218,35 @@ var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	12, // 8: fluss.meta.v1.Command.create_partition:type_name -> fluss.meta.v1.CreatePartition
 	13, // 9: fluss.meta.v1.Command.drop_partition:type_name -> fluss.meta.v1.DropPartition
 	14, // 10: fluss.meta.v1.Command.set_assignments:type_name -> fluss.meta.v1.SetAssignments
-	15, // 11: fluss.meta.v1.Command.register_node:type_name -> fluss.meta.v1.RegisterNode
-	16, // 12: fluss.meta.v1.Command.set_node_state:type_name -> fluss.meta.v1.SetNodeState
-	19, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
-	22, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
-	18, // 15: fluss.meta.v1.Command.forget_node:type_name -> fluss.meta.v1.ForgetNode
-	17, // 16: fluss.meta.v1.Command.set_table_properties:type_name -> fluss.meta.v1.SetTableProperties
-	21, // 17: fluss.meta.v1.Command.set_cluster_config:type_name -> fluss.meta.v1.SetClusterConfig
-	2,  // 18: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
-	3,  // 19: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
-	5,  // 20: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
-	26, // 21: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
-	5,  // 22: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
-	5,  // 23: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
-	6,  // 24: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
-	27, // 25: fluss.meta.v1.SetTableProperties.set:type_name -> fluss.meta.v1.SetTableProperties.SetEntry
-	20, // 26: fluss.meta.v1.SetClusterConfig.config:type_name -> fluss.meta.v1.ClusterConfig
-	0,  // 27: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
-	6,  // 28: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
-	2,  // 29: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
-	3,  // 30: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
-	4,  // 31: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
-	5,  // 32: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
-	20, // 33: fluss.meta.v1.State.cluster_config:type_name -> fluss.meta.v1.ClusterConfig
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	16, // 11: fluss.meta.v1.Command.register_node:type_name -> fluss.meta.v1.RegisterNode
+	17, // 12: fluss.meta.v1.Command.set_node_state:type_name -> fluss.meta.v1.SetNodeState
+	20, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
+	23, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
+	19, // 15: fluss.meta.v1.Command.forget_node:type_name -> fluss.meta.v1.ForgetNode
+	18, // 16: fluss.meta.v1.Command.set_table_properties:type_name -> fluss.meta.v1.SetTableProperties
+	22, // 17: fluss.meta.v1.Command.set_cluster_config:type_name -> fluss.meta.v1.SetClusterConfig
+	15, // 18: fluss.meta.v1.Command.restore_bucket:type_name -> fluss.meta.v1.RestoreBucket
+	2,  // 19: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
+	3,  // 20: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
+	5,  // 21: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
+	27, // 22: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
+	5,  // 23: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
+	5,  // 24: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
+	6,  // 25: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
+	28, // 26: fluss.meta.v1.SetTableProperties.set:type_name -> fluss.meta.v1.SetTableProperties.SetEntry
+	21, // 27: fluss.meta.v1.SetClusterConfig.config:type_name -> fluss.meta.v1.ClusterConfig
+	0,  // 28: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
+	6,  // 29: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
+	2,  // 30: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
+	3,  // 31: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
+	4,  // 32: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
+	5,  // 33: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
+	21, // 34: fluss.meta.v1.State.cluster_config:type_name -> fluss.meta.v1.ClusterConfig
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_fluss_meta_v1_meta_proto_init() }
@@ -2136,6 +2269,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 		(*Command_ForgetNode)(nil),
 		(*Command_SetTableProperties)(nil),
 		(*Command_SetClusterConfig)(nil),
+		(*Command_RestoreBucket)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2143,7 +2277,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_meta_v1_meta_proto_rawDesc), len(file_fluss_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
