@@ -78,6 +78,15 @@ type Config struct {
 	// replicas alone). Nil, or an empty configuration: wait to be added by
 	// the group's leader.
 	Bootstrap func() ([]raft.Server, error)
+	// StartOffset is the data offset a group that Bootstrap starts begins
+	// at: 0 for a new bucket, the end of what remote storage holds for a
+	// bucket whose group is started anew after it lost every replica
+	// (raftmeta.Assignment.StartOffset; log tables only).
+	StartOffset int64
+	// Generation is the generation of the bucket's group this replica
+	// belongs to (raftmeta.Assignment.Generation); the replica only
+	// reports it (Generation).
+	Generation int64
 	// Syncer is the node-wide group-commit syncer (overrides Log.Syncer).
 	Syncer *logstore.Syncer
 	// Log configures the bucket's logstore; Dir and OffsetFunc are set by
@@ -230,7 +239,13 @@ func Open(cfg Config) (*Replica, error) {
 		if err != nil {
 			return fail(fmt.Errorf("bootstrap: %w", err))
 		}
-		if len(servers) > 0 {
+		switch {
+		case len(servers) == 0:
+		case cfg.StartOffset > 0:
+			if err := r.seed(raft.Configuration{Servers: servers}); err != nil {
+				return fail(fmt.Errorf("bootstrap at offset %d: %w", cfg.StartOffset, err))
+			}
+		default:
 			bc := raft.Configuration{Servers: servers}
 			if err := raft.BootstrapCluster(conf, rlog, rlog, r.snaps, cfg.Transport, bc); err != nil {
 				return fail(fmt.Errorf("bootstrap: %w", err))

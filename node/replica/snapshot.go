@@ -353,3 +353,32 @@ func (r *Replica) sendSnapshot(tr raft.Transport, withSection func() bool, id ra
 	r.logger.Info("sending a snapshot with the local log", "to", string(id), "first_index", sec.First, "last_index", sec.Last, "bytes", sent.Size)
 	return tr.InstallSnapshot(id, target, &sent, resp, io.MultiReader(pr, state))
 }
+
+// seedIndex is the raft index (and term) of the snapshot a group that
+// starts at a data offset above 0 is bootstrapped with (seed).
+const seedIndex = 1
+
+// seed bootstraps a group that starts at data offset cfg.StartOffset: in
+// place of raft.BootstrapCluster's first log entry (the configuration at
+// index 1), a snapshot at index 1, term 1 holding the configuration and a
+// state whose next offset and log start are cfg.StartOffset. Raft restores
+// it when it starts (FSM.Restore, which empties the log to continue at that
+// offset) and appends the group's entries after it. Every replica of the
+// group seeds the same snapshot, as every replica of a new group bootstraps
+// the same configuration. Log tables only: a primary-key bucket's state
+// would need its KV state too.
+func (r *Replica) seed(conf raft.Configuration) error {
+	if r.cfg.PK != nil {
+		return fmt.Errorf("a primary-key bucket cannot start at an offset above 0")
+	}
+	st := fsmState{NextOffset: r.cfg.StartOffset, LogStart: r.cfg.StartOffset, AppliedIndex: seedIndex}
+	sink, err := r.snaps.Create(raft.SnapshotVersionMax, seedIndex, seedIndex, conf, seedIndex, r.cfg.Transport)
+	if err != nil {
+		return err
+	}
+	if _, err := sink.Write(appendState(nil, &st)); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}

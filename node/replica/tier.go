@@ -11,6 +11,10 @@ import (
 // and OffsetForTimestamp include it.
 func (r *Replica) SetRemoteLog(rl *tiering.RemoteLog) { r.remote.Store(rl) }
 
+// Generation is the generation of the bucket's group this replica belongs
+// to (Config.Generation).
+func (r *Replica) Generation() int64 { return r.cfg.Generation }
+
 // RemoteLog is the replica's remote log, nil while tiering is off.
 func (r *Replica) RemoteLog() *tiering.RemoteLog { return r.remote.Load() }
 
