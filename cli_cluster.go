@@ -121,7 +121,49 @@ func clusterOpsCmds() []*cobra.Command {
 			return nil
 		},
 	}
-	return []*cobra.Command{drain, undrain, decommission, rebalance, clusterConfigCmd()}
+	return []*cobra.Command{drain, undrain, decommission, rebalance, clusterConfigCmd(), restoreBucketCmd()}
+}
+
+// restoreBucketCmd brings back a log-table bucket that lost every replica
+// (AdminService RestoreBucket).
+func restoreBucketCmd() *cobra.Command {
+	var bucket int32
+	var partition string
+	cmd := &cobra.Command{
+		Use:   "restore-bucket DB.TABLE --bucket N [--partition NAME]",
+		Short: "Bring back a log-table bucket that lost every replica, from what remote storage holds of it",
+		Long: "Bring back a bucket of a log table whose every replica is gone (their nodes died for good\n" +
+			"and have been down past cluster.dead_node_grace): a new Raft group for the bucket starts\n" +
+			"on a live node, and the table's replication factor is restored as for any bucket. Its log\n" +
+			"continues after the last offset that remote storage (tiering) and the lake hold of the\n" +
+			"bucket, which stay readable; what only the lost replicas held is gone, and new records\n" +
+			"take its offsets. Without tiering the bucket starts empty at offset 0.\n" +
+			"Refused while a replica's node is up or not yet down past the grace, and for a\n" +
+			"primary-key table (its KV state is not kept in remote storage).",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("bucket") {
+				return fmt.Errorf("--bucket is required")
+			}
+			ctx, cancel := cmdContext(cmd)
+			defer cancel()
+			res, err := newClient().Admin().RestoreBucket(ctx, connect.NewRequest(&flussv1.RestoreBucketRequest{
+				Table: args[0], Partition: partition, Bucket: bucket}))
+			if err != nil {
+				return err
+			}
+			where := args[0]
+			if partition != "" {
+				where += " partition " + partition
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "bucket %d of %s restored (generation %d) on node(s) %v: its log continues at offset %d\n",
+				bucket, where, res.Msg.Generation, res.Msg.Replicas, res.Msg.StartOffset)
+			return nil
+		},
+	}
+	cmd.Flags().Int32Var(&bucket, "bucket", 0, "the bucket to restore")
+	cmd.Flags().StringVar(&partition, "partition", "", "the partition's name, for a partitioned table")
+	return cmd
 }
 
 // clusterConfigCmd shows or changes the cluster-wide settings

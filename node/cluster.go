@@ -52,9 +52,11 @@ type metaOp struct {
 	Cascade           bool                    `json:"cascade,omitempty"`
 	Spec              *raftmeta.TableSpec     `json:"spec,omitempty"`
 	Columns           []record.Column         `json:"columns,omitempty"`
-	Values            map[string]string       `json:"values,omitempty"` // a partition's, by partition key
-	Props             map[string]string       `json:"props,omitempty"`  // table properties to set
-	Reset             []string                `json:"reset,omitempty"`  // table properties to remove
+	Values            map[string]string       `json:"values,omitempty"`    // a partition's, by partition key
+	Partition         string                  `json:"partition,omitempty"` // restore_bucket: a partition's name
+	Bucket            int32                   `json:"bucket,omitempty"`    // restore_bucket
+	Props             map[string]string       `json:"props,omitempty"`     // table properties to set
+	Reset             []string                `json:"reset,omitempty"`     // table properties to remove
 	Node              *raftmeta.Node          `json:"node,omitempty"`
 	Config            *raftmeta.ClusterConfig `json:"config,omitempty"` // set_cluster_config
 	// Fresh: a join from a node without metadata state (joinCluster), as
@@ -210,6 +212,8 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 		return int64(moved), err
 	case opSetClusterConfig:
 		return 0, n.setClusterConfig(ctx, op.Config)
+	case opRestoreBucket:
+		return n.restoreBucket(ctx, op)
 	case opJoin:
 		if op.Node == nil || op.Node.PeerAddr == "" {
 			return 0, fmt.Errorf("%w: join without a peer address", raftmeta.ErrInvalid)

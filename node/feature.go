@@ -55,9 +55,14 @@ const (
 	// that has none). An earlier binary's state machine refuses the key in
 	// set_table_properties, so its catalog would part from the others'.
 	featureLakeFormat uint32 = 9
+	// featureRestoreBucket: the restore_bucket metadata command and bucket
+	// groups of a generation above 0 (restore.go), which an earlier binary
+	// cannot decode (its catalog would part from the others') nor open
+	// (it would bootstrap the new group at offset 0).
+	featureRestoreBucket uint32 = 10
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureLakeFormat
+	featureLevel = featureRestoreBucket
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

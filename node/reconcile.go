@@ -76,6 +76,12 @@ func (n *Node) reconcile() {
 		n.mu.Lock()
 		r, open := n.replicas[id]
 		n.mu.Unlock()
+		if n.oldGeneration(a, r) {
+			if !n.leaveGeneration(a, r) {
+				continue // not assigned here: nothing to open
+			}
+			open = false
+		}
 		if open {
 			n.upgradeSchema(r, id)
 			continue
@@ -295,8 +301,13 @@ func (n *Node) closeReplica(id raftmeta.BucketID) error {
 }
 
 // bucketGroup is the peer-transport group name of a bucket's Raft group.
-func bucketGroup(id raftmeta.BucketID) string {
-	return fmt.Sprintf("bucket/%d/%d/%d", id.TableID, id.PartitionID, id.Bucket)
+// A restored bucket's group (generation > 0, restore.go) has a name of its
+// own, so a replica of an earlier generation can never reach it.
+func bucketGroup(a raftmeta.Assignment) string {
+	if a.Generation > 0 {
+		return fmt.Sprintf("bucket/%d/%d/%d/g%d", a.TableID, a.PartitionID, a.Bucket, a.Generation)
+	}
+	return fmt.Sprintf("bucket/%d/%d/%d", a.TableID, a.PartitionID, a.Bucket)
 }
 
 // openReplica opens (or creates) this node's replica of one bucket, with its
@@ -307,7 +318,10 @@ func bucketGroup(id raftmeta.BucketID) string {
 func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Transport, error) {
 	localID := raft.ServerID(strconv.Itoa(int(n.id)))
 	addr := raft.ServerAddress(n.peers.Addr())
-	transport, err := n.peers.Transport(bucketGroup(a.BucketID))
+	if err := n.prepareGeneration(a); err != nil {
+		return nil, nil, err
+	}
+	transport, err := n.peers.Transport(bucketGroup(a))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -333,6 +347,8 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		LocalAddr:       addr,
 		Transport:       transport,
 		Bootstrap:       func() ([]raft.Server, error) { return n.bootConfig(a) },
+		StartOffset:     a.StartOffset,
+		Generation:      a.Generation,
 		Syncer:          n.syncer,
 		Pump:            n.pump,
 		PreferredLeader: func() raft.ServerID { return n.preferredServer(a.BucketID) },

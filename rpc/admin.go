@@ -467,6 +467,32 @@ func (s *service) SetClusterConfig(ctx context.Context, req *connect.Request[flu
 		LakeSnapshotRetentionMs: cfg.LakeSnapshotRetention.Milliseconds()}), nil
 }
 
+func (s *service) RestoreBucket(ctx context.Context, req *connect.Request[flussv1.RestoreBucketRequest]) (*connect.Response[flussv1.RestoreBucketResponse], error) {
+	ca, err := s.clusterAdmin("RestoreBucket")
+	if err != nil {
+		return nil, err
+	}
+	ref, err := parseTableName(req.Msg.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if ref.Virtual != "" {
+		return nil, fmt.Errorf("%w: restore a bucket of %s, not of its $%s", ErrInvalidRequest, ref.full(), ref.Virtual)
+	}
+	if req.Msg.GetBucket() < 0 {
+		return nil, fmt.Errorf("%w: bucket %d is negative", ErrInvalidRequest, req.Msg.GetBucket())
+	}
+	a, err := ca.RestoreBucket(ctx, ref.Database, ref.Table, req.Msg.GetPartition(), req.Msg.GetBucket())
+	if err != nil {
+		return nil, fmt.Errorf("restore bucket %d of %s: %w", req.Msg.GetBucket(), ref.full(), err)
+	}
+	out := &flussv1.RestoreBucketResponse{StartOffset: a.StartOffset, Generation: a.Generation}
+	for _, r := range a.Replicas {
+		out.Replicas = append(out.Replicas, int32(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
 // millisField is the duration of an optional milliseconds field named
 // name (nil when absent), checked by validate.
 func millisField(ms *int64, name string, validate func(time.Duration) error) (*time.Duration, error) {

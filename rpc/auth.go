@@ -277,7 +277,7 @@ func required(msg any) (op Operation, db, table string, err error) {
 	case *flussv1.DescribeClusterRequest, *flussv1.ListDatabasesRequest, *flussv1.ListTablesRequest:
 		return 0, "", "", nil
 	case *flussv1.DrainNodeRequest, *flussv1.UndrainNodeRequest, *flussv1.DecommissionNodeRequest, *flussv1.RebalanceRequest,
-		*flussv1.SetClusterConfigRequest:
+		*flussv1.SetClusterConfigRequest, *flussv1.RestoreBucketRequest:
 		return OpAlter, "", "", nil
 	case *flussv1.CreateDatabaseRequest:
 		return onDatabase(OpCreate, m.GetName())

@@ -226,6 +226,7 @@ func TestAuthGrants(t *testing.T) {
 	denied("analyst", admin+"DrainNode", `{"nodeId":1}`, `"alter:*"`)
 	denied("ingest", admin+"DecommissionNode", `{"nodeId":1}`, `"alter:*"`)
 	denied("analyst", admin+"SetClusterConfig", `{"metaVoters":3}`, `"alter:*"`)
+	denied("ingest", admin+"RestoreBucket", `{"table":"shop.orders","bucket":0}`, `"alter:*"`)
 	ok("analyst", admin+"DescribeCluster", `{}`)
 
 	// Lists show only what a user holds a grant in.

@@ -174,3 +174,7 @@ var (
 	// known to be stored.
 	ErrSequence = errors.New("writer batch sequence out of order")
 )
+
+// ErrBucketNotLost wraps a RestoreBucket of a bucket that still has a
+// replica on a node that is up or not yet down past the grace period.
+var ErrBucketNotLost = errors.New("the bucket has not lost every replica")

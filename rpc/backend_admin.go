@@ -12,7 +12,7 @@ import (
 
 // ClusterAdmin is the optional capability of a Backend that runs cluster
 // operations (DrainNode, UndrainNode, DecommissionNode, Rebalance,
-// SetClusterConfig). The server finds it by
+// SetClusterConfig, RestoreBucket). The server finds it by
 // type assertion; a Backend without it answers those calls Unimplemented.
 // Every method may be called from many goroutines; each runs on the
 // metadata leader (the backend forwards) and returns once the change is
@@ -37,6 +37,13 @@ type ClusterAdmin interface {
 	// (nil: kept) and returns the settings in force afterwards. Invalid
 	// values wrap raftmeta.ErrInvalid.
 	SetClusterConfig(ctx context.Context, change ClusterConfigChange) (raftmeta.ClusterConfig, error)
+	// RestoreBucket starts a new Raft group for a bucket of log table
+	// db.table (partition: a partition's name, "" if unpartitioned) that
+	// lost every replica, starting after what remote storage holds of it,
+	// and returns the bucket's new assignment. It wraps ErrBucketNotLost
+	// while a replica's node is up or not down past the grace period, and
+	// ErrWrongTableKind for a primary-key table.
+	RestoreBucket(ctx context.Context, db, table, partition string, bucket int32) (raftmeta.Assignment, error)
 }
 
 // ClusterConfigChange names the settings SetClusterConfig changes.

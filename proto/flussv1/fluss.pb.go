@@ -174,7 +174,7 @@ func (x ScanRequest_From) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ScanRequest_From.Descriptor instead.
 func (ScanRequest_From) EnumDescriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54, 0}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56, 0}
 }
 
 type CreateDatabaseRequest struct {
@@ -2398,6 +2398,129 @@ func (*DecommissionNodeResponse) Descriptor() ([]byte, []int) {
 	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{39}
 }
 
+type RestoreBucketRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`         // "db.table"
+	Partition     string                 `protobuf:"bytes,2,opt,name=partition,proto3" json:"partition,omitempty"` // a partition's name; "" for an unpartitioned table
+	Bucket        int32                  `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreBucketRequest) Reset() {
+	*x = RestoreBucketRequest{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreBucketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreBucketRequest) ProtoMessage() {}
+
+func (x *RestoreBucketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreBucketRequest.ProtoReflect.Descriptor instead.
+func (*RestoreBucketRequest) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RestoreBucketRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *RestoreBucketRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *RestoreBucketRequest) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+type RestoreBucketResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start_offset is the offset the bucket's log continues from: records
+	// below it are read from remote storage (and the lake); those the lost
+	// replicas held beyond what was tiered are gone.
+	StartOffset   int64   `protobuf:"varint,1,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	Replicas      []int32 `protobuf:"varint,2,rep,packed,name=replicas,proto3" json:"replicas,omitempty"` // the new replica set (grows to the table's replication factor)
+	Generation    int64   `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`    // how many times the bucket was restored
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreBucketResponse) Reset() {
+	*x = RestoreBucketResponse{}
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreBucketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreBucketResponse) ProtoMessage() {}
+
+func (x *RestoreBucketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreBucketResponse.ProtoReflect.Descriptor instead.
+func (*RestoreBucketResponse) Descriptor() ([]byte, []int) {
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RestoreBucketResponse) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *RestoreBucketResponse) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *RestoreBucketResponse) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 type RebalanceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2406,7 +2529,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2541,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[40]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2554,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{40}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
 }
 
 type RebalanceResponse struct {
@@ -2444,7 +2567,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2579,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[41]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2592,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{41}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RebalanceResponse) GetMoved() int32 {
@@ -2503,7 +2626,7 @@ type SetClusterConfigRequest struct {
 
 func (x *SetClusterConfigRequest) Reset() {
 	*x = SetClusterConfigRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2638,7 @@ func (x *SetClusterConfigRequest) String() string {
 func (*SetClusterConfigRequest) ProtoMessage() {}
 
 func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[42]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2651,7 @@ func (x *SetClusterConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{42}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetClusterConfigRequest) GetMetaVoters() int32 {
@@ -2571,7 +2694,7 @@ type SetClusterConfigResponse struct {
 
 func (x *SetClusterConfigResponse) Reset() {
 	*x = SetClusterConfigResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2706,7 @@ func (x *SetClusterConfigResponse) String() string {
 func (*SetClusterConfigResponse) ProtoMessage() {}
 
 func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[43]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2719,7 @@ func (x *SetClusterConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterConfigResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{43}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetClusterConfigResponse) GetMetaVoters() int32 {
@@ -2644,7 +2767,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2779,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[44]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2792,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{44}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AppendRequest) GetTable() string {
@@ -2733,7 +2856,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2868,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[45]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +2881,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{45}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AppendResult) GetBucket() int32 {
@@ -2798,7 +2921,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2933,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[46]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +2946,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{46}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AppendResponse) GetResults() []*AppendResult {
@@ -2846,7 +2969,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +2981,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[47]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +2994,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{47}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpsertRequest) GetTable() string {
@@ -2928,7 +3051,7 @@ type WriteResult struct {
 
 func (x *WriteResult) Reset() {
 	*x = WriteResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3063,7 @@ func (x *WriteResult) String() string {
 func (*WriteResult) ProtoMessage() {}
 
 func (x *WriteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[48]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3076,7 @@ func (x *WriteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResult.ProtoReflect.Descriptor instead.
 func (*WriteResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{48}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WriteResult) GetBucket() int32 {
@@ -2993,7 +3116,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3128,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[49]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3141,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{49}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpsertResponse) GetResults() []*WriteResult {
@@ -3040,7 +3163,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3175,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[50]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3188,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{50}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteRequest) GetTable() string {
@@ -3105,7 +3228,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3240,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[51]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3253,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{51}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteResponse) GetResults() []*WriteResult {
@@ -3158,7 +3281,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3293,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[52]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3306,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{52}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FetchRequest) GetTable() string {
@@ -3269,7 +3392,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3404,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[53]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3417,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{53}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FetchResponse) GetRows() []byte {
@@ -3350,7 +3473,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3485,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[54]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3498,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{54}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ScanRequest) GetTable() string {
@@ -3461,7 +3584,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3596,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[55]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3609,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{55}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ScanResponse) GetBucket() int32 {
@@ -3535,7 +3658,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3670,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[56]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3683,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{56}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LookupRequest) GetTable() string {
@@ -3594,7 +3717,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3606,7 +3729,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[57]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3619,7 +3742,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{57}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LookupResponse) GetRows() []byte {
@@ -3640,7 +3763,7 @@ type PrefixLookupRequest struct {
 
 func (x *PrefixLookupRequest) Reset() {
 	*x = PrefixLookupRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3775,7 @@ func (x *PrefixLookupRequest) String() string {
 func (*PrefixLookupRequest) ProtoMessage() {}
 
 func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[58]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3788,7 @@ func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
 func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{58}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PrefixLookupRequest) GetTable() string {
@@ -3698,7 +3821,7 @@ type PrefixLookupResult struct {
 
 func (x *PrefixLookupResult) Reset() {
 	*x = PrefixLookupResult{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3833,7 @@ func (x *PrefixLookupResult) String() string {
 func (*PrefixLookupResult) ProtoMessage() {}
 
 func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[59]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3846,7 @@ func (x *PrefixLookupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResult.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResult) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{59}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PrefixLookupResult) GetRows() []byte {
@@ -3742,7 +3865,7 @@ type PrefixLookupResponse struct {
 
 func (x *PrefixLookupResponse) Reset() {
 	*x = PrefixLookupResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +3877,7 @@ func (x *PrefixLookupResponse) String() string {
 func (*PrefixLookupResponse) ProtoMessage() {}
 
 func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[60]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +3890,7 @@ func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{60}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PrefixLookupResponse) GetResults() []*PrefixLookupResult {
@@ -3789,7 +3912,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[61]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3801,7 +3924,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[61]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3814,7 +3937,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{61}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LimitScanRequest) GetTable() string {
@@ -3854,7 +3977,7 @@ type LimitScanResponse struct {
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_fluss_v1_fluss_proto_msgTypes[62]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +3989,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_v1_fluss_proto_msgTypes[62]
+	mi := &file_fluss_v1_fluss_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +4002,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{62}
+	return file_fluss_v1_fluss_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LimitScanResponse) GetRows() []byte {
@@ -4096,7 +4219,17 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x13UndrainNodeResponse\"2\n" +
 	"\x17DecommissionNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x1a\n" +
-	"\x18DecommissionNodeResponse\"\x12\n" +
+	"\x18DecommissionNodeResponse\"b\n" +
+	"\x14RestoreBucketRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\"v\n" +
+	"\x15RestoreBucketResponse\x12!\n" +
+	"\fstart_offset\x18\x01 \x01(\x03R\vstartOffset\x12\x1a\n" +
+	"\breplicas\x18\x02 \x03(\x05R\breplicas\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x03R\n" +
+	"generation\"\x12\n" +
 	"\x10RebalanceRequest\")\n" +
 	"\x11RebalanceResponse\x12\x14\n" +
 	"\x05moved\x18\x01 \x01(\x05R\x05moved\"\xc2\x02\n" +
@@ -4222,7 +4355,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x04rows\x18\x01 \x01(\fB\x04\x88\xb5\x18\x01R\x04rows*\x1d\n" +
 	"\x06Format\x12\b\n" +
 	"\x04JSON\x10\x00\x12\t\n" +
-	"\x05ARROW\x10\x012\xf1\v\n" +
+	"\x05ARROW\x10\x012\xc3\f\n" +
 	"\fAdminService\x12S\n" +
 	"\x0eCreateDatabase\x12\x1f.fluss.v1.CreateDatabaseRequest\x1a .fluss.v1.CreateDatabaseResponse\x12M\n" +
 	"\fDropDatabase\x12\x1d.fluss.v1.DropDatabaseRequest\x1a\x1e.fluss.v1.DropDatabaseResponse\x12P\n" +
@@ -4244,7 +4377,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\vUndrainNode\x12\x1c.fluss.v1.UndrainNodeRequest\x1a\x1d.fluss.v1.UndrainNodeResponse\x12Y\n" +
 	"\x10DecommissionNode\x12!.fluss.v1.DecommissionNodeRequest\x1a\".fluss.v1.DecommissionNodeResponse\x12D\n" +
 	"\tRebalance\x12\x1a.fluss.v1.RebalanceRequest\x1a\x1b.fluss.v1.RebalanceResponse\x12Y\n" +
-	"\x10SetClusterConfig\x12!.fluss.v1.SetClusterConfigRequest\x1a\".fluss.v1.SetClusterConfigResponse2\xc5\x01\n" +
+	"\x10SetClusterConfig\x12!.fluss.v1.SetClusterConfigRequest\x1a\".fluss.v1.SetClusterConfigResponse\x12P\n" +
+	"\rRestoreBucket\x12\x1e.fluss.v1.RestoreBucketRequest\x1a\x1f.fluss.v1.RestoreBucketResponse2\xc5\x01\n" +
 	"\fWriteService\x12;\n" +
 	"\x06Append\x12\x17.fluss.v1.AppendRequest\x1a\x18.fluss.v1.AppendResponse\x12;\n" +
 	"\x06Upsert\x12\x17.fluss.v1.UpsertRequest\x1a\x18.fluss.v1.UpsertResponse\x12;\n" +
@@ -4270,7 +4404,7 @@ func file_fluss_v1_fluss_proto_rawDescGZIP() []byte {
 }
 
 var file_fluss_v1_fluss_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_fluss_v1_fluss_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_fluss_v1_fluss_proto_goTypes = []any{
 	(Format)(0),                       // 0: fluss.v1.Format
 	(ListOffsetsRequest_Spec)(0),      // 1: fluss.v1.ListOffsetsRequest.Spec
@@ -4315,66 +4449,68 @@ var file_fluss_v1_fluss_proto_goTypes = []any{
 	(*UndrainNodeResponse)(nil),       // 40: fluss.v1.UndrainNodeResponse
 	(*DecommissionNodeRequest)(nil),   // 41: fluss.v1.DecommissionNodeRequest
 	(*DecommissionNodeResponse)(nil),  // 42: fluss.v1.DecommissionNodeResponse
-	(*RebalanceRequest)(nil),          // 43: fluss.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),         // 44: fluss.v1.RebalanceResponse
-	(*SetClusterConfigRequest)(nil),   // 45: fluss.v1.SetClusterConfigRequest
-	(*SetClusterConfigResponse)(nil),  // 46: fluss.v1.SetClusterConfigResponse
-	(*AppendRequest)(nil),             // 47: fluss.v1.AppendRequest
-	(*AppendResult)(nil),              // 48: fluss.v1.AppendResult
-	(*AppendResponse)(nil),            // 49: fluss.v1.AppendResponse
-	(*UpsertRequest)(nil),             // 50: fluss.v1.UpsertRequest
-	(*WriteResult)(nil),               // 51: fluss.v1.WriteResult
-	(*UpsertResponse)(nil),            // 52: fluss.v1.UpsertResponse
-	(*DeleteRequest)(nil),             // 53: fluss.v1.DeleteRequest
-	(*DeleteResponse)(nil),            // 54: fluss.v1.DeleteResponse
-	(*FetchRequest)(nil),              // 55: fluss.v1.FetchRequest
-	(*FetchResponse)(nil),             // 56: fluss.v1.FetchResponse
-	(*ScanRequest)(nil),               // 57: fluss.v1.ScanRequest
-	(*ScanResponse)(nil),              // 58: fluss.v1.ScanResponse
-	(*LookupRequest)(nil),             // 59: fluss.v1.LookupRequest
-	(*LookupResponse)(nil),            // 60: fluss.v1.LookupResponse
-	(*PrefixLookupRequest)(nil),       // 61: fluss.v1.PrefixLookupRequest
-	(*PrefixLookupResult)(nil),        // 62: fluss.v1.PrefixLookupResult
-	(*PrefixLookupResponse)(nil),      // 63: fluss.v1.PrefixLookupResponse
-	(*LimitScanRequest)(nil),          // 64: fluss.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),         // 65: fluss.v1.LimitScanResponse
-	nil,                               // 66: fluss.v1.CreateTableRequest.PropertiesEntry
-	nil,                               // 67: fluss.v1.AlterTableRequest.SetPropertiesEntry
-	nil,                               // 68: fluss.v1.GetTableResponse.PropertiesEntry
-	nil,                               // 69: fluss.v1.Partition.ValuesEntry
-	nil,                               // 70: fluss.v1.CreatePartitionRequest.ValuesEntry
-	nil,                               // 71: fluss.v1.DropPartitionRequest.ValuesEntry
-	nil,                               // 72: fluss.v1.ListPartitionsRequest.ValuesEntry
-	(*descriptorpb.FieldOptions)(nil), // 73: google.protobuf.FieldOptions
+	(*RestoreBucketRequest)(nil),      // 43: fluss.v1.RestoreBucketRequest
+	(*RestoreBucketResponse)(nil),     // 44: fluss.v1.RestoreBucketResponse
+	(*RebalanceRequest)(nil),          // 45: fluss.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),         // 46: fluss.v1.RebalanceResponse
+	(*SetClusterConfigRequest)(nil),   // 47: fluss.v1.SetClusterConfigRequest
+	(*SetClusterConfigResponse)(nil),  // 48: fluss.v1.SetClusterConfigResponse
+	(*AppendRequest)(nil),             // 49: fluss.v1.AppendRequest
+	(*AppendResult)(nil),              // 50: fluss.v1.AppendResult
+	(*AppendResponse)(nil),            // 51: fluss.v1.AppendResponse
+	(*UpsertRequest)(nil),             // 52: fluss.v1.UpsertRequest
+	(*WriteResult)(nil),               // 53: fluss.v1.WriteResult
+	(*UpsertResponse)(nil),            // 54: fluss.v1.UpsertResponse
+	(*DeleteRequest)(nil),             // 55: fluss.v1.DeleteRequest
+	(*DeleteResponse)(nil),            // 56: fluss.v1.DeleteResponse
+	(*FetchRequest)(nil),              // 57: fluss.v1.FetchRequest
+	(*FetchResponse)(nil),             // 58: fluss.v1.FetchResponse
+	(*ScanRequest)(nil),               // 59: fluss.v1.ScanRequest
+	(*ScanResponse)(nil),              // 60: fluss.v1.ScanResponse
+	(*LookupRequest)(nil),             // 61: fluss.v1.LookupRequest
+	(*LookupResponse)(nil),            // 62: fluss.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),       // 63: fluss.v1.PrefixLookupRequest
+	(*PrefixLookupResult)(nil),        // 64: fluss.v1.PrefixLookupResult
+	(*PrefixLookupResponse)(nil),      // 65: fluss.v1.PrefixLookupResponse
+	(*LimitScanRequest)(nil),          // 66: fluss.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),         // 67: fluss.v1.LimitScanResponse
+	nil,                               // 68: fluss.v1.CreateTableRequest.PropertiesEntry
+	nil,                               // 69: fluss.v1.AlterTableRequest.SetPropertiesEntry
+	nil,                               // 70: fluss.v1.GetTableResponse.PropertiesEntry
+	nil,                               // 71: fluss.v1.Partition.ValuesEntry
+	nil,                               // 72: fluss.v1.CreatePartitionRequest.ValuesEntry
+	nil,                               // 73: fluss.v1.DropPartitionRequest.ValuesEntry
+	nil,                               // 74: fluss.v1.ListPartitionsRequest.ValuesEntry
+	(*descriptorpb.FieldOptions)(nil), // 75: google.protobuf.FieldOptions
 }
 var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	9,  // 0: fluss.v1.Schema.columns:type_name -> fluss.v1.Column
 	10, // 1: fluss.v1.CreateTableRequest.schema:type_name -> fluss.v1.Schema
-	66, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
+	68, // 2: fluss.v1.CreateTableRequest.properties:type_name -> fluss.v1.CreateTableRequest.PropertiesEntry
 	9,  // 3: fluss.v1.AlterTableRequest.add_columns:type_name -> fluss.v1.Column
-	67, // 4: fluss.v1.AlterTableRequest.set_properties:type_name -> fluss.v1.AlterTableRequest.SetPropertiesEntry
+	69, // 4: fluss.v1.AlterTableRequest.set_properties:type_name -> fluss.v1.AlterTableRequest.SetPropertiesEntry
 	10, // 5: fluss.v1.GetTableResponse.schema:type_name -> fluss.v1.Schema
-	68, // 6: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
-	69, // 7: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
-	70, // 8: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
+	70, // 6: fluss.v1.GetTableResponse.properties:type_name -> fluss.v1.GetTableResponse.PropertiesEntry
+	71, // 7: fluss.v1.Partition.values:type_name -> fluss.v1.Partition.ValuesEntry
+	72, // 8: fluss.v1.CreatePartitionRequest.values:type_name -> fluss.v1.CreatePartitionRequest.ValuesEntry
 	21, // 9: fluss.v1.CreatePartitionResponse.partitions:type_name -> fluss.v1.Partition
-	71, // 10: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
+	73, // 10: fluss.v1.DropPartitionRequest.values:type_name -> fluss.v1.DropPartitionRequest.ValuesEntry
 	21, // 11: fluss.v1.DropPartitionResponse.partitions:type_name -> fluss.v1.Partition
-	72, // 12: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
+	74, // 12: fluss.v1.ListPartitionsRequest.values:type_name -> fluss.v1.ListPartitionsRequest.ValuesEntry
 	21, // 13: fluss.v1.ListPartitionsResponse.partitions:type_name -> fluss.v1.Partition
 	1,  // 14: fluss.v1.ListOffsetsRequest.spec:type_name -> fluss.v1.ListOffsetsRequest.Spec
 	29, // 15: fluss.v1.ListOffsetsResponse.offsets:type_name -> fluss.v1.BucketOffset
 	32, // 16: fluss.v1.GetTableLayoutResponse.buckets:type_name -> fluss.v1.BucketLayout
 	35, // 17: fluss.v1.DescribeClusterResponse.nodes:type_name -> fluss.v1.NodeInfo
-	48, // 18: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
-	51, // 19: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
-	51, // 20: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
+	50, // 18: fluss.v1.AppendResponse.results:type_name -> fluss.v1.AppendResult
+	53, // 19: fluss.v1.UpsertResponse.results:type_name -> fluss.v1.WriteResult
+	53, // 20: fluss.v1.DeleteResponse.results:type_name -> fluss.v1.WriteResult
 	0,  // 21: fluss.v1.FetchRequest.format:type_name -> fluss.v1.Format
 	2,  // 22: fluss.v1.ScanRequest.from:type_name -> fluss.v1.ScanRequest.From
 	29, // 23: fluss.v1.ScanRequest.offsets:type_name -> fluss.v1.BucketOffset
 	0,  // 24: fluss.v1.ScanRequest.format:type_name -> fluss.v1.Format
-	62, // 25: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
-	73, // 26: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
+	64, // 25: fluss.v1.PrefixLookupResponse.results:type_name -> fluss.v1.PrefixLookupResult
+	75, // 26: fluss.v1.json_rows:extendee -> google.protobuf.FieldOptions
 	3,  // 27: fluss.v1.AdminService.CreateDatabase:input_type -> fluss.v1.CreateDatabaseRequest
 	5,  // 28: fluss.v1.AdminService.DropDatabase:input_type -> fluss.v1.DropDatabaseRequest
 	7,  // 29: fluss.v1.AdminService.ListDatabases:input_type -> fluss.v1.ListDatabasesRequest
@@ -4392,45 +4528,47 @@ var file_fluss_v1_fluss_proto_depIdxs = []int32{
 	37, // 41: fluss.v1.AdminService.DrainNode:input_type -> fluss.v1.DrainNodeRequest
 	39, // 42: fluss.v1.AdminService.UndrainNode:input_type -> fluss.v1.UndrainNodeRequest
 	41, // 43: fluss.v1.AdminService.DecommissionNode:input_type -> fluss.v1.DecommissionNodeRequest
-	43, // 44: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
-	45, // 45: fluss.v1.AdminService.SetClusterConfig:input_type -> fluss.v1.SetClusterConfigRequest
-	47, // 46: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
-	50, // 47: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
-	53, // 48: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
-	55, // 49: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
-	57, // 50: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
-	59, // 51: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
-	61, // 52: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
-	64, // 53: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
-	4,  // 54: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
-	6,  // 55: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
-	8,  // 56: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
-	12, // 57: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
-	16, // 58: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
-	18, // 59: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
-	20, // 60: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
-	14, // 61: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
-	23, // 62: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
-	25, // 63: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
-	27, // 64: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
-	30, // 65: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
-	33, // 66: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
-	36, // 67: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
-	38, // 68: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
-	40, // 69: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
-	42, // 70: fluss.v1.AdminService.DecommissionNode:output_type -> fluss.v1.DecommissionNodeResponse
-	44, // 71: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
-	46, // 72: fluss.v1.AdminService.SetClusterConfig:output_type -> fluss.v1.SetClusterConfigResponse
-	49, // 73: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
-	52, // 74: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
-	54, // 75: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
-	56, // 76: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
-	58, // 77: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
-	60, // 78: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
-	63, // 79: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
-	65, // 80: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
-	54, // [54:81] is the sub-list for method output_type
-	27, // [27:54] is the sub-list for method input_type
+	45, // 44: fluss.v1.AdminService.Rebalance:input_type -> fluss.v1.RebalanceRequest
+	47, // 45: fluss.v1.AdminService.SetClusterConfig:input_type -> fluss.v1.SetClusterConfigRequest
+	43, // 46: fluss.v1.AdminService.RestoreBucket:input_type -> fluss.v1.RestoreBucketRequest
+	49, // 47: fluss.v1.WriteService.Append:input_type -> fluss.v1.AppendRequest
+	52, // 48: fluss.v1.WriteService.Upsert:input_type -> fluss.v1.UpsertRequest
+	55, // 49: fluss.v1.WriteService.Delete:input_type -> fluss.v1.DeleteRequest
+	57, // 50: fluss.v1.ReadService.Fetch:input_type -> fluss.v1.FetchRequest
+	59, // 51: fluss.v1.ReadService.Scan:input_type -> fluss.v1.ScanRequest
+	61, // 52: fluss.v1.ReadService.Lookup:input_type -> fluss.v1.LookupRequest
+	63, // 53: fluss.v1.ReadService.PrefixLookup:input_type -> fluss.v1.PrefixLookupRequest
+	66, // 54: fluss.v1.ReadService.LimitScan:input_type -> fluss.v1.LimitScanRequest
+	4,  // 55: fluss.v1.AdminService.CreateDatabase:output_type -> fluss.v1.CreateDatabaseResponse
+	6,  // 56: fluss.v1.AdminService.DropDatabase:output_type -> fluss.v1.DropDatabaseResponse
+	8,  // 57: fluss.v1.AdminService.ListDatabases:output_type -> fluss.v1.ListDatabasesResponse
+	12, // 58: fluss.v1.AdminService.CreateTable:output_type -> fluss.v1.CreateTableResponse
+	16, // 59: fluss.v1.AdminService.GetTable:output_type -> fluss.v1.GetTableResponse
+	18, // 60: fluss.v1.AdminService.ListTables:output_type -> fluss.v1.ListTablesResponse
+	20, // 61: fluss.v1.AdminService.DropTable:output_type -> fluss.v1.DropTableResponse
+	14, // 62: fluss.v1.AdminService.AlterTable:output_type -> fluss.v1.AlterTableResponse
+	23, // 63: fluss.v1.AdminService.CreatePartition:output_type -> fluss.v1.CreatePartitionResponse
+	25, // 64: fluss.v1.AdminService.DropPartition:output_type -> fluss.v1.DropPartitionResponse
+	27, // 65: fluss.v1.AdminService.ListPartitions:output_type -> fluss.v1.ListPartitionsResponse
+	30, // 66: fluss.v1.AdminService.ListOffsets:output_type -> fluss.v1.ListOffsetsResponse
+	33, // 67: fluss.v1.AdminService.GetTableLayout:output_type -> fluss.v1.GetTableLayoutResponse
+	36, // 68: fluss.v1.AdminService.DescribeCluster:output_type -> fluss.v1.DescribeClusterResponse
+	38, // 69: fluss.v1.AdminService.DrainNode:output_type -> fluss.v1.DrainNodeResponse
+	40, // 70: fluss.v1.AdminService.UndrainNode:output_type -> fluss.v1.UndrainNodeResponse
+	42, // 71: fluss.v1.AdminService.DecommissionNode:output_type -> fluss.v1.DecommissionNodeResponse
+	46, // 72: fluss.v1.AdminService.Rebalance:output_type -> fluss.v1.RebalanceResponse
+	48, // 73: fluss.v1.AdminService.SetClusterConfig:output_type -> fluss.v1.SetClusterConfigResponse
+	44, // 74: fluss.v1.AdminService.RestoreBucket:output_type -> fluss.v1.RestoreBucketResponse
+	51, // 75: fluss.v1.WriteService.Append:output_type -> fluss.v1.AppendResponse
+	54, // 76: fluss.v1.WriteService.Upsert:output_type -> fluss.v1.UpsertResponse
+	56, // 77: fluss.v1.WriteService.Delete:output_type -> fluss.v1.DeleteResponse
+	58, // 78: fluss.v1.ReadService.Fetch:output_type -> fluss.v1.FetchResponse
+	60, // 79: fluss.v1.ReadService.Scan:output_type -> fluss.v1.ScanResponse
+	62, // 80: fluss.v1.ReadService.Lookup:output_type -> fluss.v1.LookupResponse
+	65, // 81: fluss.v1.ReadService.PrefixLookup:output_type -> fluss.v1.PrefixLookupResponse
+	67, // 82: fluss.v1.ReadService.LimitScan:output_type -> fluss.v1.LimitScanResponse
+	55, // [55:83] is the sub-list for method output_type
+	27, // [27:55] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	26, // [26:27] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -4443,16 +4581,16 @@ func file_fluss_v1_fluss_proto_init() {
 	}
 	file_fluss_v1_fluss_proto_msgTypes[6].OneofWrappers = []any{}
 	file_fluss_v1_fluss_proto_msgTypes[32].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[42].OneofWrappers = []any{}
 	file_fluss_v1_fluss_proto_msgTypes[44].OneofWrappers = []any{}
-	file_fluss_v1_fluss_proto_msgTypes[61].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[46].OneofWrappers = []any{}
+	file_fluss_v1_fluss_proto_msgTypes[63].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_v1_fluss_proto_rawDesc), len(file_fluss_v1_fluss_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   70,
+			NumMessages:   72,
 			NumExtensions: 1,
 			NumServices:   3,
 		},

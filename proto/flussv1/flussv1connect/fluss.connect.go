@@ -96,6 +96,9 @@ const (
 	// AdminServiceSetClusterConfigProcedure is the fully-qualified name of the AdminService's
 	// SetClusterConfig RPC.
 	AdminServiceSetClusterConfigProcedure = "/fluss.v1.AdminService/SetClusterConfig"
+	// AdminServiceRestoreBucketProcedure is the fully-qualified name of the AdminService's
+	// RestoreBucket RPC.
+	AdminServiceRestoreBucketProcedure = "/fluss.v1.AdminService/RestoreBucket"
 	// WriteServiceAppendProcedure is the fully-qualified name of the WriteService's Append RPC.
 	WriteServiceAppendProcedure = "/fluss.v1.WriteService/Append"
 	// WriteServiceUpsertProcedure is the fully-qualified name of the WriteService's Upsert RPC.
@@ -154,6 +157,13 @@ type AdminServiceClient interface {
 	// (`cluster config --meta-voters N --dead-node-grace D --default-log-ttl D`); a field left out
 	// keeps its value. It answers the settings in force afterwards.
 	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
+	// RestoreBucket brings back a log-table bucket that lost every replica
+	// (`cluster restore-bucket TABLE --bucket N`): a new Raft group for it,
+	// on a live node, whose log starts where what remote storage and the
+	// lake hold of the bucket ends. failed_precondition while a replica's
+	// node is up or not yet down past cluster.dead_node_grace, and for a
+	// primary-key table.
+	RestoreBucket(context.Context, *connect.Request[flussv1.RestoreBucketRequest]) (*connect.Response[flussv1.RestoreBucketResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the fluss.v1.AdminService service. By default, it
@@ -281,6 +291,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("SetClusterConfig")),
 			connect.WithClientOptions(opts...),
 		),
+		restoreBucket: connect.NewClient[flussv1.RestoreBucketRequest, flussv1.RestoreBucketResponse](
+			httpClient,
+			baseURL+AdminServiceRestoreBucketProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("RestoreBucket")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -305,6 +321,7 @@ type adminServiceClient struct {
 	decommissionNode *connect.Client[flussv1.DecommissionNodeRequest, flussv1.DecommissionNodeResponse]
 	rebalance        *connect.Client[flussv1.RebalanceRequest, flussv1.RebalanceResponse]
 	setClusterConfig *connect.Client[flussv1.SetClusterConfigRequest, flussv1.SetClusterConfigResponse]
+	restoreBucket    *connect.Client[flussv1.RestoreBucketRequest, flussv1.RestoreBucketResponse]
 }
 
 // CreateDatabase calls fluss.v1.AdminService.CreateDatabase.
@@ -402,6 +419,11 @@ func (c *adminServiceClient) SetClusterConfig(ctx context.Context, req *connect.
 	return c.setClusterConfig.CallUnary(ctx, req)
 }
 
+// RestoreBucket calls fluss.v1.AdminService.RestoreBucket.
+func (c *adminServiceClient) RestoreBucket(ctx context.Context, req *connect.Request[flussv1.RestoreBucketRequest]) (*connect.Response[flussv1.RestoreBucketResponse], error) {
+	return c.restoreBucket.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the fluss.v1.AdminService service.
 type AdminServiceHandler interface {
 	CreateDatabase(context.Context, *connect.Request[flussv1.CreateDatabaseRequest]) (*connect.Response[flussv1.CreateDatabaseResponse], error)
@@ -441,6 +463,13 @@ type AdminServiceHandler interface {
 	// (`cluster config --meta-voters N --dead-node-grace D --default-log-ttl D`); a field left out
 	// keeps its value. It answers the settings in force afterwards.
 	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
+	// RestoreBucket brings back a log-table bucket that lost every replica
+	// (`cluster restore-bucket TABLE --bucket N`): a new Raft group for it,
+	// on a live node, whose log starts where what remote storage and the
+	// lake hold of the bucket ends. failed_precondition while a replica's
+	// node is up or not yet down past cluster.dead_node_grace, and for a
+	// primary-key table.
+	RestoreBucket(context.Context, *connect.Request[flussv1.RestoreBucketRequest]) (*connect.Response[flussv1.RestoreBucketResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -564,6 +593,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("SetClusterConfig")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceRestoreBucketHandler := connect.NewUnaryHandler(
+		AdminServiceRestoreBucketProcedure,
+		svc.RestoreBucket,
+		connect.WithSchema(adminServiceMethods.ByName("RestoreBucket")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fluss.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateDatabaseProcedure:
@@ -604,6 +639,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceRebalanceHandler.ServeHTTP(w, r)
 		case AdminServiceSetClusterConfigProcedure:
 			adminServiceSetClusterConfigHandler.ServeHTTP(w, r)
+		case AdminServiceRestoreBucketProcedure:
+			adminServiceRestoreBucketHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -687,6 +724,10 @@ func (UnimplementedAdminServiceHandler) Rebalance(context.Context, *connect.Requ
 
 func (UnimplementedAdminServiceHandler) SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.SetClusterConfig is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) RestoreBucket(context.Context, *connect.Request[flussv1.RestoreBucketRequest]) (*connect.Response[flussv1.RestoreBucketResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fluss.v1.AdminService.RestoreBucket is not implemented"))
 }
 
 // WriteServiceClient is a client for the fluss.v1.WriteService service.

@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRestoreBucketThatLostEveryReplica: three processes share a remote
+// directory. A one-replica log table's bucket tiers its closed segments
+// there; then its node is kill -9'ed and its disk is gone, so the bucket
+// has no replica left. `cluster restore-bucket` is refused while the node
+// is within its grace period and for a primary-key table; once the node is
+// down past it, the bucket is restored on a live node: every row the
+// remote log held reads from offset 0, in order, new rows continue at the
+// start offset it printed, and a restart of the new replica's node keeps
+// both.
+func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
+	longMultiProcess(t)
+	remote := t.TempDir()
+	nodes := startJoinedCluster(t, fmt.Sprintf("[cluster]\ndead_node_grace = \"3s\"\n[storage]\nsegment_bytes = 1048576\n\n"+
+		"[tiering]\nremote_dir = %q\ninterval = \"100ms\"\nlocal_segments = 1\n", remote))
+	mustCLI(t, nodes[0].client, "", "db", "create", "rb")
+	mustCLI(t, nodes[0].client, "", "table", "create", "rb.t", "--schema", "id BIGINT NOT NULL, s STRING", "--buckets", "1",
+		"--set", "table.log.arrow.compression.type=NONE", "--set", "table.replication.factor=1")
+	mustCLI(t, nodes[0].client, "", "table", "create", "rb.pk", "--schema", "id BIGINT NOT NULL, s STRING", "--primary-key", "id", "--buckets", "1")
+
+	var layout struct {
+		Buckets []struct {
+			Leader   int   `json:"leader"`
+			Replicas []int `json:"replicas"`
+		} `json:"buckets"`
+	}
+	waitFor(t, 30*time.Second, func() error {
+		if err := callOnce(nodes[0].client, "AdminService/GetTableLayout", map[string]any{"table": "rb.t"}, &layout); err != nil {
+			return err
+		}
+		if len(layout.Buckets) != 1 || layout.Buckets[0].Leader == 0 {
+			return fmt.Errorf("no leader yet: %+v", layout)
+		}
+		return nil
+	})
+	victim := nodes[layout.Buckets[0].Leader-1]
+	other := nodes[layout.Buckets[0].Leader%3]
+	const rows = 3000
+	mustCLI(t, other.client, bigRows(rows, 21), "append", "rb.t", "--batch", "100")
+	tiered := filepath.Join(remote, "t*", "p*", "b0", "*.log")
+	waitFor(t, 30*time.Second, func() error {
+		if m, _ := filepath.Glob(tiered); len(m) < 4 {
+			return fmt.Errorf("%d remote segments, want >= 4", len(m))
+		}
+		return nil
+	})
+	restore := func(table string) cliResult {
+		return runCLI(t, other.client, "", "cluster", "restore-bucket", table, "--bucket", "0")
+	}
+	if r := restore("rb.t"); r.code == 0 || !strings.Contains(r.stderr, "still has its replica on node") {
+		t.Fatalf("restore of a bucket whose replica is up: %v\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := restore("rb.pk"); r.code == 0 || !strings.Contains(r.stderr, "primary-key table") {
+		t.Fatalf("restore of a primary-key table's bucket: %v\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, other.client, "", "cluster", "restore-bucket", "rb.t"); r.code == 0 || !strings.Contains(r.stderr, "--bucket is required") {
+		t.Fatalf("restore without --bucket: %v\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	victim.p.kill()
+	if err := os.RemoveAll(victim.dir); err != nil {
+		t.Fatal(err)
+	}
+	// The end of what the remote log holds, now that the only replica,
+	// which uploaded to it, is gone (segment files are named
+	// <first offset>-<next offset>_<max timestamp>.log): the restored log
+	// starts there.
+	segs, _ := filepath.Glob(tiered)
+	remoteEnd := int64(0)
+	for _, s := range segs {
+		_, rest, _ := strings.Cut(filepath.Base(s), "-")
+		nextText, _, _ := strings.Cut(rest, "_")
+		next, err := strconv.ParseInt(nextText, 10, 64)
+		if err != nil {
+			t.Fatalf("remote segment %s: %v", s, err)
+		}
+		remoteEnd = max(remoteEnd, next)
+	}
+	if remoteEnd <= 0 || remoteEnd >= rows {
+		t.Fatalf("the remote log ends at %d, want inside (0, %d): the last segment is still local", remoteEnd, rows)
+	}
+
+	var out string
+	waitFor(t, 60*time.Second, func() error {
+		r := restore("rb.t")
+		if r.code != 0 {
+			return fmt.Errorf("restore-bucket: %v\n%s", r.code, r.stderr)
+		}
+		out = r.stdout
+		return nil
+	})
+	t.Logf("restore-bucket printed: %s", out)
+	m := regexp.MustCompile(`restored \(generation 1\) on node\(s\) \[(\d+)\]: its log continues at offset (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("restore-bucket printed %q", out)
+	}
+	if start, _ := strconv.ParseInt(m[2], 10, 64); start != remoteEnd {
+		t.Fatalf("restored at offset %d, want the remote log's end %d", start, remoteEnd)
+	}
+	holder, _ := strconv.Atoi(m[1])
+	if holder == layout.Buckets[0].Leader {
+		t.Fatalf("restored on the lost node %d", holder)
+	}
+	// Every row the remote log held, then new rows at the start offset.
+	waitFor(t, 30*time.Second, func() error {
+		return callOnce(other.client, "WriteService/Append", map[string]any{"table": "rb.t", "bucket": 0,
+			"rows": []map[string]any{{"id": remoteEnd, "s": "after"}}}, nil)
+	})
+	mustCLI(t, other.client, fmt.Sprintf("{\"id\":%d,\"s\":\"after\"}\n", remoteEnd+1), "append", "rb.t")
+	scanFromEarliest(t, other.client, "rb.t", int(remoteEnd)+2)
+
+	restarted := nodes[holder-1]
+	restarted.p.kill()
+	restarted.start(t)
+	waitFor(t, 30*time.Second, func() error {
+		return callOnce(restarted.client, "WriteService/Append", map[string]any{"table": "rb.t", "bucket": 0,
+			"rows": []map[string]any{{"id": remoteEnd + 2, "s": "after"}}}, nil)
+	})
+	scanFromEarliest(t, restarted.client, "rb.t", int(remoteEnd)+3)
+	if r := restore("rb.t"); r.code == 0 || !strings.Contains(r.stderr, "still has its replica on node") {
+		t.Fatalf("a second restore of the restored bucket: %v\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
