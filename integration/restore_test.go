@@ -18,8 +18,9 @@ import (
 // is within its grace period and for a primary-key table; once the node is
 // down past it, the bucket is restored on a live node: every row the
 // remote log held reads from offset 0, in order, new rows continue at the
-// start offset it printed, and a restart of the new replica's node keeps
-// both.
+// start offset it printed, a restart of the new replica's node keeps
+// both, and the lost node, brought back with its old disk after all, sets
+// its copy of the old group aside and serves the new one.
 func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	longMultiProcess(t)
 	remote := t.TempDir()
@@ -70,7 +71,9 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	}
 
 	victim.p.kill()
-	if err := os.RemoveAll(victim.dir); err != nil {
+	// Its disk is gone (kept aside, to bring the node back with it below).
+	lostDisk := victim.dir + ".lost"
+	if err := os.Rename(victim.dir, lostDisk); err != nil {
 		t.Fatal(err)
 	}
 	// The end of what the remote log holds, now that the only replica,
@@ -131,5 +134,21 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	scanFromEarliest(t, restarted.client, "rb.t", int(remoteEnd)+3)
 	if r := restore("rb.t"); r.code == 0 || !strings.Contains(r.stderr, "still has its replica on node") {
 		t.Fatalf("a second restore of the restored bucket: %v\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// The lost node comes back with its old disk after all: it sets its
+	// copy of the old group aside instead of serving it, and serves the
+	// restored bucket through the new group.
+	if err := os.Rename(lostDisk, victim.dir); err != nil {
+		t.Fatal(err)
+	}
+	victim.start(t)
+	waitFor(t, 30*time.Second, func() error {
+		return callOnce(victim.client, "WriteService/Append", map[string]any{"table": "rb.t", "bucket": 0,
+			"rows": []map[string]any{{"id": remoteEnd + 3, "s": "after"}}}, nil)
+	})
+	scanFromEarliest(t, victim.client, "rb.t", int(remoteEnd)+4)
+	if aside, _ := filepath.Glob(filepath.Join(victim.dir, "buckets", "*", "*", "0.old-generation-*")); len(aside) != 1 {
+		t.Fatalf("the returning node set aside %v, want its copy of the old group", aside)
 	}
 }

@@ -600,6 +600,7 @@ func (n *Node) registerLoop() {
 			if !n.waitApplied(context.Background(), at) {
 				return
 			}
+			n.leaveOldGenerations()
 			close(n.registered)
 			n.gossipActive(self.ClientAddr)
 			return

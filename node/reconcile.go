@@ -138,16 +138,22 @@ func (n *Node) closeUnassignedLocked() {
 	n.mu.Lock()
 	var drop []raftmeta.BucketID
 	retiring := map[raftmeta.BucketID]*replica.Replica{}
+	oldGen := map[raftmeta.BucketID]*replica.Replica{}
 	for id, r := range n.replicas {
 		a, exists := assigned[id]
 		switch {
 		case !exists:
 			drop = append(drop, id)
+		case r.Generation() < a.Generation:
+			oldGen[id] = r // of a group that no longer exists: kept aside, not deleted
 		case !slices.Contains(a.Replicas, n.id):
 			retiring[id] = r
 		}
 	}
 	n.mu.Unlock()
+	for id, r := range oldGen {
+		n.leaveGeneration(assigned[id], r)
+	}
 	// Ask about the retiring replicas concurrently (a few at a time): one
 	// whose group's nodes are unreachable must not hold up the others.
 	var retiredMu sync.Mutex

@@ -227,6 +227,30 @@ func (n *Node) leaveGeneration(a raftmeta.Assignment, r *replica.Replica) bool {
 	return false
 }
 
+// leaveOldGenerations closes the open replicas of an earlier generation
+// than the catalog's (leaveGeneration). A node that was down while its
+// bucket was restored opens its old copy with the catalog it had; it runs
+// this once its catalog is current, before it counts as registered, so no
+// client request, which waits for that (awaitCatalog), reaches such a copy.
+func (n *Node) leaveOldGenerations() {
+	var restored []raftmeta.Assignment
+	for _, a := range n.meta.Assignments() {
+		if a.Generation > 0 {
+			restored = append(restored, a)
+		}
+	}
+	if len(restored) == 0 {
+		return // nearly always: no need to wait for a reconcile pass
+	}
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
+	for _, a := range restored {
+		if r := n.replica(a.BucketID); r != nil && n.oldGeneration(a, r) {
+			n.leaveGeneration(a, r)
+		}
+	}
+}
+
 // prepareGeneration readies this node's directory for its replica of a
 // restored bucket (a.Generation > 0): what is there of an earlier
 // generation is set aside (setAsideGenerations) and the directory is
