@@ -548,6 +548,9 @@ bucket that lost the majority of its replicas: see fluss-node recover).`,
 				return err
 			}
 			fmt.Fprintf(w, "replication: %d under-replicated bucket(s), %d offline replica(s), %d bucket(s) without a leader", under, offline, c.LeaderlessBuckets)
+			if c.LostBuckets > 0 {
+				fmt.Fprintf(w, ", %d of them lost every replica (see `fluss-node cluster restore-bucket`)", c.LostBuckets)
+			}
 			if len(silent) > 0 {
 				fmt.Fprintf(w, "; not reported by node(s) %v", silent)
 			}

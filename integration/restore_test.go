@@ -95,6 +95,14 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 		t.Fatalf("the remote log ends at %d, want inside (0, %d): the last segment is still local", remoteEnd, rows)
 	}
 
+	// Once the node is down past the grace, cluster status names the loss.
+	waitFor(t, 60*time.Second, func() error {
+		r := runCLI(t, other.client, "", "cluster", "status")
+		if !strings.Contains(r.stdout, "1 of them lost every replica") {
+			return fmt.Errorf("cluster status does not count the lost bucket:\n%s%s", r.stdout, r.stderr)
+		}
+		return nil
+	})
 	var out string
 	waitFor(t, 60*time.Second, func() error {
 		r := restore("rb.t")
@@ -123,6 +131,9 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	})
 	mustCLI(t, other.client, fmt.Sprintf("{\"id\":%d,\"s\":\"after\"}\n", remoteEnd+1), "append", "rb.t")
 	scanFromEarliest(t, other.client, "rb.t", int(remoteEnd)+2)
+	if st := mustCLI(t, other.client, "", "cluster", "status").stdout; strings.Contains(st, "lost every replica") {
+		t.Fatalf("cluster status after the restore:\n%s", st)
+	}
 
 	restarted := nodes[holder-1]
 	restarted.p.kill()

@@ -419,7 +419,25 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 		info.Nodes = append(info.Nodes, ni)
 	}
 	info.Leaderless = leaderless(n.meta.Assignments(), stats)
+	info.Lost = lostBuckets(n.meta.Assignments(), nodes)
 	return info, nil
+}
+
+// lostBuckets counts the buckets of as whose every replica is on a node
+// that nodes (the catalog's) mark left: down past the dead-node grace, so
+// no replica of theirs can take part in an election (restore.go).
+func lostBuckets(as []raftmeta.Assignment, nodes []raftmeta.Node) int32 {
+	left := map[raftmeta.NodeID]bool{}
+	for _, m := range nodes {
+		left[m.ID] = m.State == raftmeta.NodeLeft
+	}
+	var n int32
+	for _, a := range as {
+		if len(a.Replicas) > 0 && !slices.ContainsFunc(a.Replicas, func(r raftmeta.NodeID) bool { return !left[r] }) {
+			n++
+		}
+	}
+	return n
 }
 
 // leaderless counts the buckets of as that no replica leads among the

@@ -235,3 +235,18 @@ func TestLeaderless(t *testing.T) {
 		t.Fatalf("leaderless = %d, want 2", got)
 	}
 }
+
+// TestLostBuckets: a bucket is lost when every replica is on a node the
+// catalog marks left; a replica on a node that is active, draining, or
+// not in the catalog keeps it from counting.
+func TestLostBuckets(t *testing.T) {
+	b := func(i int32, reps ...raftmeta.NodeID) raftmeta.Assignment {
+		return raftmeta.Assignment{BucketID: raftmeta.BucketID{TableID: 1, Bucket: i}, Replicas: reps}
+	}
+	nodes := []raftmeta.Node{{ID: 1, State: raftmeta.NodeLeft}, {ID: 2, State: raftmeta.NodeLeft},
+		{ID: 3, State: raftmeta.NodeActive}, {ID: 4, State: raftmeta.NodeDraining}}
+	as := []raftmeta.Assignment{b(0, 1), b(1, 1, 2), b(2, 1, 3), b(3, 2, 4), b(4, 2, 9), b(5)}
+	if got := lostBuckets(as, nodes); got != 2 {
+		t.Fatalf("lostBuckets = %d, want 2 (buckets 0 and 1)", got)
+	}
+}

@@ -367,7 +367,7 @@ func (s *service) DescribeCluster(ctx context.Context, req *connect.Request[flus
 	out := &flussv1.DescribeClusterResponse{ClusterId: ci.ClusterID, MetaLeader: int32(ci.MetaLeader),
 		MetaVoters: int32(ci.Config.MetaVoters), DeadNodeGraceMs: ci.Config.DeadNodeGrace.Milliseconds(),
 		DefaultLogTtlMs: ci.Config.DefaultLogTTL.Milliseconds(), LakeSnapshotRetentionMs: ci.Config.LakeSnapshotRetention.Milliseconds(),
-		LeaderlessBuckets: ci.Leaderless}
+		LeaderlessBuckets: ci.Leaderless, LostBuckets: ci.Lost}
 	for _, n := range ci.Nodes {
 		ni := &flussv1.NodeInfo{
 			Id: int32(n.ID), ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr,

@@ -146,6 +146,9 @@ type ClusterInfo struct {
 	// Leaderless counts the buckets that no replica on the nodes that
 	// answered leads.
 	Leaderless int32
+	// Lost counts the buckets whose every replica is on a node down past
+	// the dead-node grace (catalog state left).
+	Lost int32
 }
 
 // NodeInfo is one member in DescribeCluster.

@@ -2068,8 +2068,12 @@ type DescribeClusterResponse struct {
 	// in progress, or a bucket that lost the majority of its replicas
 	// (docs/OPERATIONS.md, "A majority of nodes died for good").
 	LeaderlessBuckets int32 `protobuf:"varint,8,opt,name=leaderless_buckets,json=leaderlessBuckets,proto3" json:"leaderless_buckets,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Of those, the buckets whose every replica is on a node down past
+	// dead_node_grace (state left): nothing can elect there again
+	// (RestoreBucket brings a log table's back).
+	LostBuckets   int32 `protobuf:"varint,9,opt,name=lost_buckets,json=lostBuckets,proto3" json:"lost_buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -2154,6 +2158,13 @@ func (x *DescribeClusterResponse) GetLakeSnapshotRetentionMs() int64 {
 func (x *DescribeClusterResponse) GetLeaderlessBuckets() int32 {
 	if x != nil {
 		return x.LeaderlessBuckets
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetLostBuckets() int32 {
+	if x != nil {
+		return x.LostBuckets
 	}
 	return 0
 }
@@ -4198,7 +4209,7 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x10offline_replicas\x18\n" +
 	" \x01(\x05H\x01R\x0fofflineReplicas\x88\x01\x01B\x13\n" +
 	"\x11_under_replicatedB\x13\n" +
-	"\x11_offline_replicas\"\xea\x02\n" +
+	"\x11_offline_replicas\"\x8d\x03\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1f\n" +
@@ -4210,7 +4221,8 @@ const file_fluss_v1_fluss_proto_rawDesc = "" +
 	"\x12dead_node_grace_ms\x18\x05 \x01(\x03R\x0fdeadNodeGraceMs\x12+\n" +
 	"\x12default_log_ttl_ms\x18\x06 \x01(\x03R\x0fdefaultLogTtlMs\x12;\n" +
 	"\x1alake_snapshot_retention_ms\x18\a \x01(\x03R\x17lakeSnapshotRetentionMs\x12-\n" +
-	"\x12leaderless_buckets\x18\b \x01(\x05R\x11leaderlessBuckets\"+\n" +
+	"\x12leaderless_buckets\x18\b \x01(\x05R\x11leaderlessBuckets\x12!\n" +
+	"\flost_buckets\x18\t \x01(\x05R\vlostBuckets\"+\n" +
 	"\x10DrainNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x13\n" +
 	"\x11DrainNodeResponse\"-\n" +
