@@ -276,7 +276,10 @@ func (n *Node) prepareGeneration(a raftmeta.Assignment) error {
 // setAsideGenerations renames this node's directory of a's bucket, and
 // what damage or recovery set aside of it (which would keep a replica of
 // the new group from bootstrapping: wasReset), to
-// <bucket dir>.old-generation-<unix seconds>[-<n>][<their own suffix>].
+// <bucket dir>.old-generation-<unix seconds>[-<n>][<their own suffix>],
+// each only if it is of an earlier generation than a's: a copy of this
+// generation that damage set aside must keep this node's replica from
+// bootstrapping the group a second time.
 func (n *Node) setAsideGenerations(a raftmeta.Assignment) error {
 	dir := n.bucketDir(a.BucketID)
 	old, _ := filepath.Glob(dir + ".*")
@@ -294,6 +297,9 @@ func (n *Node) setAsideGenerations(a raftmeta.Assignment) error {
 		rest := strings.TrimPrefix(p, dir)
 		if strings.HasPrefix(rest, oldGenerationSuffix) {
 			continue
+		}
+		if g, err := readGeneration(p); err != nil || g >= a.Generation {
+			continue // this generation's (or unreadable: left as it is)
 		}
 		if err := renameSync(p, stamp+rest); err != nil {
 			return fmt.Errorf("set aside a replica of an earlier generation: %w", err)

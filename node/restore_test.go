@@ -79,6 +79,21 @@ func TestGenerations(t *testing.T) {
 		t.Fatalf("a directory of the current generation was set aside: %v", err)
 	}
 
+	// A copy of this generation that damage set aside stays, and still
+	// keeps the replica from bootstrapping the group again.
+	if err := os.Rename(dir, dir+damagedSuffix+"300"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.prepareGeneration(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + damagedSuffix + "300"); err != nil || !n.wasReset(b) {
+		t.Fatalf("a damaged copy of the current generation was set aside as old (%v), or no longer counts as reset", err)
+	}
+	if g, err := readGeneration(dir); err != nil || g != 1 {
+		t.Fatalf("generation file after the damaged copy: %d %v, want 1", g, err)
+	}
+
 	// A node the restored bucket is not assigned to sets its copy of an
 	// earlier generation aside and opens nothing.
 	a.Generation, a.Replicas = 2, []raftmeta.NodeID{5}
@@ -91,7 +106,7 @@ func TestGenerations(t *testing.T) {
 	if n.hasBucketDir(b) {
 		t.Fatal("the copy of generation 1 was not set aside")
 	}
-	if aside, _ := filepath.Glob(dir + oldGenerationSuffix + "*"); len(aside) != 4 {
-		t.Fatalf("%d entries set aside, want 4: %v", len(aside), aside)
+	if aside, _ := filepath.Glob(dir + oldGenerationSuffix + "*"); len(aside) != 5 {
+		t.Fatalf("%d entries set aside, want 5 (with the new directory and its damaged copy): %v", len(aside), aside)
 	}
 }
