@@ -333,6 +333,18 @@ func (r *Replica) AppliedIndex() (uint64, error) {
 	return idx, err
 }
 
+// SetAppliedIndex records index as the Raft index of the last applied
+// batch, whatever it was: a bucket restored from another group's state
+// (node/replica seed) continues under the new group's indexes.
+func (r *Replica) SetAppliedIndex(index uint64) error {
+	var ib [8]byte
+	binary.BigEndian.PutUint64(ib[:], index)
+	if err := r.db.Update(func(txn *badger.Txn) error { return txn.Set(r.metaKey(), ib[:]) }); err != nil {
+		return fmt.Errorf("kvstore: set applied index: %w", err)
+	}
+	return nil
+}
+
 func readIndex(txn *badger.Txn, k []byte) (uint64, error) {
 	item, err := txn.Get(k)
 	if errors.Is(err, badger.ErrKeyNotFound) {

@@ -200,8 +200,26 @@ func (f *FSM) applyPK(l *raft.Log) {
 	if l.Index <= f.kvApplied {
 		return // replayed after a restart: the KV state already holds it
 	}
+	// ApplyBatch made every version of the entry's batches known
+	// (awaitBatches) before it took the lock.
+	changes, err := f.pks.changes(l.Data)
+	if err != nil {
+		panic(fmt.Sprintf("replica FSM: raft index %d: undecodable changelog: %v; refusing to diverge", l.Index, err))
+	}
+	if err := f.pk.KV.Apply(changes, l.Index); err != nil {
+		panic(fmt.Sprintf("replica FSM: raft index %d: KV apply failed: %v; refusing to diverge", l.Index, err))
+	}
+	f.kvApplied = l.Index
+}
+
+// changes decodes the changelog batches of a bucket entry's data (a
+// cmdAppend command) into KV changes.
+func (s *pkSchemas) changes(data []byte) ([]kvstore.Change, error) {
+	if len(data) == 0 || data[0] != cmdAppend {
+		return nil, fmt.Errorf("not an append entry")
+	}
 	var changes []kvstore.Change
-	err := forEachBatch(l.Data[1:], func(h batchHeader, b []byte) error {
+	err := forEachBatch(data[1:], func(h batchHeader, b []byte) error {
 		if h.Count == 0 {
 			return nil
 		}
@@ -209,9 +227,7 @@ func (f *FSM) applyPK(l *raft.Log) {
 		if err != nil {
 			return err
 		}
-		// ApplyBatch made every version of the entry's batches known
-		// (awaitBatches) before it took the lock.
-		v, err := f.pks.version(bt.SchemaID)
+		v, err := s.version(bt.SchemaID)
 		if err != nil {
 			return err
 		}
@@ -223,13 +239,7 @@ func (f *FSM) applyPK(l *raft.Log) {
 		changes, err = kvstore.ChangesFromRecord(changes, v.Schema, rec)
 		return err
 	})
-	if err != nil {
-		panic(fmt.Sprintf("replica FSM: raft index %d: undecodable changelog: %v; refusing to diverge", l.Index, err))
-	}
-	if err := f.pk.KV.Apply(changes, l.Index); err != nil {
-		panic(fmt.Sprintf("replica FSM: raft index %d: KV apply failed: %v; refusing to diverge", l.Index, err))
-	}
-	f.kvApplied = l.Index
+	return changes, err
 }
 
 // verifier coalesces leadership confirmations (confirmLeadership): a read

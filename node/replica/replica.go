@@ -83,6 +83,11 @@ type Config struct {
 	// bucket whose group is started anew after it lost every replica
 	// (raftmeta.Assignment.StartOffset; log tables only).
 	StartOffset int64
+	// Lost, for a primary-key bucket's group bootstrapped at StartOffset
+	// above 0, is what remote storage holds of the group it replaces: the
+	// new group's KV state is the lost one's KV snapshot with the
+	// changelog after it applied.
+	Lost *LostState
 	// Generation is the generation of the bucket's group this replica
 	// belongs to (raftmeta.Assignment.Generation); the replica only
 	// reports it (Generation).

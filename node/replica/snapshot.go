@@ -2,11 +2,15 @@ package replica
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/kvstore"
 )
 
 // A replica's raft snapshot holds no records (doc.go), so a follower that
@@ -354,6 +358,18 @@ func (r *Replica) sendSnapshot(tr raft.Transport, withSection func() bool, id ra
 	return tr.InstallSnapshot(id, target, &sent, resp, io.MultiReader(pr, state))
 }
 
+// LostState is what remote storage holds of a primary-key bucket's group
+// that lost every replica (Config.Lost).
+type LostState struct {
+	// Snapshot opens the lost group's newest KV snapshot (a snapshot of
+	// this package's primary-key format, as Raft took it); nil, and no
+	// error, for the empty state before the first record.
+	Snapshot func() (io.ReadCloser, error)
+	// Changelog calls fn with the index and data of each raft entry that
+	// holds records of [from, to), in order.
+	Changelog func(from, to int64, fn func(index uint64, data []byte) error) error
+}
+
 // seedIndex is the raft index (and term) of the snapshot a group that
 // starts at a data offset above 0 is bootstrapped with (seed).
 const seedIndex = 1
@@ -368,17 +384,124 @@ const seedIndex = 1
 // the same configuration. Log tables only: a primary-key bucket's state
 // would need its KV state too.
 func (r *Replica) seed(conf raft.Configuration) error {
-	if r.cfg.PK != nil {
-		return fmt.Errorf("a primary-key bucket cannot start at an offset above 0")
-	}
 	st := fsmState{NextOffset: r.cfg.StartOffset, LogStart: r.cfg.StartOffset, AppliedIndex: seedIndex}
+	var kv *kvstore.Snapshot
+	if r.cfg.PK != nil {
+		maxTs, err := r.restoreLost()
+		if err != nil {
+			return err
+		}
+		st.MaxTs = maxTs
+		kv = r.cfg.PK.KV.NewSnapshot()
+		defer kv.Release()
+	}
 	sink, err := r.snaps.Create(raft.SnapshotVersionMax, seedIndex, seedIndex, conf, seedIndex, r.cfg.Transport)
 	if err != nil {
 		return err
 	}
-	if _, err := sink.Write(appendState(nil, &st)); err != nil {
-		sink.Cancel()
-		return err
+	return (&fsmSnapshot{data: appendState(nil, &st), kv: kv}).Persist(sink)
+}
+
+// restoreLost makes the replica's KV state that of the lost group at
+// StartOffset (Config.Lost): its KV snapshot, then the changelog entries
+// after it, then the seed's raft index as the applied index. It returns the
+// commit timestamp the lost group's snapshot had reached.
+func (r *Replica) restoreLost() (maxTs int64, err error) {
+	lost, kv := r.cfg.Lost, r.cfg.PK.KV
+	if lost == nil {
+		return 0, fmt.Errorf("a primary-key bucket restored at offset %d needs the lost group's KV snapshot", r.cfg.StartOffset)
 	}
-	return sink.Close()
+	rc, err := lost.Snapshot()
+	if err != nil {
+		return 0, fmt.Errorf("open the lost group's KV snapshot: %w", err)
+	}
+	var st fsmState // no snapshot: the empty state before offset 0
+	if rc != nil {
+		defer rc.Close()
+		src := bufio.NewReaderSize(rc, 64<<10)
+		b, err := readPKHeader(src)
+		if err != nil {
+			return 0, err
+		}
+		if st, err = decodeState(b); err != nil {
+			return 0, err
+		}
+		if st.NextOffset > r.cfg.StartOffset {
+			return 0, fmt.Errorf("%w: the KV snapshot reaches offset %d, past the start offset %d", ErrCorruptSnapshot, st.NextOffset, r.cfg.StartOffset)
+		}
+		if err := kv.Restore(src); err != nil {
+			return 0, err
+		}
+	}
+	next := st.NextOffset
+	err = lost.Changelog(next, r.cfg.StartOffset, func(index uint64, data []byte) error {
+		base, count, ts, ok := EntryOffsets(&raft.Log{Type: raft.LogCommand, Data: data})
+		switch {
+		case !ok:
+			return nil
+		case base != next:
+			return fmt.Errorf("the lost group's changelog has an entry at offset %d, want %d", base, next)
+		case index <= st.AppliedIndex:
+			return fmt.Errorf("the lost group's changelog entry at offset %d has raft index %d, not after the snapshot's %d", base, index, st.AppliedIndex)
+		}
+		changes, err := r.pks.changes(data)
+		if err != nil {
+			return fmt.Errorf("the lost group's changelog at offset %d: %w", base, err)
+		}
+		if err := kv.Apply(changes, index); err != nil {
+			return err
+		}
+		next, st.MaxTs = base+int64(count), max(st.MaxTs, ts)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if next != r.cfg.StartOffset {
+		return 0, fmt.Errorf("the lost group's changelog ends at offset %d, want %d", next, r.cfg.StartOffset)
+	}
+	return st.MaxTs, kv.SetAppliedIndex(seedIndex)
+}
+
+// IsPK reports whether this is a primary-key bucket's replica.
+func (r *Replica) IsPK() bool { return r.cfg.PK != nil }
+
+// KVSnapshot hands the replica's newest raft snapshot (a primary-key
+// replica's KV state with its log state; tiering/kvsnap.go) to put, with
+// its raft index and the data offset its state reaches, unless its index is
+// not above have. It asks raft for a new snapshot first; when nothing was
+// applied since the last one, that one is the newest. It reports whether it
+// called put.
+func (r *Replica) KVSnapshot(have uint64, put func(index uint64, next int64, rd io.Reader, size int64) error) (bool, error) {
+	if r.cfg.PK == nil {
+		return false, fmt.Errorf("replica %v: not a primary-key bucket", r.cfg.ID)
+	}
+	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return false, fmt.Errorf("replica %v: snapshot: %w", r.cfg.ID, err)
+	}
+	metas, err := r.snaps.List()
+	if err != nil || len(metas) == 0 || metas[0].Index <= have {
+		return false, err
+	}
+	meta, rc, err := r.snaps.Open(metas[0].ID)
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	src := bufio.NewReaderSize(rc, 64<<10)
+	state, err := readPKHeader(src)
+	if err != nil {
+		return false, fmt.Errorf("replica %v: snapshot %s: %w", r.cfg.ID, meta.ID, err)
+	}
+	st, err := decodeState(state)
+	if err != nil {
+		return false, err
+	}
+	// The header read, in front of the rest.
+	hdr := binary.LittleEndian.AppendUint32([]byte(pkSnapMagic), uint32(len(state)))
+	whole := io.MultiReader(bytes.NewReader(hdr), bytes.NewReader(state), src)
+	if err := put(meta.Index, st.NextOffset, whole, meta.Size); err != nil {
+		return false, fmt.Errorf("replica %v: upload the snapshot at raft index %d: %w", r.cfg.ID, meta.Index, err)
+	}
+	return true, nil
 }
