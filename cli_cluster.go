@@ -131,15 +131,18 @@ func restoreBucketCmd() *cobra.Command {
 	var partition string
 	cmd := &cobra.Command{
 		Use:   "restore-bucket DB.TABLE --bucket N [--partition NAME]",
-		Short: "Bring back a log-table bucket that lost every replica, from what remote storage holds of it",
-		Long: "Bring back a bucket of a log table whose every replica is gone (their nodes died for good\n" +
+		Short: "Bring back a bucket that lost every replica, from what remote storage holds of it",
+		Long: "Bring back a bucket whose every replica is gone (their nodes died for good\n" +
 			"and have been down past cluster.dead_node_grace): a new Raft group for the bucket starts\n" +
 			"on a live node, and the table's replication factor is restored as for any bucket. Its log\n" +
 			"continues after the last offset that remote storage (tiering) and the lake hold of the\n" +
 			"bucket, which stay readable; what only the lost replicas held is gone, and new records\n" +
-			"take its offsets. Without tiering the bucket starts empty at offset 0.\n" +
+			"take its offsets. Without tiering the bucket starts empty at offset 0. A primary-key\n" +
+			"bucket's rows are those of its newest KV snapshot in remote storage\n" +
+			"(tiering.kv_snapshot_interval) with the remote changelog after it applied.\n" +
 			"Refused while a replica's node is up or not yet down past the grace, and for a\n" +
-			"primary-key table (its KV state is not kept in remote storage).",
+			"primary-key bucket when remote storage holds no KV snapshot from which its remote log\n" +
+			"runs without a gap to its end.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("bucket") {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,11 +26,13 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	longMultiProcess(t)
 	remote := t.TempDir()
 	nodes := startJoinedCluster(t, fmt.Sprintf("[cluster]\ndead_node_grace = \"3s\"\n[storage]\nsegment_bytes = 1048576\n\n"+
-		"[tiering]\nremote_dir = %q\ninterval = \"100ms\"\nlocal_segments = 1\n", remote))
+		"[tiering]\nremote_dir = %q\ninterval = \"100ms\"\nlocal_segments = 1\nkv_snapshot_interval = \"500ms\"\n", remote))
 	mustCLI(t, nodes[0].client, "", "db", "create", "rb")
 	mustCLI(t, nodes[0].client, "", "table", "create", "rb.t", "--schema", "id BIGINT NOT NULL, s STRING", "--buckets", "1",
 		"--set", "table.log.arrow.compression.type=NONE", "--set", "table.replication.factor=1")
-	mustCLI(t, nodes[0].client, "", "table", "create", "rb.pk", "--schema", "id BIGINT NOT NULL, s STRING", "--primary-key", "id", "--buckets", "1")
+	// A one-replica primary-key table with a bucket on every node.
+	mustCLI(t, nodes[0].client, "", "table", "create", "rb.pk", "--schema", "id BIGINT NOT NULL, s STRING", "--primary-key", "id", "--buckets", "3",
+		"--set", "table.replication.factor=1")
 
 	var layout struct {
 		Buckets []struct {
@@ -50,6 +53,58 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	other := nodes[layout.Buckets[0].Leader%3]
 	const rows = 3000
 	mustCLI(t, other.client, bigRows(rows, 21), "append", "rb.t", "--batch", "100")
+	// Rows of the primary-key table, updated once, so its KV state is not
+	// its first changelog.
+	pkRows := func(from, to int, v string) []map[string]any {
+		var out []map[string]any
+		for i := from; i < to; i++ {
+			out = append(out, map[string]any{"id": i, "s": fmt.Sprintf("%s%d", v, i)})
+		}
+		return out
+	}
+	mustCall(t, other.client, "WriteService/Upsert", map[string]any{"table": "rb.pk", "rows": pkRows(0, 300, "a")}, nil)
+	mustCall(t, other.client, "WriteService/Upsert", map[string]any{"table": "rb.pk", "rows": pkRows(100, 400, "b")}, nil)
+	mustCall(t, other.client, "WriteService/Delete", map[string]any{"table": "rb.pk", "keys": []map[string]any{{"id": 7}}}, nil)
+	var pkLayout struct {
+		Buckets []struct {
+			Bucket int `json:"bucket"`
+			Leader int `json:"leader"`
+		} `json:"buckets"`
+	}
+	mustCall(t, other.client, "AdminService/GetTableLayout", map[string]any{"table": "rb.pk"}, &pkLayout)
+	pkBucket := -1
+	for _, b := range pkLayout.Buckets {
+		if b.Leader == layout.Buckets[0].Leader {
+			pkBucket = b.Bucket
+		}
+	}
+	if pkBucket < 0 {
+		t.Fatalf("no bucket of rb.pk on node %d: %+v", layout.Buckets[0].Leader, pkLayout)
+	}
+	// Its leader uploads a KV snapshot that reaches its high watermark.
+	var offs struct {
+		Offsets []struct {
+			Bucket int `json:"bucket"`
+			Offset any `json:"offset"`
+		} `json:"offsets"`
+	}
+	mustCall(t, other.client, "AdminService/ListOffsets", map[string]any{"table": "rb.pk", "spec": "LATEST"}, &offs)
+	var pkEnd int64
+	for _, o := range offs.Offsets {
+		if o.Bucket == pkBucket {
+			pkEnd = jsonInt(o.Offset)
+		}
+	}
+	kvSnaps := filepath.Join(remote, "t*", "p*", fmt.Sprintf("b%d", pkBucket), "kv-*.snap")
+	waitFor(t, 30*time.Second, func() error {
+		m, _ := filepath.Glob(kvSnaps)
+		for _, s := range m {
+			if strings.HasSuffix(s, fmt.Sprintf("-%020d.snap", pkEnd)) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no KV snapshot reaching offset %d of bucket %d in %v", pkEnd, pkBucket, m)
+	})
 	tiered := filepath.Join(remote, "t*", "p*", "b0", "*.log")
 	waitFor(t, 30*time.Second, func() error {
 		if m, _ := filepath.Glob(tiered); len(m) < 4 {
@@ -62,9 +117,6 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	}
 	if r := restore("rb.t"); r.code == 0 || !strings.Contains(r.stderr, "still has its replica on node") {
 		t.Fatalf("restore of a bucket whose replica is up: %v\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	if r := restore("rb.pk"); r.code == 0 || !strings.Contains(r.stderr, "primary-key table") {
-		t.Fatalf("restore of a primary-key table's bucket: %v\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, other.client, "", "cluster", "restore-bucket", "rb.t"); r.code == 0 || !strings.Contains(r.stderr, "--bucket is required") {
 		t.Fatalf("restore without --bucket: %v\n%s%s", r.code, r.stdout, r.stderr)
@@ -98,7 +150,7 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	// Once the node is down past the grace, cluster status names the loss.
 	waitFor(t, 60*time.Second, func() error {
 		r := runCLI(t, other.client, "", "cluster", "status")
-		if !strings.Contains(r.stdout, "1 of them lost every replica") {
+		if !strings.Contains(r.stdout, "2 of them lost every replica") {
 			return fmt.Errorf("cluster status does not count the lost bucket:\n%s%s", r.stdout, r.stderr)
 		}
 		return nil
@@ -131,8 +183,38 @@ func TestRestoreBucketThatLostEveryReplica(t *testing.T) {
 	})
 	mustCLI(t, other.client, fmt.Sprintf("{\"id\":%d,\"s\":\"after\"}\n", remoteEnd+1), "append", "rb.t")
 	scanFromEarliest(t, other.client, "rb.t", int(remoteEnd)+2)
+	// The primary-key bucket: its rows as they were, from the KV snapshot.
+	r := runCLI(t, other.client, "", "cluster", "restore-bucket", "rb.pk", "--bucket", fmt.Sprint(pkBucket))
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("its log continues at offset %d", pkEnd)) {
+		t.Fatalf("restore of the primary-key bucket (high watermark %d): %v\n%s%s", pkEnd, r.code, r.stdout, r.stderr)
+	}
+	var keys []map[string]any
+	for i := range 400 {
+		keys = append(keys, map[string]any{"id": i})
+	}
+	waitFor(t, 30*time.Second, func() error {
+		var lookup struct {
+			Rows []json.RawMessage `json:"rows"`
+		}
+		if err := callOnce(other.client, "ReadService/Lookup", map[string]any{"table": "rb.pk", "keys": keys}, &lookup); err != nil {
+			return err
+		}
+		for i, row := range lookup.Rows {
+			want := fmt.Sprintf(`"s":"a%d"`, i)
+			switch {
+			case i == 7:
+				want = "null"
+			case i >= 100:
+				want = fmt.Sprintf(`"s":"b%d"`, i)
+			}
+			if !strings.Contains(string(row), want) {
+				return fmt.Errorf("row %d after the restore: %s, want %s", i, row, want)
+			}
+		}
+		return nil
+	})
 	if st := mustCLI(t, other.client, "", "cluster", "status").stdout; strings.Contains(st, "lost every replica") {
-		t.Fatalf("cluster status after the restore:\n%s", st)
+		t.Fatalf("cluster status after the restores:\n%s", st)
 	}
 
 	restarted := nodes[holder-1]

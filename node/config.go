@@ -150,6 +150,11 @@ type TieringConfig struct {
 	// local disk (the table property table.log.tiered.local-segments
 	// overrides it). Default 2.
 	LocalSegments int `toml:"local_segments"`
+	// KVSnapshotInterval is how often the leader of a primary-key bucket
+	// uploads a snapshot of its KV state to remote storage (next to the
+	// bucket's remote log), from which a bucket that lost every replica is
+	// restored; 0 turns the uploads off. Default 10m.
+	KVSnapshotInterval Duration `toml:"kv_snapshot_interval"`
 }
 
 // KVConfig sizes the memory of the node's one badger DB, shared by every
@@ -313,7 +318,7 @@ func Default() Config {
 		},
 		KV:      KVConfig{MemtableBytes: 16 << 20, BlockCacheBytes: 32 << 20},
 		Cluster: ClusterConfig{DeadNodeGrace: Duration{5 * time.Minute}},
-		Tiering: TieringConfig{Interval: Duration{time.Minute}, LocalSegments: 2, LakeFormat: "iceberg",
+		Tiering: TieringConfig{Interval: Duration{time.Minute}, LocalSegments: 2, LakeFormat: "iceberg", KVSnapshotInterval: Duration{10 * time.Minute},
 			LakeSnapshotRetention: Duration{time.Hour}},
 	}
 }
@@ -448,6 +453,9 @@ func (c *Config) Validate() error {
 	if c.Tiering.Interval.Duration <= 0 || c.Tiering.LocalSegments < 0 {
 		errs = append(errs, fmt.Errorf("tiering: need interval > 0 and local_segments >= 0, got %s and %d",
 			c.Tiering.Interval.Duration, c.Tiering.LocalSegments))
+	}
+	if c.Tiering.KVSnapshotInterval.Duration < 0 {
+		errs = append(errs, fmt.Errorf("tiering: kv_snapshot_interval must be >= 0 (0: off), got %s", c.Tiering.KVSnapshotInterval.Duration))
 	}
 	if c.Tiering.LakeFormat != "iceberg" && c.Tiering.LakeFormat != "parquet" {
 		errs = append(errs, fmt.Errorf("tiering: lake_format must be \"iceberg\" or \"parquet\", got %q", c.Tiering.LakeFormat))

@@ -57,6 +57,8 @@ func (n *Node) registerMetrics() {
 			func() int64 { return int64(n.pumpStats().HeldBack) }),
 		counterFunc("fluss_tiering_segments_uploaded_total", "Closed log segments this node uploaded to remote storage.",
 			n.tiered.uploaded.Load),
+		counterFunc("fluss_tiering_kv_snapshots_uploaded_total", "Snapshots of primary-key buckets' KV state this node uploaded to remote storage.",
+			n.tiered.kvSnapshots.Load),
 		counterFunc("fluss_tiering_local_segments_dropped_total", "Local log segments deleted because remote storage holds them.",
 			n.tiered.dropped.Load),
 		counterFunc("fluss_tiering_remote_segments_expired_total", "Remote log segments deleted by table.log.ttl.",

@@ -355,6 +355,7 @@ func (n *Node) openReplica(a raftmeta.Assignment) (*replica.Replica, *peer.Trans
 		Bootstrap:       func() ([]raft.Server, error) { return n.bootConfig(a) },
 		StartOffset:     a.StartOffset,
 		Generation:      a.Generation,
+		Lost:            n.lostStateOf(a, pk),
 		Syncer:          n.syncer,
 		Pump:            n.pump,
 		PreferredLeader: func() raft.ServerID { return n.preferredServer(a.BucketID) },

@@ -5,16 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluss-node/fluss-node/node/replica"
 	"github.com/fluss-node/fluss-node/raftmeta"
 	"github.com/fluss-node/fluss-node/rpc"
+	"github.com/fluss-node/fluss-node/tiering"
 )
 
 // Restoring a bucket that lost every replica (`cluster restore-bucket`,
@@ -116,9 +119,6 @@ func (n *Node) restoreBucket(ctx context.Context, op *metaOp) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t.HasPrimaryKey() {
-		return 0, fmt.Errorf("%w: %s is a primary-key table: its KV state is not kept in remote storage, so a bucket that lost every replica cannot be restored", rpc.ErrWrongTableKind, t.FullName())
-	}
 	i := slices.IndexFunc(n.meta.Assignments(), func(a raftmeta.Assignment) bool { return a.BucketID == id })
 	if i < 0 {
 		return 0, raftmeta.Named(raftmeta.ErrTableNotFound, "%v of table %s has no assignment", id, t.FullName())
@@ -148,6 +148,11 @@ func (n *Node) restoreBucket(ctx context.Context, op *metaOp) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if t.HasPrimaryKey() {
+		if err := n.restorable(id, t, start); err != nil {
+			return 0, err
+		}
+	}
 	if err := n.meta.RestoreBucket(ctx, id, []raftmeta.NodeID{target}, start); err != nil {
 		return 0, err
 	}
@@ -176,6 +181,13 @@ func (n *Node) remoteEnd(id raftmeta.BucketID, t *raftmeta.Table) (int64, error)
 		for _, s := range rl.Segments() {
 			end = max(end, s.NextOffset)
 		}
+		snaps, err := rl.KVSnapshots()
+		if err != nil {
+			return 0, fmt.Errorf("restore: list the KV snapshots of %v: %w", id, err)
+		}
+		for _, s := range snaps {
+			end = max(end, s.NextOffset)
+		}
 	}
 	if n.lake != nil && lakeEnabled(t) {
 		files, err := n.lakeList(id, t, true)
@@ -187,6 +199,91 @@ func (n *Node) remoteEnd(id raftmeta.BucketID, t *raftmeta.Table) (int64, error)
 		}
 	}
 	return end, nil
+}
+
+// restorable checks that remote storage holds the state of primary-key
+// bucket id at offset end: a KV snapshot and the remote log after it up to
+// end, or the whole changelog up to end (restoreLost).
+func (n *Node) restorable(id raftmeta.BucketID, t *raftmeta.Table, end int64) error {
+	rl := n.remoteLog(id)
+	if rl == nil {
+		if end == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: %s is a primary-key table and this node has no remote storage", rpc.ErrNotRestorable, t.FullName())
+	}
+	_, ok, err := rl.RestorePoint(end)
+	if err != nil {
+		return fmt.Errorf("restore: list the KV snapshots of %v: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: bucket %d of primary-key table %s: remote storage holds no KV snapshot from which its remote log runs without a gap to offset %d (tiering.kv_snapshot_interval)",
+			rpc.ErrNotRestorable, id.Bucket, t.FullName(), end)
+	}
+	return nil
+}
+
+// lostState is what remote storage holds of the lost group of primary-key
+// bucket id, up to offset start (replica.Config.Lost).
+// The remote listing is read only when the replica asks (it has no raft
+// state yet).
+func (n *Node) lostState(id raftmeta.BucketID, start int64) *replica.LostState {
+	remote := sync.OnceValue(func() *tiering.RemoteLog { return n.remoteLog(id) })
+	return &replica.LostState{
+		Snapshot: func() (io.ReadCloser, error) {
+			rl := remote()
+			if rl == nil {
+				return nil, fmt.Errorf("%w: no remote storage to restore offsets below %d from", rpc.ErrNotRestorable, start)
+			}
+			s, ok, err := rl.RestorePoint(start)
+			switch {
+			case err != nil:
+				return nil, err
+			case !ok:
+				return nil, fmt.Errorf("%w: no KV snapshot from which the remote log reaches offset %d", rpc.ErrNotRestorable, start)
+			case s.Name == "":
+				return nil, nil // the whole changelog from offset 0
+			}
+			return rl.OpenKVSnapshot(s)
+		},
+		Changelog: func(from, to int64, fn func(index uint64, data []byte) error) error {
+			rl := remote()
+			if rl == nil && from < to {
+				return fmt.Errorf("%w: no remote storage to restore offsets below %d from", rpc.ErrNotRestorable, start)
+			}
+			for from < to {
+				var ferr error
+				next := from
+				err := rl.Read(from, to, 4<<20, func(index uint64, base int64, count int32, data []byte) bool {
+					if base+int64(count) <= next {
+						return true
+					}
+					if ferr = fn(index, data); ferr != nil {
+						return false
+					}
+					next = base + int64(count)
+					return true
+				})
+				if err = cmp.Or(ferr, err); err != nil {
+					return err
+				}
+				if next == from {
+					return fmt.Errorf("the remote log holds nothing at offset %d", from)
+				}
+				from = next
+			}
+			return nil
+		},
+	}
+}
+
+// lostStateOf is lostState for a replica of a restored primary-key bucket
+// that starts above offset 0, nil otherwise.
+func (n *Node) lostStateOf(a raftmeta.Assignment, pk *replica.PKConfig) *replica.LostState {
+	if pk == nil || a.Generation == 0 || a.StartOffset == 0 {
+		return nil
+	}
+	return n.lostState(a.BucketID, a.StartOffset)
 }
 
 // oldGeneration reports whether this node's replica of a's bucket (r when

@@ -20,8 +20,11 @@ import (
 // dropped cannot leave an object behind the deletion. The counters are
 // for /metrics.
 type tierState struct {
-	mu                                                                        sync.Mutex
-	uploaded, dropped, expired, lakeFiles, lakeMerged, icebergCommits, errors atomic.Int64
+	mu                                                                                     sync.Mutex
+	uploaded, dropped, expired, lakeFiles, lakeMerged, icebergCommits, kvSnapshots, errors atomic.Int64
+	// kvSnapshotAt is when this node last uploaded each primary-key
+	// bucket's KV snapshot (under mu).
+	kvSnapshotAt map[raftmeta.BucketID]time.Time
 }
 
 // openRemoteStore opens the configured remote storage (none: tiering off)
@@ -111,6 +114,10 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 		n.tiered.errors.Add(1)
 		n.logger.Warn("tiering", "bucket", id, "err", err)
 	}
+	if err := n.uploadKVSnapshot(id, r, rl); err != nil {
+		n.tiered.errors.Add(1)
+		n.logger.Warn("tiering: KV snapshot", "bucket", id, "err", err)
+	}
 	expired := 0
 	if r.IsLeader() {
 		if keepFrom, ok := n.retentionBound(id, r); ok {
@@ -131,6 +138,44 @@ func (n *Node) tier(id raftmeta.BucketID, r *replica.Replica) {
 	}
 }
 
+// uploadKVSnapshot uploads a snapshot of the KV state of primary-key
+// bucket id to its remote log's directory when this node leads it and
+// tiering.kv_snapshot_interval has passed since its last upload here, or
+// the bucket has none there yet (tiering/kvsnap.go; what restore.go
+// restores a bucket that lost every replica from). A bucket that has one
+// waits an interval from the first pass that sees it on this node (a
+// restart does not upload everything again). Called under n.tiered.mu.
+func (n *Node) uploadKVSnapshot(id raftmeta.BucketID, r *replica.Replica, rl *tiering.RemoteLog) error {
+	every := n.cfg.Tiering.KVSnapshotInterval.Duration
+	if every <= 0 || !r.IsPK() || !r.IsLeader() {
+		return nil
+	}
+	if n.tiered.kvSnapshotAt == nil {
+		n.tiered.kvSnapshotAt = map[raftmeta.BucketID]time.Time{}
+	}
+	last, seen := n.tiered.kvSnapshotAt[id]
+	if seen && time.Since(last) < every {
+		return nil
+	}
+	snaps, err := rl.KVSnapshots()
+	if err != nil {
+		return err
+	}
+	n.tiered.kvSnapshotAt[id] = time.Now()
+	if !seen && len(snaps) > 0 {
+		return nil
+	}
+	var have uint64
+	if len(snaps) > 0 {
+		have = snaps[len(snaps)-1].Index
+	}
+	up, err := r.KVSnapshot(have, rl.PutKVSnapshot)
+	if up {
+		n.tiered.kvSnapshots.Add(1)
+	}
+	return err
+}
+
 // dropRemoteLog deletes the remote log of a bucket that no longer exists
 // (its table or partition was dropped), after its replica here is closed.
 // Every node that held a replica does it; deleting a missing object is
@@ -145,4 +190,8 @@ func (n *Node) dropRemoteLog(id raftmeta.BucketID) {
 	if _, err := rl.DeleteBefore(math.MaxInt64, math.MaxInt64); err != nil {
 		n.logger.Warn("tiering: remove the remote log of a dropped bucket", "bucket", id, "err", err)
 	}
+	if err := rl.DeleteKVSnapshots(); err != nil {
+		n.logger.Warn("tiering: remove the KV snapshots of a dropped bucket", "bucket", id, "err", err)
+	}
+	delete(n.tiered.kvSnapshotAt, id)
 }

@@ -55,7 +55,7 @@ var remoteSentinels = []error{
 	record.ErrBadCompression, filter.ErrSyntax, filter.ErrUnknownColumn, filter.ErrType,
 	arrowipc.ErrMalformed, arrowipc.ErrUnsupported,
 	kvstore.ErrBadRow, kvstore.ErrNullKey, kvstore.ErrBadProperty, kvstore.ErrOverflow,
-	rpc.ErrBucketNotLost,
+	rpc.ErrBucketNotLost, rpc.ErrNotRestorable,
 }
 
 const codeUnknown = 255

@@ -192,7 +192,7 @@ func checkReplicas(a Assignment) error {
 	return nil
 }
 
-// restoreBucket gives a log-table bucket a new replica set that starts a
+// restoreBucket gives a bucket a new replica set that starts a
 // new Raft group (the next generation, epoch 0) at c.StartOffset. Whether
 // the bucket lost every replica is the proposer's to check (it takes
 // liveness, which the state machine does not know).
@@ -207,9 +207,6 @@ func (st *state) restoreBucket(c *metapb.RestoreBucket) error {
 	t, ok := st.tables[c.TableId]
 	if !ok {
 		return Named(ErrTableNotFound, "restore bucket %d: table id %d not found", c.Bucket, c.TableId)
-	}
-	if t.HasPrimaryKey() {
-		return fmt.Errorf("%w: restore bucket %d of table %s: a primary-key table's KV state is not in remote storage", ErrInvalid, c.Bucket, t.FullName())
 	}
 	as := st.assignments[t.ID]
 	i, found := slices.BinarySearchFunc(as, want, compareAssignments)

@@ -536,15 +536,6 @@ func TestRestoreBucket(t *testing.T) {
 			t.Fatalf("%s changed the assignment: %+v -> %+v", bad.name, before, after)
 		}
 	}
-	pk := testSpec("db", "pk")
-	pk.PrimaryKey = []string{"id"}
-	if r := a.apply(cCreateTable(t, pk, false)); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	pt, _ := a.f.TableByName("db", "pk")
-	if r := a.apply(restore(BucketID{TableID: pt.ID}, []NodeID{5}, 0)); !errors.Is(r.Err, ErrInvalid) || !strings.Contains(r.Err.Error(), "primary-key") {
-		t.Fatalf("primary-key table: err %v, want ErrInvalid naming the primary key", r.Err)
-	}
 	for _, x := range throughSnapshot(t, a.f).Assignments() {
 		if x.BucketID == b0 && (x.Generation != 1 || x.StartOffset != 1234) {
 			t.Fatalf("from a snapshot: %+v, want generation 1 start 1234", x)

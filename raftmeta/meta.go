@@ -572,7 +572,7 @@ func (m *Meta) SetAssignments(ctx context.Context, as []Assignment) error {
 	return err
 }
 
-// RestoreBucket starts a new Raft group for log-table bucket id, which
+// RestoreBucket starts a new Raft group for bucket id, which
 // lost every replica, on replicas at data offset start
 // (Assignment.Generation). The caller checks that the old replicas are
 // gone.

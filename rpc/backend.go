@@ -181,3 +181,8 @@ var (
 // ErrBucketNotLost wraps a RestoreBucket of a bucket that still has a
 // replica on a node that is up or not yet down past the grace period.
 var ErrBucketNotLost = errors.New("the bucket has not lost every replica")
+
+// ErrNotRestorable wraps a RestoreBucket of a primary-key bucket that
+// remote storage holds no KV snapshot of from which its remote log runs
+// without a gap to the end.
+var ErrNotRestorable = errors.New("remote storage cannot restore the bucket")

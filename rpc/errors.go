@@ -44,7 +44,7 @@ var codeRules = []codeRule{
 	{connect.CodeUnavailable, []error{raftmeta.ErrNotLeader, raftmeta.ErrNoLeader, ErrNotLeader, ErrNoBucketLeader, raftmeta.ErrClosed, raftmeta.ErrNoActiveNodes, ErrCatalogBehind}},
 	{connect.CodeNotFound, []error{raftmeta.ErrDatabaseNotFound, raftmeta.ErrTableNotFound, raftmeta.ErrPartitionNotFound, ErrBucketNotFound}},
 	{connect.CodeAlreadyExists, []error{raftmeta.ErrDatabaseExists, raftmeta.ErrTableExists, raftmeta.ErrPartitionExists, raftmeta.ErrNodeIDInUse}},
-	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind, ErrSequence, raftmeta.ErrFeatureLevel, ErrNotConfigured, raftmeta.ErrNoRoom, ErrBucketNotLost}},
+	{connect.CodeFailedPrecondition, []error{raftmeta.ErrDatabaseNotEmpty, ErrWrongTableKind, ErrSequence, raftmeta.ErrFeatureLevel, ErrNotConfigured, raftmeta.ErrNoRoom, ErrBucketNotLost, ErrNotRestorable}},
 	{connect.CodeUnimplemented, []error{ErrUnimplemented}},
 	{connect.CodeInvalidArgument, append([]error{
 		raftmeta.ErrInvalid, ErrInvalidRequest, ErrBadJSON,

@@ -1332,7 +1332,7 @@ func (x *SetAssignments) GetAssignments() []*Assignment {
 	return nil
 }
 
-// RestoreBucket starts a new Raft group for a log-table bucket that lost
+// RestoreBucket starts a new Raft group for a bucket that lost
 // every replica: replicas is its new replica set (epoch 0, generation + 1,
 // so its replicas bootstrap the new group), starting at data offset
 // start_offset, the end of what remote storage holds of its log.
