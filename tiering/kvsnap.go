@@ -36,15 +36,7 @@ func kvSnapshotName(dir string, index uint64, next int64) string {
 // parseKVSnapshotName reads a base name made by kvSnapshotName (canonical
 // form only).
 func parseKVSnapshotName(base string) (KVSnapshot, bool) {
-	stem, ok := strings.CutSuffix(base, ".snap")
-	if !ok {
-		return KVSnapshot{}, false
-	}
-	stem, ok = strings.CutPrefix(stem, "kv-")
-	if !ok {
-		return KVSnapshot{}, false
-	}
-	a, b, ok := strings.Cut(stem, "-")
+	a, b, ok := nameFields(base, "kv-", ".snap")
 	if !ok {
 		return KVSnapshot{}, false
 	}
@@ -54,6 +46,19 @@ func parseKVSnapshotName(base string) (KVSnapshot, bool) {
 		return KVSnapshot{}, false
 	}
 	return KVSnapshot{Name: base, Index: index, NextOffset: next}, true
+}
+
+// nameFields splits an object's base name <prefix><a>-<b><suffix> into
+// a and b.
+func nameFields(base, prefix, suffix string) (a, b string, ok bool) {
+	stem, ok := strings.CutSuffix(base, suffix)
+	if !ok {
+		return "", "", false
+	}
+	if stem, ok = strings.CutPrefix(stem, prefix); !ok {
+		return "", "", false
+	}
+	return strings.Cut(stem, "-")
 }
 
 // KVSnapshots lists the bucket's KV snapshots, oldest first.

@@ -10,7 +10,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -65,11 +64,7 @@ func lakeFileName(dir string, first, next int64) string {
 // parseLakeFileName reads a base name made by lakeFileName (canonical
 // form only).
 func parseLakeFileName(base string) (LakeFile, bool) {
-	stem, ok := strings.CutSuffix(base, ".parquet")
-	if !ok {
-		return LakeFile{}, false
-	}
-	a, b, ok := strings.Cut(stem, "-")
+	a, b, ok := nameFields(base, "", ".parquet")
 	if !ok {
 		return LakeFile{}, false
 	}
