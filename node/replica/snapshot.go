@@ -381,8 +381,8 @@ const seedIndex = 1
 // it when it starts (FSM.Restore, which empties the log to continue at that
 // offset) and appends the group's entries after it. Every replica of the
 // group seeds the same snapshot, as every replica of a new group bootstraps
-// the same configuration. Log tables only: a primary-key bucket's state
-// would need its KV state too.
+// the same configuration. A primary-key bucket's seed carries its KV state
+// too: the lost group's, from remote storage (restoreLost).
 func (r *Replica) seed(conf raft.Configuration) error {
 	st := fsmState{NextOffset: r.cfg.StartOffset, LogStart: r.cfg.StartOffset, AppliedIndex: seedIndex}
 	var kv *kvstore.Snapshot
