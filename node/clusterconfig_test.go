@@ -95,7 +95,18 @@ func TestClusterConfigHeldByTheCluster(t *testing.T) {
 	setGrace := func(d time.Duration) {
 		t.Helper()
 		ms := d.Milliseconds()
-		res, err := c.SetClusterConfig(ctx, connect.NewRequest(&flussv1.SetClusterConfigRequest{DeadNodeGraceMs: &ms}))
+		// Retried while unavailable (as a client would: the change is
+		// idempotent): under the race detector the metadata leadership
+		// can move again just after the transfer above.
+		var res *connect.Response[flussv1.SetClusterConfigResponse]
+		var err error
+		for range 40 {
+			res, err = c.SetClusterConfig(ctx, connect.NewRequest(&flussv1.SetClusterConfigRequest{DeadNodeGraceMs: &ms}))
+			if connect.CodeOf(err) != connect.CodeUnavailable {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
 		if err != nil || res.Msg.DeadNodeGraceMs != ms || res.Msg.MetaVoters != 2 {
 			t.Fatalf("SetClusterConfig(dead_node_grace %v) = %v, %v", d, res, err)
 		}
