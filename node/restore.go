@@ -30,15 +30,17 @@ import (
 // remote storage (and the lake) end, so reads below that are served from
 // them as before and new writes continue after them:
 //
-//   - the metadata leader checks that the table is a log table and that
-//     every replica's node is down past cluster.dead_node_grace (marked
-//     left, and not alive now), takes the start offset from remote storage
-//     and the lake, and commits RestoreBucket with one replica on the
+//   - the metadata leader checks that every replica's node is down past
+//     cluster.dead_node_grace (marked left, and not alive now), takes the
+//     start offset from remote storage and the lake (for a primary-key
+//     table it checks that a KV snapshot and the remote log after it reach
+//     it: restorable), and commits RestoreBucket with one replica on the
 //     least loaded live node (the controller's Grow adds the others once
 //     the new group leads);
 //   - that node bootstraps the new group at the start offset
 //     (replica.Config.StartOffset: a seed snapshot in place of the first
-//     log entry);
+//     log entry; for a primary-key table with the KV state of the lost
+//     group's snapshot and remote changelog, replica.Config.Lost);
 //   - a replica of an older generation belongs to a group that no longer
 //     exists: the transport group name carries the generation
 //     (bucketGroup), so the two never exchange a message, and a node that
@@ -59,7 +61,7 @@ const oldGenerationSuffix = ".old-generation-"
 const generationFile = "GENERATION"
 
 // RestoreBucket implements rpc.ClusterAdmin: it starts a new group for a
-// bucket of log table db.name (partition: a partition's name, "" for an
+// bucket of table db.name (partition: a partition's name, "" for an
 // unpartitioned table) that lost every replica, and returns the bucket's
 // new assignment.
 func (n *Node) RestoreBucket(ctx context.Context, db, name, partition string, bucket int32) (raftmeta.Assignment, error) {

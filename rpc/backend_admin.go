@@ -37,12 +37,13 @@ type ClusterAdmin interface {
 	// (nil: kept) and returns the settings in force afterwards. Invalid
 	// values wrap raftmeta.ErrInvalid.
 	SetClusterConfig(ctx context.Context, change ClusterConfigChange) (raftmeta.ClusterConfig, error)
-	// RestoreBucket starts a new Raft group for a bucket of log table
-	// db.table (partition: a partition's name, "" if unpartitioned) that
-	// lost every replica, starting after what remote storage holds of it,
-	// and returns the bucket's new assignment. It wraps ErrBucketNotLost
-	// while a replica's node is up or not down past the grace period, and
-	// ErrWrongTableKind for a primary-key table.
+	// RestoreBucket starts a new Raft group for a bucket of table db.table
+	// (partition: a partition's name, "" if unpartitioned) that lost every
+	// replica, starting after what remote storage holds of it, and returns
+	// the bucket's new assignment. It wraps ErrBucketNotLost while a
+	// replica's node is up or not down past the grace period, and
+	// ErrNotRestorable for a primary-key bucket whose KV state remote
+	// storage cannot give back.
 	RestoreBucket(ctx context.Context, db, table, partition string, bucket int32) (raftmeta.Assignment, error)
 }
 

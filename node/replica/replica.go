@@ -81,7 +81,8 @@ type Config struct {
 	// StartOffset is the data offset a group that Bootstrap starts begins
 	// at: 0 for a new bucket, the end of what remote storage holds for a
 	// bucket whose group is started anew after it lost every replica
-	// (raftmeta.Assignment.StartOffset; log tables only).
+	// (raftmeta.Assignment.StartOffset; a primary-key bucket's also needs
+	// Lost).
 	StartOffset int64
 	// Lost, for a primary-key bucket's group bootstrapped at StartOffset
 	// above 0, is what remote storage holds of the group it replaces: the
