@@ -121,11 +121,12 @@ func (n *Node) restoreBucket(ctx context.Context, op *metaOp) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	i := slices.IndexFunc(n.meta.Assignments(), func(a raftmeta.Assignment) bool { return a.BucketID == id })
+	as := n.meta.Assignments()
+	i := slices.IndexFunc(as, func(a raftmeta.Assignment) bool { return a.BucketID == id })
 	if i < 0 {
 		return 0, raftmeta.Named(raftmeta.ErrTableNotFound, "%v of table %s has no assignment", id, t.FullName())
 	}
-	a := n.meta.Assignments()[i]
+	a := as[i]
 	nodes := n.meta.Nodes()
 	alive := n.aliveNodes(ctx, nodes)
 	state := map[raftmeta.NodeID]raftmeta.NodeState{}
@@ -142,7 +143,7 @@ func (n *Node) restoreBucket(ctx context.Context, op *metaOp) (int64, error) {
 				rpc.ErrBucketNotLost, id.Bucket, t.FullName(), r, upOrDown(alive[r]), cmp.Or(string(state[r]), "not in the catalog"))
 		}
 	}
-	target := raftmeta.LeastLoaded(n.meta.Assignments(), targets)
+	target := raftmeta.LeastLoaded(as, targets)
 	if target == 0 {
 		return 0, raftmeta.Named(raftmeta.ErrNoActiveNodes, "restore bucket %d of %s: no active node is up", id.Bucket, t.FullName())
 	}
