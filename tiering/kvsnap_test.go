@@ -47,17 +47,7 @@ func FuzzParseKVSnapshotName(f *testing.F) {
 // which the remote log runs to the end without a gap, else offset 0 when
 // the remote log runs from there, else none.
 func TestKVSnapshotsInTheRemoteLog(t *testing.T) {
-	l := fillLog(t, 120)
-	closed := l.ClosedSegments()
-	if len(closed) < 4 {
-		t.Fatalf("%d closed segments, want at least 4", len(closed))
-	}
-	store, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl := NewRemoteLog(store, BucketDir(7, 0, 2))
-	defer rl.Close()
+	rl, closed, _ := dirRemoteLog(t, 120, 4)
 	for _, i := range []int{1, 2, 3} { // not the first: nothing from offset 0
 		if _, err := rl.Upload(closed[i]); err != nil {
 			t.Fatal(err)

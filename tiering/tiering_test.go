@@ -200,21 +200,30 @@ func readLocal(t *testing.T, l *logstore.Log, from, end int64) []read {
 	return out
 }
 
-// TestRemoteLogUploadReadExpire uploads a log's closed segments, reads the
-// remote log back against the local one, drops the local copies, and
-// expires remote segments by timestamp.
-func TestRemoteLogUploadReadExpire(t *testing.T) {
-	l := fillLog(t, 120)
+// dirRemoteLog is an empty remote log in a directory store (closed with the
+// test), and the closed segments, at least min of them, of a local log of
+// entries entries.
+func dirRemoteLog(t *testing.T, entries, min int) (*RemoteLog, []logstore.ClosedSegment, *logstore.Log) {
+	t.Helper()
+	l := fillLog(t, entries)
 	closed := l.ClosedSegments()
-	if len(closed) < 4 {
-		t.Fatalf("%d closed segments, want at least 4", len(closed))
+	if len(closed) < min {
+		t.Fatalf("%d closed segments, want at least %d", len(closed), min)
 	}
 	store, err := NewDirStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rl := NewRemoteLog(store, BucketDir(7, 0, 2))
-	defer rl.Close()
+	t.Cleanup(rl.Close)
+	return rl, closed, l
+}
+
+// TestRemoteLogUploadReadExpire uploads a log's closed segments, reads the
+// remote log back against the local one, drops the local copies, and
+// expires remote segments by timestamp.
+func TestRemoteLogUploadReadExpire(t *testing.T) {
+	rl, closed, l := dirRemoteLog(t, 120, 4)
 	if err := rl.Refresh(); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +252,7 @@ func TestRemoteLogUploadReadExpire(t *testing.T) {
 		t.Fatalf("range = [%d, %d), want [0, %d)", s, e, end)
 	}
 	// A second reader lists what the first uploaded.
-	other := NewRemoteLog(store, BucketDir(7, 0, 2))
+	other := NewRemoteLog(rl.store, rl.Dir())
 	defer other.Close()
 	if err := other.Refresh(); err != nil {
 		t.Fatal(err)
@@ -393,17 +402,7 @@ func TestRemoteLogOverlappingSegments(t *testing.T) {
 // log's back still reads from its open file) up to openFiles; the least
 // recently used is closed first.
 func TestRemoteLogKeepsRecentSegmentsOpen(t *testing.T) {
-	l := fillLog(t, 160)
-	store, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl := NewRemoteLog(store, "b")
-	defer rl.Close()
-	closed := l.ClosedSegments()
-	if len(closed) < openFiles+2 {
-		t.Fatalf("%d closed segments, want at least %d", len(closed), openFiles+2)
-	}
+	rl, closed, _ := dirRemoteLog(t, 160, openFiles+2)
 	for _, c := range closed {
 		if _, err := rl.Upload(c); err != nil {
 			t.Fatal(err)
@@ -424,7 +423,7 @@ func TestRemoteLogKeepsRecentSegmentsOpen(t *testing.T) {
 	// Segment 1 is open (segment 0, the least recently used, was closed):
 	// it reads after its object is gone; segment 0 does not.
 	for _, i := range []int{0, 1} {
-		if err := store.Delete(segs[i].Name); err != nil {
+		if err := rl.store.Delete(segs[i].Name); err != nil {
 			t.Fatal(err)
 		}
 	}
