@@ -124,7 +124,7 @@ func clusterOpsCmds() []*cobra.Command {
 	return []*cobra.Command{drain, undrain, decommission, rebalance, clusterConfigCmd(), restoreBucketCmd()}
 }
 
-// restoreBucketCmd brings back a log-table bucket that lost every replica
+// restoreBucketCmd brings back a bucket that lost every replica
 // (AdminService RestoreBucket).
 func restoreBucketCmd() *cobra.Command {
 	var bucket int32
