@@ -242,17 +242,20 @@ func (b *hbBatcher) exchange(calls []*hbCall) error {
 		return err
 	}
 	if status != statusOK {
-		return errorForStatus(status, body)
+		return b.m.remoteErr(b.target, status, body)
 	}
 	b.st.SetDeadline(time.Time{})
-	return readBatchAnswer(cs, body, calls, b.m.opts.MaxFrameSize)
+	return readBatchAnswer(cs, body, calls, b.m.opts.MaxFrameSize, func(status byte, item []byte) error {
+		return b.m.remoteErr(b.target, status, item)
+	})
 }
 
 // readBatchAnswer decodes the answer to a heartbeat batch into calls: uvarint
 // n, then per heartbeat an embedded frame, status OK with the msgpack
-// AppendEntriesResponse or an error status for that heartbeat. It never
+// AppendEntriesResponse or an error status for that heartbeat (its error
+// made by statusErr). It never
 // panics on malformed bytes.
-func readBatchAnswer(cs *codecState, body []byte, calls []*hbCall, maxFrame int) error {
+func readBatchAnswer(cs *codecState, body []byte, calls []*hbCall, maxFrame int, statusErr func(status byte, item []byte) error) error {
 	n, w := binary.Uvarint(body)
 	if w <= 0 || n != uint64(len(calls)) {
 		return fmt.Errorf("%w: heartbeat batch answer holds %d answers for %d heartbeats", ErrBadFrame, n, len(calls))
@@ -266,7 +269,7 @@ func readBatchAnswer(cs *codecState, body []byte, calls []*hbCall, maxFrame int)
 		item := body[frameHdrLen : frameHdrLen+l]
 		body = body[frameHdrLen+l:]
 		if st != statusOK {
-			c.err = errorForStatus(st, item)
+			c.err = statusErr(st, item)
 			continue
 		}
 		if err := cs.decode(item, c.resp); err != nil {
@@ -357,6 +360,9 @@ func (m *Mux) answerHeartbeat(out []byte, cs *codecState, name string, req *raft
 	}
 	if !isHeartbeat(req) {
 		return status(statusError, "not a heartbeat")
+	}
+	if msg := m.fencedMessage(req); msg != "" {
+		return status(statusFenced, msg)
 	}
 	t := m.group(name)
 	if t == nil {

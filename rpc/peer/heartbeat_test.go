@@ -186,6 +186,6 @@ func FuzzHeartbeatBatchAnswer(f *testing.F) {
 		calls := []*hbCall{{resp: &raft.AppendEntriesResponse{}}, {resp: &raft.AppendEntriesResponse{}}}
 		cs := getCodec()
 		defer putCodec(cs)
-		_ = readBatchAnswer(cs, body, calls, DefaultMaxFrameSize)
+		_ = readBatchAnswer(cs, body, calls, DefaultMaxFrameSize, errorForStatus)
 	})
 }

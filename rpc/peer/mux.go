@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/yamux"
 )
 
@@ -48,6 +49,15 @@ type Options struct {
 	// dials mutual TLS (tls.go); connections that are not are refused.
 	// Default nil: plain TCP.
 	TLS *MutualTLS
+	// Fenced says whether raft requests from the server id are refused
+	// (status 5, ErrFenced on the sender): the id of a node given up for
+	// lost, whose old copies of the groups must not reach this node's.
+	// Nil: none is. Called for every raft request; it must be cheap.
+	Fenced func(from raft.ServerID) bool
+	// OnFenced is called when a remote node refused one of this node's
+	// raft requests because it fenced this node, with the remote's
+	// address and message. It may be called many times.
+	OnFenced func(remote, msg string)
 }
 
 func (o *Options) withDefaults() Options {

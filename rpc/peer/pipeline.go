@@ -205,7 +205,7 @@ func (p *pipeline) decodeLoop() {
 			var body []byte
 			status, body, err = readFrame(p.st, &cs.rbuf, p.t.m.opts.MaxFrameSize)
 			if err == nil && status != statusOK {
-				err = errorForStatus(status, body)
+				err = p.t.m.remoteErr(string(p.target), status, body)
 			}
 			if err == nil {
 				err = cs.decode(body, f.resp)

@@ -384,7 +384,7 @@ func (t *Transport) unary(target raft.ServerAddress, typ byte, args, resp any, d
 	if status != statusOK {
 		// The stream is still in sync after an error response, except after a snapshot.
 		reuse = data == nil
-		return fmt.Errorf("peer: group %s on %s: %w", t.group, target, errorForStatus(status, body))
+		return fmt.Errorf("peer: group %s on %s: %w", t.group, target, t.m.remoteErr(string(target), status, body))
 	}
 	if err := cs.decode(body, resp); err != nil {
 		return fmt.Errorf("peer: group %s: response from %s: %w", t.group, target, err)
@@ -442,6 +442,13 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 			_, _ = io.Copy(io.Discard, data)
 		}
 		_, err := writeStatus(st, cs.w.b, statusUnknownGroup, msg)
+		return err == nil
+	}
+	if msg := m.fencedMessage(cmd); msg != "" {
+		if isSnap {
+			_, _ = io.Copy(io.Discard, data)
+		}
+		_, err := writeStatus(st, cs.w.b, statusFenced, msg)
 		return err == nil
 	}
 	admit := t.admitWrites(cmd)

@@ -43,6 +43,7 @@ const (
 	statusUnknownGroup   byte = 2
 	statusUnknownHandler byte = 3
 	statusBadHeader      byte = 4
+	statusFenced         byte = 5
 )
 
 // Sentinel errors. Errors returned by this package wrap one of them where it applies.
@@ -61,6 +62,9 @@ var (
 	ErrGroupExists = errors.New("peer: raft group already registered")
 	// ErrRemote: the remote handler or Raft returned an error; the message follows.
 	ErrRemote = errors.New("peer: remote error")
+	// ErrFenced: the remote node refuses this node's raft requests: it
+	// was given up for lost (Options.Fenced on the remote).
+	ErrFenced = errors.New("peer: fenced by the remote node")
 )
 
 // streamHeader is the decoded stream header.
@@ -190,6 +194,8 @@ func errorForStatus(status byte, msg []byte) error {
 		return fmt.Errorf("%w: %s", ErrUnknownHandler, msg)
 	case statusBadHeader:
 		return fmt.Errorf("%w: remote says: %s", ErrBadHeader, msg)
+	case statusFenced:
+		return fmt.Errorf("%w: %s", ErrFenced, msg)
 	case statusError:
 		return fmt.Errorf("%w: %s", ErrRemote, msg)
 	default:
