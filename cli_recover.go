@@ -25,6 +25,8 @@ func recoverCmd() *cobra.Command {
 		Long: "recover lets a cluster that lost a majority of its metadata voters, or of some buckets' replicas,\n" +
 			"run again from what the surviving nodes hold. Stop every surviving node, run recover on each\n" +
 			"with the same --lost list, then start them. On this node's data directory it:\n" +
+			"  - fences the lost nodes (<data-dir>/fenced-nodes): this node refuses their raft requests,\n" +
+			"    so that one started again on its old data stops instead of disturbing the cluster;\n" +
 			"  - recovers the metadata group to its surviving members, if its surviving voters are a minority;\n" +
 			"  - makes this node's replica of a bucket the bucket's only voter, where it is the one surviving\n" +
 			"    voter of a bucket whose voters were mostly lost, and sets aside a non-voting copy beside it;\n" +

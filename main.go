@@ -205,18 +205,20 @@ func runNode(cfg node.Config, configPath string) error {
 		n.Close()
 		return err
 	}
-	for ctx.Err() == nil {
+	var fatal error
+	for ctx.Err() == nil && fatal == nil {
 		select {
 		case <-hup:
 			reload(n, configPath, logger, &level)
+		case fatal = <-n.Fatal():
 		case <-ctx.Done():
 		}
 	}
 	logger.Info("shutting down")
-	if err := n.Close(); err != nil && !errors.Is(err, context.Canceled) {
+	if err := n.Close(); err != nil && !errors.Is(err, context.Canceled) && fatal == nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	return nil
+	return fatal
 }
 
 // reload applies what SIGHUP reads again from the config file: the client

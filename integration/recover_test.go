@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -126,20 +127,7 @@ func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 	}
 	// Writes go on, alone, and then with two new nodes (a writer id of its
 	// own: the writers above used theirs).
-	write := func(seqs ...int) {
-		for _, s := range seqs {
-			b := s % buckets
-			req := map[string]any{"table": "rc.events", "bucket": b, "rows": []map[string]any{{"writer": 100, "seq": s, "i": 0}}, "writerId": 100, "batchSequence": s}
-			var resp struct {
-				Results []struct {
-					BaseOffset any `json:"baseOffset"`
-					Count      int `json:"count"`
-				} `json:"results"`
-			}
-			waitFor(t, 30*time.Second, func() error { return callOnce(survivor.client, "WriteService/Append", req, &resp) })
-			acks = append(acks, clusterAck{100, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count, 1})
-		}
-	}
+	write := func(seqs ...int) { acks = append(acks, appendAsWriter100(t, survivor.client, "rc.events", buckets, seqs...)...) }
 	write(1, 2, 3, 4, 5, 6, 7, 8)
 	var joined []*clusterNode
 	for range 2 {
@@ -185,4 +173,106 @@ func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 	if len(lookup.Rows) != 1 || !strings.Contains(string(lookup.Rows[0]), `"v7"`) {
 		t.Fatalf("lookup through a new node: %s", lookup.Rows)
 	}
+}
+
+// TestLostNodesStartedAgainAreFenced: two of three nodes are lost (kill -9)
+// and the survivor recovered without them, but their machines come back on
+// their old data directories, as systemd would start them on boot. Together
+// they are a majority of the old configurations and could elect each other
+// there; the survivor refuses their raft requests, so they stop at their
+// first contact with it (exit status not 0, FENCED written, the reason in
+// their log), never start on those directories again, and the survivor
+// keeps every row acknowledged before the loss and after the recovery, and
+// takes writes.
+func TestLostNodesStartedAgainAreFenced(t *testing.T) {
+	longMultiProcess(t)
+	const buckets = 2
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	nodes := startJoinedCluster(t, "")
+	survivor := nodes[0]
+	mustCall(t, survivor.client, "AdminService/CreateDatabase", map[string]any{"name": "fe"}, nil)
+	createWriterTable(t, survivor.client, "fe.events", buckets, 3)
+	_, anyAddr := upNodes(nodes[0].client, nodes[1].client, nodes[2].client)
+	var stop atomic.Bool
+	wait := startAppenders(seed, "fe.events", buckets, 4, anyAddr, &stop)
+	acks := stopAndCheckAcks(t, &stop, wait, 1, "fe.events", buckets, func(int) string { return survivor.client })
+	waitFor(t, 60*time.Second, func() error { return checkInSync(survivor.client, "fe.events", []int{1, 2, 3}) })
+	for _, n := range nodes[1:] {
+		n.p.kill()
+	}
+	survivor.p.stop(t)
+	out, err := exec.Command(binary, "recover", "--data-dir", survivor.dir, "--lost", "2,3").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fenced nodes: [2 3]") {
+		t.Fatalf("recover: %v\n%s", err, out)
+	}
+	t.Logf("recover printed:\n%s", out)
+	survivor.start(t)
+	write := func(seqs ...int) { acks = append(acks, appendAsWriter100(t, survivor.client, "fe.events", buckets, seqs...)...) }
+	write(1, 2, 3, 4)
+
+	// The lost machines come back with their old data, both at once.
+	lost := nodes[1:]
+	procs := make([]*proc, len(lost))
+	for i, n := range lost {
+		args := []string{"--client-addr", n.client, "--peer-addr", n.peer, "--gossip-addr", n.gossip, "--config", n.config}
+		p, err := startNodeErr(t, 0, n.dir, args...)
+		if err != nil {
+			t.Logf("lost node %d stopped before it served: %v", i+2, err)
+			continue
+		}
+		procs[i] = p
+	}
+	for i, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("lost node %d still runs a minute after it started again:\n%s", i+2, p.logTail(8<<10))
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(p.logText(), "was given up for lost") {
+			t.Fatalf("lost node %d exited with %d; its log:\n%s", i+2, code, p.logTail(8<<10))
+		}
+	}
+	for i, n := range lost {
+		b, err := os.ReadFile(filepath.Join(n.dir, "FENCED"))
+		if err != nil || !strings.Contains(string(b), fmt.Sprintf("node %d was given up for lost", i+2)) {
+			t.Fatalf("lost node %d: FENCED: %q, %v", i+2, b, err)
+		}
+		if _, err := startNodeErr(t, 0, n.dir, "--config", n.config); err == nil || !strings.Contains(err.Error(), "this node was fenced") {
+			t.Fatalf("lost node %d started again on its fenced directory: %v", i+2, err)
+		}
+	}
+
+	write(5, 6, 7, 8)
+	for b := range buckets {
+		checkBucketAcks(t, survivor.client, "fe.events", b, acks)
+	}
+	if st := mustCLI(t, survivor.client, "", "cluster", "status").stdout; !strings.Contains(st, " 0 bucket(s) without a leader") {
+		t.Fatalf("cluster status after the lost nodes came and went:\n%s", st)
+	}
+	t.Logf("%d appends acknowledged, all on the survivor", len(acks))
+}
+
+// appendAsWriter100 appends one row per sequence s as writer 100 through
+// addr, to bucket s % buckets (the columns of createWriterTable), retrying
+// each until it is acknowledged, and returns the acknowledgements.
+func appendAsWriter100(t *testing.T, addr, table string, buckets int, seqs ...int) []clusterAck {
+	t.Helper()
+	var acks []clusterAck
+	for _, s := range seqs {
+		b := s % buckets
+		req := map[string]any{"table": table, "bucket": b, "rows": []map[string]any{{"writer": 100, "seq": s, "i": 0}}, "writerId": 100, "batchSequence": s}
+		var resp struct {
+			Results []struct {
+				BaseOffset any `json:"baseOffset"`
+				Count      int `json:"count"`
+			} `json:"results"`
+		}
+		waitFor(t, 30*time.Second, func() error { return callOnce(addr, "WriteService/Append", req, &resp) })
+		acks = append(acks, clusterAck{100, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count, 1})
+	}
+	return acks
 }

@@ -365,6 +365,10 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func (n *Node) admit(ctx context.Context, nd raftmeta.Node, fresh bool) (raftmeta.NodeID, error) {
 	n.joinMu.Lock()
 	defer n.joinMu.Unlock()
+	if nd.ID != 0 && n.fence.fenced(nodeServer(nd.ID)) {
+		return 0, fmt.Errorf("%w: node %d was given up for lost by `fluss-node recover` and is fenced: a machine that held it joins with an empty data directory and without that node_id",
+			raftmeta.ErrNodeIDInUse, nd.ID)
+	}
 	servers, err := n.meta.Servers()
 	if err != nil {
 		return 0, err

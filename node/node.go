@@ -44,6 +44,7 @@ type Node struct {
 	baseLog *slog.Logger
 
 	lockFile  *os.File
+	fence     fence     // nodes this one refuses, and its own refusal (fence.go)
 	peers     *peer.Mux // the peer listener: every Raft group of this node
 	meta      *raftmeta.Meta
 	syncer    *logstore.Syncer
@@ -162,6 +163,10 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	n.setID(id)
+	if err := n.loadFence(); err != nil {
+		n.unlock()
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -296,6 +301,8 @@ func (n *Node) Start(ctx context.Context) error {
 		HeartbeatBatchDelay: n.cfg.Raft.HeartbeatTimeout.Duration / 20,
 		MaxFrameSize:        peerFrameSize(n.cfg.Limits),
 		TLS:                 peerTLS,
+		Fenced:              n.fence.fenced,
+		OnFenced:            n.onFenced,
 	})
 	if err != nil {
 		return fmt.Errorf("peer listener: %w", err)

@@ -41,6 +41,7 @@ import (
 // buckets recovered here included (ReplaceDown's leader check), and they
 // leave the metadata group. A lost node must never start again with its
 // data directory: give its machine an empty one and join it as a new node.
+// Should it start anyway, the survivors refuse it (fence.go), and it stops.
 
 // setAsideSuffix names a replica directory recovery set aside.
 const setAsideSuffix = ".set-aside-"
@@ -91,6 +92,18 @@ func Recover(cfg Config, o RecoverOptions, w io.Writer) error {
 		if positions, err = readPositions(o.Positions); err != nil {
 			return fmt.Errorf("recover: %w", err)
 		}
+	}
+
+	// The fence first: once recovered, the lost nodes' old copies must
+	// never reach this one's (fence.go).
+	if dryRun {
+		fmt.Fprintf(w, "fenced nodes: would refuse the raft requests of %v\n", lost)
+	} else {
+		all, err := addFencedNodes(cfg.DataDir, lost)
+		if err != nil {
+			return fmt.Errorf("recover: fence the lost nodes: %w", err)
+		}
+		fmt.Fprintf(w, "fenced nodes: %v (%s): their raft requests are refused\n", all, filepath.Join(cfg.DataDir, fencedNodesFile))
 	}
 
 	var mr raftmeta.MetaRecovery // MetaNoState without a meta directory

@@ -81,6 +81,9 @@ func TestRecoverDataDir(t *testing.T) {
 	if !dirExists(bucketPath(dir, aside)) {
 		t.Fatal("the dry run set a copy aside")
 	}
+	if ids, err := readFencedNodes(dir); err != nil || ids != nil || !strings.Contains(out.String(), "fenced nodes: would refuse the raft requests of [2 3]") {
+		t.Fatalf("the dry run fenced %v (%v), printed:\n%s", ids, err, out.String())
+	}
 	again, err := replica.ForceSoleVoter(bucketPath(dir, forced), "4", replica.Recovery{Lost: func(id raft.ServerID) bool { return id == "2" || id == "3" }, DryRun: true})
 	if err != nil || again.Outcome != replica.Forced {
 		t.Fatalf("after the dry run the bucket is no longer to force: %+v, %v", again, err)
@@ -98,6 +101,9 @@ func TestRecoverDataDir(t *testing.T) {
 	if dirExists(bucketPath(dir, aside)) {
 		t.Fatal("the non-voting copy is still in place")
 	}
+	if ids, err := readFencedNodes(dir); err != nil || fmt.Sprint(ids) != "[2 3]" || !strings.Contains(s, "fenced nodes: [2 3]") {
+		t.Fatalf("recover fenced %v (%v), printed:\n%s", ids, err, s)
+	}
 	n := &Node{cfg: cfg}
 	if !n.wasReset(aside) || n.wasReset(forced) {
 		t.Fatal("a copy set aside by recovery must count as reset, the forced one not")
@@ -105,6 +111,13 @@ func TestRecoverDataDir(t *testing.T) {
 	out.Reset()
 	if err := Recover(cfg, RecoverOptions{Lost: lost}, &out); err != nil || !strings.Contains(out.String(), "buckets: 0 forced, 0 set aside, 0 not recoverable here, 2 need nothing") {
 		t.Fatalf("a second run: %v\n%s", err, out.String())
+	}
+	// A later recovery from the loss of another node adds to the fence.
+	if err := Recover(cfg, RecoverOptions{Lost: []raftmeta.NodeID{5, 2}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := readFencedNodes(dir); err != nil || fmt.Sprint(ids) != "[2 3 5]" {
+		t.Fatalf("after a second recovery the fence is %v (%v), want [2 3 5]", ids, err)
 	}
 }
 

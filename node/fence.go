@@ -1,0 +1,168 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fluss-node/fluss-node/node/membership"
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// Fencing the nodes `fluss-node recover` gave up for lost (docs/OPERATIONS.md
+// "A majority of nodes died for good"). Recovery forces the survivors' copies
+// of the metadata group and of the buckets to run without the lost nodes, but
+// a lost machine may still start again on its old data directory (systemd
+// does so on boot). Its groups' configurations still name the survivors, and
+// two such nodes can elect each other in their old configuration; a leader so
+// elected would be followed by a survivor (hashicorp/raft follows an
+// AppendEntries of a higher term from any server) and overwrite what the
+// recovered cluster committed since.
+//
+// So recover writes the lost ids to <data_dir>/fenced-nodes on each
+// survivor, and the survivor's peer listener refuses every raft request from
+// them (rpc/peer Options.Fenced). A lost node hears the refusal at its first
+// election or heartbeat to a survivor (rpc/peer Options.OnFenced): it writes
+// <data_dir>/FENCED, saying why, and stops (Node.Fatal); it will not start
+// on that directory again.
+
+const (
+	// fencedNodesFile lists, in a survivor's data directory, the nodes
+	// recover gave up for lost: one id per line, # comments.
+	fencedNodesFile = "fenced-nodes"
+	// fencedFile, in a lost node's data directory, says that the cluster
+	// refused it and why.
+	fencedFile = "FENCED"
+)
+
+// readFencedNodes reads dir's fenced-nodes file (none: no node is fenced).
+func readFencedNodes(dir string) ([]raftmeta.NodeID, error) {
+	b, err := os.ReadFile(filepath.Join(dir, fencedNodesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []raftmeta.NodeID
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		id, err := strconv.ParseInt(line, 10, 32)
+		if err != nil || id <= 0 {
+			return nil, fmt.Errorf("%s line %d: %q is not a node id", filepath.Join(dir, fencedNodesFile), i+1, line)
+		}
+		ids = append(ids, raftmeta.NodeID(id))
+	}
+	return ids, nil
+}
+
+// addFencedNodes adds ids to dir's fenced-nodes file (durably; the ids
+// already there stay) and returns the whole list.
+func addFencedNodes(dir string, ids []raftmeta.NodeID) ([]raftmeta.NodeID, error) {
+	all, err := readFencedNodes(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if !slices.Contains(all, id) {
+			all = append(all, id)
+		}
+	}
+	slices.Sort(all)
+	var b strings.Builder
+	b.WriteString("# Nodes given up for lost by `fluss-node recover`: this node refuses their raft\n")
+	b.WriteString("# requests, so that one started again on its old data cannot disturb the recovered\n")
+	b.WriteString("# cluster. Never give a new node one of these ids.\n")
+	for _, id := range all {
+		fmt.Fprintln(&b, id)
+	}
+	return all, writeFileSync(filepath.Join(dir, fencedNodesFile), []byte(b.String()))
+}
+
+// checkNotFenced refuses to start on the data directory of a node that the
+// cluster fenced.
+func checkNotFenced(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, fencedFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: this node was fenced and does not start on this data directory: %s", filepath.Join(dir, fencedFile), strings.TrimSpace(string(b)))
+}
+
+// fence is what a node knows of fencing: the nodes it refuses, and whether
+// it was refused itself.
+type fence struct {
+	refused map[raft.ServerID]bool // read-only after New
+
+	once  sync.Once
+	fatal chan error // cap 1: the reason this node was fenced
+}
+
+// fenced says whether raft requests from id are refused.
+func (f *fence) fenced(id raft.ServerID) bool { return f.refused[id] }
+
+// onFenced handles a survivor's refusal of this node's raft requests (once):
+// it records it in the data directory and reports it on Fatal.
+func (n *Node) onFenced(remote, msg string) {
+	n.fence.once.Do(func() {
+		why := fmt.Sprintf("node %d was given up for lost by `fluss-node recover` on the cluster's surviving nodes; "+
+			"at %s the node at %s refused its raft requests (%s). Its data is stale: move this data directory "+
+			"away and `fluss-node join` the machine as a new node with an empty one.",
+			int32(n.nodeID()), time.Now().UTC().Format(time.RFC3339), remote, msg)
+		err := errors.New(why)
+		if werr := writeFileSync(filepath.Join(n.cfg.DataDir, fencedFile), []byte(why+"\n")); werr != nil {
+			err = fmt.Errorf("%w (and %s could not be written: %v)", err, fencedFile, werr)
+		}
+		n.logger.Error("fenced: this node stops", "err", err)
+		n.fence.fatal <- err
+	})
+}
+
+// Fatal delivers the error that ends this node without a signal: the
+// cluster fenced it. The caller closes the node and exits with it.
+func (n *Node) Fatal() <-chan error { return n.fence.fatal }
+
+// loadFence refuses a fenced data directory and reads the nodes this one
+// fences.
+func (n *Node) loadFence() error {
+	if err := checkNotFenced(n.cfg.DataDir); err != nil {
+		return err
+	}
+	ids, err := readFencedNodes(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	n.fence.fatal = make(chan error, 1)
+	n.fence.refused = make(map[raft.ServerID]bool, len(ids))
+	for _, id := range ids {
+		n.fence.refused[nodeServer(id)] = true
+	}
+	if len(ids) > 0 {
+		n.logger.Info("refusing raft requests from the nodes recover gave up for lost", "nodes", ids)
+	}
+	return nil
+}
+
+// without is members less the fenced nodes: gossip may see a fenced node
+// that started again, but to this node it is gone for good (never alive,
+// never a replica to add back or a leader to hand over to).
+func (f *fence) without(members []membership.Member) []membership.Member {
+	if len(f.refused) == 0 {
+		return members
+	}
+	return slices.DeleteFunc(members, func(m membership.Member) bool { return f.refused[nodeServer(raftmeta.NodeID(m.ID))] })
+}

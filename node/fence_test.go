@@ -1,0 +1,98 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluss-node/fluss-node/raftmeta"
+)
+
+// TestFencedNodesFile: the fence list a survivor keeps reads back, keeps
+// what it had when more is added, and a file that is not a list of ids is
+// an error rather than an empty fence.
+func TestFencedNodesFile(t *testing.T) {
+	dir := t.TempDir()
+	if ids, err := readFencedNodes(dir); err != nil || ids != nil {
+		t.Fatalf("no file: %v, %v; want no fenced node", ids, err)
+	}
+	if _, err := addFencedNodes(dir, []raftmeta.NodeID{7, 3}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := addFencedNodes(dir, []raftmeta.NodeID{3, 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := readFencedNodes(dir)
+	if err != nil || len(read) != 3 || read[0] != 3 || read[1] != 7 || read[2] != 12 || len(all) != 3 {
+		t.Fatalf("fence after two additions: %v (returned %v), %v; want [3 7 12]", read, all, err)
+	}
+	for _, bad := range []string{"2\nx\n", "0\n", "-4\n", "99999999999\n"} {
+		if err := os.WriteFile(filepath.Join(dir, fencedNodesFile), []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if ids, err := readFencedNodes(dir); err == nil || !strings.Contains(err.Error(), "is not a node id") {
+			t.Fatalf("fence file %q: %v, %v; want an error", bad, ids, err)
+		}
+		cfg := Default()
+		cfg.DataDir = dir
+		if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "is not a node id") {
+			t.Fatalf("a node with the fence file %q: %v; want it refused", bad, err)
+		}
+	}
+}
+
+// TestFencedNodeStops: a node refused by a survivor records it, reports it
+// on Fatal once however many refusals come, and never starts on that data
+// directory again; a node with a fence list refuses the listed servers.
+func TestFencedNodeStops(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Default()
+	cfg.DataDir = dir
+	cfg.NodeID = 2
+	n, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.fence.fenced("3") {
+		t.Fatal("a node without a fence list refuses node 3")
+	}
+	n.onFenced("127.0.0.1:9124", "refused")
+	n.onFenced("127.0.0.1:9125", "refused again")
+	select {
+	case err := <-n.Fatal():
+		if !strings.Contains(err.Error(), "node 2 was given up for lost") || !strings.Contains(err.Error(), "127.0.0.1:9124") {
+			t.Fatalf("Fatal: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a fenced node did not report it on Fatal")
+	}
+	select {
+	case err := <-n.Fatal():
+		t.Fatalf("a second refusal reported again: %v", err)
+	default:
+	}
+	n.unlock()
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "this node was fenced") {
+		t.Fatalf("New on a fenced node's data directory: %v", err)
+	}
+
+	survivor := t.TempDir()
+	if _, err := addFencedNodes(survivor, []raftmeta.NodeID{2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir, cfg.NodeID = survivor, 1
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.unlock()
+	if !s.fence.fenced("2") || !s.fence.fenced("3") || s.fence.fenced("4") || s.fence.fenced("1") {
+		t.Fatalf("the survivor fences %v; want nodes 2 and 3 only", s.fence.refused)
+	}
+	if err := checkNotFenced(survivor); err != nil {
+		t.Fatalf("a survivor counts as fenced: %v", err)
+	}
+}
