@@ -253,8 +253,7 @@ func (b *hbBatcher) exchange(calls []*hbCall) error {
 // readBatchAnswer decodes the answer to a heartbeat batch into calls: uvarint
 // n, then per heartbeat an embedded frame, status OK with the msgpack
 // AppendEntriesResponse or an error status for that heartbeat (its error
-// made by statusErr). It never
-// panics on malformed bytes.
+// made by statusErr). It never panics on malformed bytes.
 func readBatchAnswer(cs *codecState, body []byte, calls []*hbCall, maxFrame int, statusErr func(status byte, item []byte) error) error {
 	n, w := binary.Uvarint(body)
 	if w <= 0 || n != uint64(len(calls)) {

@@ -435,6 +435,13 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 		}
 		data = io.LimitReader(st, snap.Size)
 	}
+	if msg := m.fencedMessage(cmd); msg != "" {
+		if isSnap {
+			_, _ = io.Copy(io.Discard, data)
+		}
+		_, err := writeStatus(st, cs.w.b, statusFenced, msg)
+		return err == nil
+	}
 	t := m.group(name)
 	if t == nil {
 		msg := fmt.Sprintf("raft group %q is not registered on %s", name, m.addr)
@@ -442,13 +449,6 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 			_, _ = io.Copy(io.Discard, data)
 		}
 		_, err := writeStatus(st, cs.w.b, statusUnknownGroup, msg)
-		return err == nil
-	}
-	if msg := m.fencedMessage(cmd); msg != "" {
-		if isSnap {
-			_, _ = io.Copy(io.Discard, data)
-		}
-		_, err := writeStatus(st, cs.w.b, statusFenced, msg)
 		return err == nil
 	}
 	admit := t.admitWrites(cmd)
