@@ -127,7 +127,9 @@ func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 	}
 	// Writes go on, alone, and then with two new nodes (a writer id of its
 	// own: the writers above used theirs).
-	write := func(seqs ...int) { acks = append(acks, appendAsWriter100(t, survivor.client, "rc.events", buckets, seqs...)...) }
+	write := func(seqs ...int) {
+		acks = append(acks, appendAsWriter100(t, survivor.client, "rc.events", buckets, seqs...)...)
+	}
 	write(1, 2, 3, 4, 5, 6, 7, 8)
 	var joined []*clusterNode
 	for range 2 {
@@ -208,8 +210,16 @@ func TestLostNodesStartedAgainAreFenced(t *testing.T) {
 	}
 	t.Logf("recover printed:\n%s", out)
 	survivor.start(t)
-	write := func(seqs ...int) { acks = append(acks, appendAsWriter100(t, survivor.client, "fe.events", buckets, seqs...)...) }
+	write := func(seqs ...int) {
+		acks = append(acks, appendAsWriter100(t, survivor.client, "fe.events", buckets, seqs...)...)
+	}
 	write(1, 2, 3, 4)
+	waitFor(t, 30*time.Second, func() error {
+		if !strings.Contains(survivor.p.logText(), "fenced nodes recorded in the catalog") {
+			return fmt.Errorf("the survivor has not recorded the fence in the catalog")
+		}
+		return nil
+	})
 
 	// The lost machines come back with their old data, both at once.
 	lost := nodes[1:]

@@ -59,6 +59,7 @@ type metaOp struct {
 	Reset             []string                `json:"reset,omitempty"`     // table properties to remove
 	Node              *raftmeta.Node          `json:"node,omitempty"`
 	Config            *raftmeta.ClusterConfig `json:"config,omitempty"` // set_cluster_config
+	Nodes             []raftmeta.NodeID       `json:"nodes,omitempty"`  // fence_nodes
 	// Fresh: a join from a node without metadata state (joinCluster), as
 	// opposed to a member's rejoin at a new address (rejoinIfMoved).
 	Fresh bool `json:"fresh,omitempty"`
@@ -214,6 +215,8 @@ func (n *Node) runMetaOp(ctx context.Context, op *metaOp) (int64, error) {
 		return 0, n.setClusterConfig(ctx, op.Config)
 	case opRestoreBucket:
 		return n.restoreBucket(ctx, op)
+	case opFenceNodes:
+		return 0, n.fenceNodes(ctx, op.Nodes)
 	case opJoin:
 		if op.Node == nil || op.Node.PeerAddr == "" {
 			return 0, fmt.Errorf("%w: join without a peer address", raftmeta.ErrInvalid)
@@ -365,7 +368,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func (n *Node) admit(ctx context.Context, nd raftmeta.Node, fresh bool) (raftmeta.NodeID, error) {
 	n.joinMu.Lock()
 	defer n.joinMu.Unlock()
-	if nd.ID != 0 && n.fence.fenced(nodeServer(nd.ID)) {
+	if nd.ID != 0 && n.fenced(nodeServer(nd.ID)) {
 		return 0, fmt.Errorf("%w: node %d was given up for lost by `fluss-node recover` and is fenced: a machine that held it joins with an empty data directory and without that node_id",
 			raftmeta.ErrNodeIDInUse, nd.ID)
 	}

@@ -126,7 +126,7 @@ func (n *Node) aliveNodes(ctx context.Context, nodes []raftmeta.Node) map[raftme
 		switch {
 		case m.ID == n.id:
 			out[m.ID] = true
-		case n.fence.fenced(nodeServer(m.ID)):
+		case n.fenced(nodeServer(m.ID)):
 			out[m.ID] = false
 		case known:
 			out[m.ID] = st == membership.StatusAlive
@@ -475,7 +475,7 @@ func (n *Node) reconcileGroup(r *replica.Replica, a raftmeta.Assignment, alive m
 		case !ok:
 			allVoters = false
 			addr := peerAddr[id]
-			if addr == "" || n.fence.fenced(nodeServer(id)) {
+			if addr == "" || n.fenced(nodeServer(id)) {
 				continue
 			}
 			if err := r.Raft().AddNonvoter(nodeServer(id), raft.ServerAddress(addr), 0, memberChangeTimeout).Error(); err != nil {

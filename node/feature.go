@@ -60,9 +60,12 @@ const (
 	// cannot decode (its catalog would part from the others') nor open
 	// (it would bootstrap the new group at offset 0).
 	featureRestoreBucket uint32 = 10
+	// featureFence: the fence_nodes metadata command (fence.go), which an
+	// earlier binary cannot decode.
+	featureFence uint32 = 11
 
 	// featureLevel is the highest level this binary supports.
-	featureLevel = featureRestoreBucket
+	featureLevel = featureFence
 )
 
 // clusterFeatureLevel is the lowest feature level the alive gossip members

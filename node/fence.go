@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -29,10 +30,13 @@ import (
 //
 // So recover writes the lost ids to <data_dir>/fenced-nodes on each
 // survivor, and the survivor's peer listener refuses every raft request from
-// them (rpc/peer Options.Fenced). A lost node hears the refusal at its first
-// election or heartbeat to a survivor (rpc/peer Options.OnFenced): it writes
-// <data_dir>/FENCED, saying why, and stops (Node.Fatal); it will not start
-// on that directory again.
+// them (rpc/peer Options.Fenced). Once it runs, the survivor records them in
+// the catalog too (publishFence: metadata command fence_nodes), so that
+// every node, those that join later included, does the same. A fenced node
+// is never alive to a node that fences it and never admitted. A lost node
+// hears the refusal at its first election or heartbeat to a survivor
+// (rpc/peer Options.OnFenced): it writes <data_dir>/FENCED, saying why, and
+// stops (Node.Fatal); it will not start on that directory again.
 
 const (
 	// fencedNodesFile lists, in a survivor's data directory, the nodes
@@ -112,8 +116,16 @@ type fence struct {
 	fatal chan error // cap 1: the reason this node was fenced
 }
 
-// fenced says whether raft requests from id are refused.
-func (f *fence) fenced(id raft.ServerID) bool { return f.refused[id] }
+// fenced says whether id is a fenced node: one this node's recover gave up
+// (its fenced-nodes file) or one the catalog records as fenced (another
+// survivor's, published by publishFence). Called for every raft request
+// the node receives.
+func (n *Node) fenced(id raft.ServerID) bool {
+	if n.fence.refused[id] {
+		return true
+	}
+	return n.metaOpen() && slices.Contains(n.meta.FSM().FencedNodes(), serverNode(id))
+}
 
 // onFenced handles a survivor's refusal of this node's raft requests (once):
 // it records it in the data directory and reports it on Fatal.
@@ -157,12 +169,55 @@ func (n *Node) loadFence() error {
 	return nil
 }
 
-// without is members less the fenced nodes: gossip may see a fenced node
-// that started again, but to this node it is gone for good (never alive,
-// never a replica to add back or a leader to hand over to).
-func (f *fence) without(members []membership.Member) []membership.Member {
-	if len(f.refused) == 0 {
-		return members
+// withoutFenced is members less the fenced nodes: gossip may see a fenced
+// node that started again, but to this node it is gone for good (never
+// alive, never a replica to add back or a leader to hand over to).
+func (n *Node) withoutFenced(members []membership.Member) []membership.Member {
+	return slices.DeleteFunc(members, func(m membership.Member) bool { return n.fenced(nodeServer(raftmeta.NodeID(m.ID))) })
+}
+
+// opFenceNodes is the metadata operation that records fenced nodes in the
+// catalog.
+const opFenceNodes = "fence_nodes"
+
+// fenceNodes records ids as fenced in the catalog (on the metadata
+// leader), once every node can apply it.
+func (n *Node) fenceNodes(ctx context.Context, ids []raftmeta.NodeID) error {
+	if err := n.requireFeature(featureFence, "fencing nodes in the catalog"); err != nil {
+		return err
 	}
-	return slices.DeleteFunc(members, func(m membership.Member) bool { return f.refused[nodeServer(raftmeta.NodeID(m.ID))] })
+	return n.meta.FenceNodes(ctx, ids)
+}
+
+// publishFence records this node's fenced-nodes in the catalog, so that
+// every node refuses them, nodes that join later and metadata leaders that
+// did not run recover included. It retries until done (a cluster still
+// upgrading, no metadata leader yet) or the node closes.
+func (n *Node) publishFence() {
+	var ids []raftmeta.NodeID
+	for id := range n.fence.refused {
+		ids = append(ids, serverNode(id))
+	}
+	slices.Sort(ids)
+	for attempt := 0; len(ids) > 0; attempt++ {
+		ids = slices.DeleteFunc(ids, func(id raftmeta.NodeID) bool { return slices.Contains(n.meta.FSM().FencedNodes(), id) })
+		if len(ids) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := n.metaCall(ctx, &metaOp{Op: opFenceNodes, Nodes: ids})
+		cancel()
+		if err == nil {
+			n.logger.Info("fenced nodes recorded in the catalog", "nodes", ids)
+			return
+		}
+		if attempt%12 == 0 {
+			n.logger.Warn("fenced nodes not recorded in the catalog yet; retrying", "nodes", ids, "err", err)
+		}
+		select {
+		case <-n.quit:
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
 }

@@ -1,12 +1,16 @@
 package node
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fluss-node/fluss-node/node/membership"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
@@ -56,7 +60,7 @@ func TestFencedNodeStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.fence.fenced("3") {
+	if n.fenced("3") {
 		t.Fatal("a node without a fence list refuses node 3")
 	}
 	n.onFenced("127.0.0.1:9124", "refused")
@@ -89,10 +93,64 @@ func TestFencedNodeStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.unlock()
-	if !s.fence.fenced("2") || !s.fence.fenced("3") || s.fence.fenced("4") || s.fence.fenced("1") {
+	if !s.fenced("2") || !s.fenced("3") || s.fenced("4") || s.fenced("1") {
 		t.Fatalf("the survivor fences %v; want nodes 2 and 3 only", s.fence.refused)
 	}
 	if err := checkNotFenced(survivor); err != nil {
 		t.Fatalf("a survivor counts as fenced: %v", err)
+	}
+}
+
+// TestFenceRecordedInTheCatalog: a node started with a fence list records
+// it in the catalog, from which any node fences too; the admission of a
+// fenced id is refused, and a fenced node is never among the members.
+func TestFenceRecordedInTheCatalog(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	if _, err := addFencedNodes(cfg.DataDir, []raftmeta.NodeID{7, 9}); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, cfg)
+	defer n.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for fmt.Sprint(n.meta.FSM().FencedNodes()) != "[7 9]" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the catalog fences %v, want [7 9]", n.meta.FSM().FencedNodes())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// What the catalog lists is fenced without the file.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := n.metaCall(ctx, &metaOp{Op: opFenceNodes, Nodes: []raftmeta.NodeID{11}}); err != nil {
+		t.Fatal(err)
+	}
+	if !n.fenced("11") || !n.fenced("7") || n.fenced("1") || n.fence.refused["11"] {
+		t.Fatal("the catalog's fenced nodes are not fenced (or this node is)")
+	}
+	if _, err := n.admit(ctx, raftmeta.Node{ID: 9, PeerAddr: "127.0.0.1:1"}, true); !errors.Is(err, raftmeta.ErrNodeIDInUse) || !strings.Contains(err.Error(), "fenced") {
+		t.Fatalf("admitting fenced node 9: %v", err)
+	}
+	if got := n.withoutFenced([]membership.Member{{Meta: membership.Meta{ID: 1}}, {Meta: membership.Meta{ID: 9}}, {Meta: membership.Meta{ID: 4}}}); len(got) != 2 || got[0].ID != 1 || got[1].ID != 4 {
+		t.Fatalf("members without the fenced: %v", got)
+	}
+}
+
+// TestFenceNeedsTheFeatureLevel: where a node cannot apply fence_nodes
+// (here this node, as a binary of the level before), the fence is not
+// proposed: the node keeps refusing from its own file.
+func TestFenceNeedsTheFeatureLevel(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	if _, err := addFencedNodes(cfg.DataDir, []raftmeta.NodeID{7}); err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeWith(t, cfg, func(n *Node) { n.featureLevel = featureFence - 1 })
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := n.metaCall(ctx, &metaOp{Op: opFenceNodes, Nodes: []raftmeta.NodeID{7}}); !errors.Is(err, raftmeta.ErrFeatureLevel) {
+		t.Fatalf("fence_nodes at level %d: %v, want ErrFeatureLevel", featureFence-1, err)
+	}
+	if got := n.meta.FSM().FencedNodes(); got != nil || !n.fenced("7") {
+		t.Fatalf("the catalog fences %v, and node 7 fenced: %v; want none in the catalog, 7 by the file", got, n.fenced("7"))
 	}
 }

@@ -173,7 +173,7 @@ func (n *Node) gossipMeta(clientAddr, state string) membership.Meta {
 func (n *Node) members() []membership.Member {
 	select {
 	case <-n.gossip.started:
-		return n.fence.without(n.gossip.m.Members())
+		return n.withoutFenced(n.gossip.m.Members())
 	default:
 		return nil
 	}

@@ -301,7 +301,7 @@ func (n *Node) Start(ctx context.Context) error {
 		HeartbeatBatchDelay: n.cfg.Raft.HeartbeatTimeout.Duration / 20,
 		MaxFrameSize:        peerFrameSize(n.cfg.Limits),
 		TLS:                 peerTLS,
-		Fenced:              n.fence.fenced,
+		Fenced:              n.fenced,
 		OnFenced:            n.onFenced,
 	})
 	if err != nil {
@@ -609,6 +609,7 @@ func (n *Node) registerLoop() {
 			}
 			n.leaveOldGenerations()
 			close(n.registered)
+			go n.publishFence()
 			n.gossipActive(self.ClientAddr)
 			return
 		}

@@ -48,6 +48,8 @@ func (st *state) apply(cmd *metapb.Command) (*ApplyResult, bool) {
 		changed, err = st.setClusterConfig(c.SetClusterConfig)
 	case *metapb.Command_RestoreBucket:
 		err = st.restoreBucket(c.RestoreBucket)
+	case *metapb.Command_FenceNodes:
+		changed, err = st.fenceNodes(c.FenceNodes)
 	case *metapb.Command_AddColumns:
 		var sid int32
 		sid, err = st.addColumns(c.AddColumns)
@@ -439,6 +441,29 @@ func (st *state) forgetNode(c *metapb.ForgetNode) error {
 	delete(st.nodes, n.ID)
 	st.forgottenNodeID = max(st.forgottenNodeID, n.ID)
 	return nil
+}
+
+// fenceNodes adds ids to the fenced nodes (a sorted slice, replaced, never
+// edited); ids already there are no change.
+func (st *state) fenceNodes(c *metapb.FenceNodes) (bool, error) {
+	if len(c.Ids) == 0 {
+		return false, fmt.Errorf("%w: fence no node", ErrInvalid)
+	}
+	fenced := slices.Clone(st.fenced)
+	for _, id := range c.Ids {
+		if id <= 0 {
+			return false, fmt.Errorf("%w: fence node %d: a node id is positive", ErrInvalid, id)
+		}
+		if !slices.Contains(fenced, NodeID(id)) {
+			fenced = append(fenced, NodeID(id))
+		}
+	}
+	if len(fenced) == len(st.fenced) {
+		return false, nil
+	}
+	slices.Sort(fenced)
+	st.fenced = fenced
+	return true, nil
 }
 
 func (st *state) setClusterID(c *metapb.SetClusterID) (bool, error) {

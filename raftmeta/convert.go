@@ -95,6 +95,10 @@ func DecodeCommand(b []byte) (*metapb.Command, error) {
 		if c.RestoreBucket == nil {
 			return nil, fmt.Errorf("%w: empty RestoreBucket", ErrBadCommand)
 		}
+	case *metapb.Command_FenceNodes:
+		if c.FenceNodes == nil {
+			return nil, fmt.Errorf("%w: empty FenceNodes", ErrBadCommand)
+		}
 	case *metapb.Command_AddColumns:
 		if c.AddColumns == nil {
 			return nil, fmt.Errorf("%w: empty AddColumns", ErrBadCommand)

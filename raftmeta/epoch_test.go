@@ -542,3 +542,41 @@ func TestRestoreBucket(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceNodes: fenced ids accumulate sorted and unique, a repeat is no
+// change (the watch does not fire), bad ids change nothing, and the list
+// survives a snapshot.
+func TestFenceNodes(t *testing.T) {
+	a := newApplier(t)
+	fence := func(ids ...int32) *ApplyResult {
+		return a.apply(&metapb.Command{Cmd: &metapb.Command_FenceNodes{FenceNodes: &metapb.FenceNodes{Ids: ids}}})
+	}
+	if got := a.f.FencedNodes(); got != nil {
+		t.Fatalf("a new catalog fences %v", got)
+	}
+	if r := fence(3, 2); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	w := a.f.Watch()
+	if r := fence(2); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	select {
+	case <-w:
+		t.Fatal("fencing a fenced node again changed the catalog")
+	default:
+	}
+	for _, bad := range [][]int32{nil, {0}, {5, -1}} {
+		if r := fence(bad...); !errors.Is(r.Err, ErrInvalid) {
+			t.Fatalf("fence %v: %v, want ErrInvalid", bad, r.Err)
+		}
+	}
+	if r := fence(7, 3); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for _, f := range []*FSM{a.f, throughSnapshot(t, a.f)} {
+		if got := fmt.Sprint(f.FencedNodes()); got != "[2 3 7]" {
+			t.Fatalf("fenced %s, want [2 3 7]", got)
+		}
+	}
+}

@@ -36,6 +36,9 @@ type state struct {
 	forgottenNodeID NodeID
 	// config is the cluster-wide settings (zero fields: not set yet).
 	config ClusterConfig
+	// fenced are the nodes fenceNodes fenced, ascending; replaced, never
+	// edited.
+	fenced []NodeID
 
 	nodes      map[NodeID]Node
 	databases  map[string]*Database
@@ -177,6 +180,9 @@ func (st *state) toPB() *metapb.State {
 		ForgottenNodeId: int32(st.forgottenNodeID),
 		ClusterConfig:   clusterConfigToPB(st.config),
 	}
+	for _, id := range st.fenced {
+		out.FencedNodeIds = append(out.FencedNodeIds, int32(id))
+	}
 	for _, id := range slices.Sorted(maps.Keys(st.nodes)) {
 		out.Nodes = append(out.Nodes, nodeToPB(st.nodes[id]))
 	}
@@ -214,6 +220,12 @@ func decodeState(b []byte) (*state, error) {
 	st.config = clusterConfigFromPB(pb.ClusterConfig)
 	if err := st.config.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	for i, id := range pb.FencedNodeIds {
+		if id <= 0 || i > 0 && id <= pb.FencedNodeIds[i-1] {
+			return nil, fmt.Errorf("%w: fenced node ids not positive and ascending", ErrBadSnapshot)
+		}
+		st.fenced = append(st.fenced, NodeID(id))
 	}
 	for _, n := range pb.Nodes {
 		if n == nil {
@@ -289,6 +301,14 @@ func (f *FSM) ForgottenNodeID() NodeID {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.st.forgottenNodeID
+}
+
+// FencedNodes are the nodes FenceNodes fenced, ascending (nil: none). The
+// slice is shared: do not modify it.
+func (f *FSM) FencedNodes() []NodeID {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.fenced
 }
 
 // Databases lists every database, sorted by name.

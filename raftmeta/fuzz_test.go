@@ -30,6 +30,7 @@ func FuzzApply(f *testing.F) {
 		cSetProps(1, map[string]string{"table.log.ttl": "1d"}, "owner"),
 		cForget(1),
 		cClusterConfig(ClusterConfig{MetaVoters: 3, DeadNodeGrace: time.Minute}, true),
+		{Cmd: &metapb.Command_FenceNodes{FenceNodes: &metapb.FenceNodes{Ids: []int32{2, 3}}}},
 	}
 	for _, s := range seeds {
 		f.Add(mustEncode(f, s))

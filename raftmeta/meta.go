@@ -598,6 +598,17 @@ func (m *Meta) SetNodeState(ctx context.Context, id NodeID, s NodeState) error {
 	return err
 }
 
+// FenceNodes records ids as given up for lost by a recovery: every node
+// refuses their raft requests and admission (node/fence.go).
+func (m *Meta) FenceNodes(ctx context.Context, ids []NodeID) error {
+	c := &metapb.FenceNodes{}
+	for _, id := range ids {
+		c.Ids = append(c.Ids, int32(id))
+	}
+	_, err := m.propose(ctx, &metapb.Command{Cmd: &metapb.Command_FenceNodes{FenceNodes: c}})
+	return err
+}
+
 // ForgetNode removes a decommissioned node (state decommissioning, named
 // by no assignment) from the catalog.
 func (m *Meta) ForgetNode(ctx context.Context, id NodeID) error {

@@ -2070,7 +2070,7 @@ type DescribeClusterResponse struct {
 	LeaderlessBuckets int32 `protobuf:"varint,8,opt,name=leaderless_buckets,json=leaderlessBuckets,proto3" json:"leaderless_buckets,omitempty"`
 	// Of those, the buckets whose every replica is on a node down past
 	// dead_node_grace (state left): nothing can elect there again
-	// (RestoreBucket brings a log table's back).
+	// (RestoreBucket brings them back from remote storage).
 	LostBuckets   int32 `protobuf:"varint,9,opt,name=lost_buckets,json=lostBuckets,proto3" json:"lost_buckets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -631,6 +631,7 @@ type Command struct {
 	//	*Command_SetTableProperties
 	//	*Command_SetClusterConfig
 	//	*Command_RestoreBucket
+	//	*Command_FenceNodes
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -808,6 +809,15 @@ func (x *Command) GetRestoreBucket() *RestoreBucket {
 	return nil
 }
 
+func (x *Command) GetFenceNodes() *FenceNodes {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_FenceNodes); ok {
+			return x.FenceNodes
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -872,6 +882,10 @@ type Command_RestoreBucket struct {
 	RestoreBucket *RestoreBucket `protobuf:"bytes,15,opt,name=restore_bucket,json=restoreBucket,proto3,oneof"`
 }
 
+type Command_FenceNodes struct {
+	FenceNodes *FenceNodes `protobuf:"bytes,16,opt,name=fence_nodes,json=fenceNodes,proto3,oneof"`
+}
+
 func (*Command_CreateDatabase) isCommand_Cmd() {}
 
 func (*Command_DropDatabase) isCommand_Cmd() {}
@@ -901,6 +915,8 @@ func (*Command_SetTableProperties) isCommand_Cmd() {}
 func (*Command_SetClusterConfig) isCommand_Cmd() {}
 
 func (*Command_RestoreBucket) isCommand_Cmd() {}
+
+func (*Command_FenceNodes) isCommand_Cmd() {}
 
 type CreateDatabase struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1617,6 +1633,53 @@ func (x *ForgetNode) GetId() int32 {
 	return 0
 }
 
+// FenceNodes records nodes given up for lost by `fluss-node recover`: every
+// node refuses their raft requests and their admission, and never counts
+// them alive (node/fence.go). Ids already fenced are no change.
+type FenceNodes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []int32                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceNodes) Reset() {
+	*x = FenceNodes{}
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceNodes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceNodes) ProtoMessage() {}
+
+func (x *FenceNodes) ProtoReflect() protoreflect.Message {
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceNodes.ProtoReflect.Descriptor instead.
+func (*FenceNodes) Descriptor() ([]byte, []int) {
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *FenceNodes) GetIds() []int32 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
 type SetClusterID struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -1628,7 +1691,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1703,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[20]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1716,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{20}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1691,7 +1754,7 @@ type ClusterConfig struct {
 
 func (x *ClusterConfig) Reset() {
 	*x = ClusterConfig{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1766,7 @@ func (x *ClusterConfig) String() string {
 func (*ClusterConfig) ProtoMessage() {}
 
 func (x *ClusterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[21]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1779,7 @@ func (x *ClusterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterConfig.ProtoReflect.Descriptor instead.
 func (*ClusterConfig) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{21}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClusterConfig) GetMetaVoters() int32 {
@@ -1760,7 +1823,7 @@ type SetClusterConfig struct {
 
 func (x *SetClusterConfig) Reset() {
 	*x = SetClusterConfig{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1835,7 @@ func (x *SetClusterConfig) String() string {
 func (*SetClusterConfig) ProtoMessage() {}
 
 func (x *SetClusterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[22]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1848,7 @@ func (x *SetClusterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterConfig.ProtoReflect.Descriptor instead.
 func (*SetClusterConfig) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{22}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetClusterConfig) GetConfig() *ClusterConfig {
@@ -1814,7 +1877,7 @@ type AddColumns struct {
 
 func (x *AddColumns) Reset() {
 	*x = AddColumns{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1889,7 @@ func (x *AddColumns) String() string {
 func (*AddColumns) ProtoMessage() {}
 
 func (x *AddColumns) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[23]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1902,7 @@ func (x *AddColumns) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddColumns.ProtoReflect.Descriptor instead.
 func (*AddColumns) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{23}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddColumns) GetTableId() int64 {
@@ -1875,13 +1938,15 @@ type State struct {
 	// are never given to a joining node again.
 	ForgottenNodeId int32          `protobuf:"varint,10,opt,name=forgotten_node_id,json=forgottenNodeId,proto3" json:"forgotten_node_id,omitempty"`
 	ClusterConfig   *ClusterConfig `protobuf:"bytes,11,opt,name=cluster_config,json=clusterConfig,proto3" json:"cluster_config,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// fenced_node_ids are the nodes FenceNodes fenced, ascending.
+	FencedNodeIds []int32 `protobuf:"varint,12,rep,packed,name=fenced_node_ids,json=fencedNodeIds,proto3" json:"fenced_node_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[24]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1958,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fluss_meta_v1_meta_proto_msgTypes[24]
+	mi := &file_fluss_meta_v1_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1971,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{24}
+	return file_fluss_meta_v1_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *State) GetClusterId() string {
@@ -1986,6 +2051,13 @@ func (x *State) GetClusterConfig() *ClusterConfig {
 	return nil
 }
 
+func (x *State) GetFencedNodeIds() []int32 {
+	if x != nil {
+		return x.FencedNodeIds
+	}
+	return nil
+}
+
 var File_fluss_meta_v1_meta_proto protoreflect.FileDescriptor
 
 const file_fluss_meta_v1_meta_proto_rawDesc = "" +
@@ -2054,7 +2126,7 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x04 \x01(\tR\n" +
 	"gossipAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\tR\x05state\"\xb1\b\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"\xef\b\n" +
 	"\aCommand\x12H\n" +
 	"\x0fcreate_database\x18\x01 \x01(\v2\x1d.fluss.meta.v1.CreateDatabaseH\x00R\x0ecreateDatabase\x12B\n" +
 	"\rdrop_database\x18\x02 \x01(\v2\x1b.fluss.meta.v1.DropDatabaseH\x00R\fdropDatabase\x12?\n" +
@@ -2074,7 +2146,9 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"forgetNode\x12U\n" +
 	"\x14set_table_properties\x18\r \x01(\v2!.fluss.meta.v1.SetTablePropertiesH\x00R\x12setTableProperties\x12O\n" +
 	"\x12set_cluster_config\x18\x0e \x01(\v2\x1f.fluss.meta.v1.SetClusterConfigH\x00R\x10setClusterConfig\x12E\n" +
-	"\x0erestore_bucket\x18\x0f \x01(\v2\x1c.fluss.meta.v1.RestoreBucketH\x00R\rrestoreBucketB\x05\n" +
+	"\x0erestore_bucket\x18\x0f \x01(\v2\x1c.fluss.meta.v1.RestoreBucketH\x00R\rrestoreBucket\x12<\n" +
+	"\vfence_nodes\x18\x10 \x01(\v2\x19.fluss.meta.v1.FenceNodesH\x00R\n" +
+	"fenceNodesB\x05\n" +
 	"\x03cmd\"o\n" +
 	"\x0eCreateDatabase\x123\n" +
 	"\bdatabase\x18\x01 \x01(\v2\x17.fluss.meta.v1.DatabaseR\bdatabase\x12(\n" +
@@ -2127,7 +2201,10 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1c\n" +
 	"\n" +
 	"ForgetNode\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x05R\x02id\"Q\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\"\x1e\n" +
+	"\n" +
+	"FenceNodes\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x05R\x03ids\"Q\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\"\n" +
@@ -2144,7 +2221,7 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\n" +
 	"AddColumns\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12/\n" +
-	"\acolumns\x18\x02 \x03(\v2\x15.fluss.meta.v1.ColumnR\acolumns\"\x93\x04\n" +
+	"\acolumns\x18\x02 \x03(\v2\x15.fluss.meta.v1.ColumnR\acolumns\"\xbb\x04\n" +
 	"\x05State\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\"\n" +
@@ -2160,7 +2237,8 @@ const file_fluss_meta_v1_meta_proto_rawDesc = "" +
 	"\rapplied_index\x18\t \x01(\x04R\fappliedIndex\x12*\n" +
 	"\x11forgotten_node_id\x18\n" +
 	" \x01(\x05R\x0fforgottenNodeId\x12C\n" +
-	"\x0ecluster_config\x18\v \x01(\v2\x1c.fluss.meta.v1.ClusterConfigR\rclusterConfigB6Z4github.com/fluss-node/fluss-node/proto/metapb;metapbb\x06proto3"
+	"\x0ecluster_config\x18\v \x01(\v2\x1c.fluss.meta.v1.ClusterConfigR\rclusterConfig\x12&\n" +
+	"\x0ffenced_node_ids\x18\f \x03(\x05R\rfencedNodeIdsB6Z4github.com/fluss-node/fluss-node/proto/metapb;metapbb\x06proto3"
 
 var (
 	file_fluss_meta_v1_meta_proto_rawDescOnce sync.Once
@@ -2174,7 +2252,7 @@ func file_fluss_meta_v1_meta_proto_rawDescGZIP() []byte {
 	return file_fluss_meta_v1_meta_proto_rawDescData
 }
 
-var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_fluss_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*Column)(nil),             // 0: fluss.meta.v1.Column
 	(*Schema)(nil),             // 1: fluss.meta.v1.Schema
@@ -2196,21 +2274,22 @@ var file_fluss_meta_v1_meta_proto_goTypes = []any{
 	(*SetNodeState)(nil),       // 17: fluss.meta.v1.SetNodeState
 	(*SetTableProperties)(nil), // 18: fluss.meta.v1.SetTableProperties
 	(*ForgetNode)(nil),         // 19: fluss.meta.v1.ForgetNode
-	(*SetClusterID)(nil),       // 20: fluss.meta.v1.SetClusterID
-	(*ClusterConfig)(nil),      // 21: fluss.meta.v1.ClusterConfig
-	(*SetClusterConfig)(nil),   // 22: fluss.meta.v1.SetClusterConfig
-	(*AddColumns)(nil),         // 23: fluss.meta.v1.AddColumns
-	(*State)(nil),              // 24: fluss.meta.v1.State
-	nil,                        // 25: fluss.meta.v1.Table.PropertiesEntry
-	nil,                        // 26: fluss.meta.v1.Partition.ValuesEntry
-	nil,                        // 27: fluss.meta.v1.CreatePartition.ValuesEntry
-	nil,                        // 28: fluss.meta.v1.SetTableProperties.SetEntry
+	(*FenceNodes)(nil),         // 20: fluss.meta.v1.FenceNodes
+	(*SetClusterID)(nil),       // 21: fluss.meta.v1.SetClusterID
+	(*ClusterConfig)(nil),      // 22: fluss.meta.v1.ClusterConfig
+	(*SetClusterConfig)(nil),   // 23: fluss.meta.v1.SetClusterConfig
+	(*AddColumns)(nil),         // 24: fluss.meta.v1.AddColumns
+	(*State)(nil),              // 25: fluss.meta.v1.State
+	nil,                        // 26: fluss.meta.v1.Table.PropertiesEntry
+	nil,                        // 27: fluss.meta.v1.Partition.ValuesEntry
+	nil,                        // 28: fluss.meta.v1.CreatePartition.ValuesEntry
+	nil,                        // 29: fluss.meta.v1.SetTableProperties.SetEntry
 }
 var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	0,  // 0: fluss.meta.v1.Schema.columns:type_name -> fluss.meta.v1.Column
 	1,  // 1: fluss.meta.v1.Table.schemas:type_name -> fluss.meta.v1.Schema
-	25, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
-	26, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
+	26, // 2: fluss.meta.v1.Table.properties:type_name -> fluss.meta.v1.Table.PropertiesEntry
+	27, // 3: fluss.meta.v1.Partition.values:type_name -> fluss.meta.v1.Partition.ValuesEntry
 	8,  // 4: fluss.meta.v1.Command.create_database:type_name -> fluss.meta.v1.CreateDatabase
 	9,  // 5: fluss.meta.v1.Command.drop_database:type_name -> fluss.meta.v1.DropDatabase
 	10, // 6: fluss.meta.v1.Command.create_table:type_name -> fluss.meta.v1.CreateTable
@@ -2220,33 +2299,34 @@ var file_fluss_meta_v1_meta_proto_depIdxs = []int32{
 	14, // 10: fluss.meta.v1.Command.set_assignments:type_name -> fluss.meta.v1.SetAssignments
 	16, // 11: fluss.meta.v1.Command.register_node:type_name -> fluss.meta.v1.RegisterNode
 	17, // 12: fluss.meta.v1.Command.set_node_state:type_name -> fluss.meta.v1.SetNodeState
-	20, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
-	23, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
+	21, // 13: fluss.meta.v1.Command.set_cluster_id:type_name -> fluss.meta.v1.SetClusterID
+	24, // 14: fluss.meta.v1.Command.add_columns:type_name -> fluss.meta.v1.AddColumns
 	19, // 15: fluss.meta.v1.Command.forget_node:type_name -> fluss.meta.v1.ForgetNode
 	18, // 16: fluss.meta.v1.Command.set_table_properties:type_name -> fluss.meta.v1.SetTableProperties
-	22, // 17: fluss.meta.v1.Command.set_cluster_config:type_name -> fluss.meta.v1.SetClusterConfig
+	23, // 17: fluss.meta.v1.Command.set_cluster_config:type_name -> fluss.meta.v1.SetClusterConfig
 	15, // 18: fluss.meta.v1.Command.restore_bucket:type_name -> fluss.meta.v1.RestoreBucket
-	2,  // 19: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
-	3,  // 20: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
-	5,  // 21: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
-	27, // 22: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
-	5,  // 23: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
-	5,  // 24: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
-	6,  // 25: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
-	28, // 26: fluss.meta.v1.SetTableProperties.set:type_name -> fluss.meta.v1.SetTableProperties.SetEntry
-	21, // 27: fluss.meta.v1.SetClusterConfig.config:type_name -> fluss.meta.v1.ClusterConfig
-	0,  // 28: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
-	6,  // 29: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
-	2,  // 30: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
-	3,  // 31: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
-	4,  // 32: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
-	5,  // 33: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
-	21, // 34: fluss.meta.v1.State.cluster_config:type_name -> fluss.meta.v1.ClusterConfig
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	20, // 19: fluss.meta.v1.Command.fence_nodes:type_name -> fluss.meta.v1.FenceNodes
+	2,  // 20: fluss.meta.v1.CreateDatabase.database:type_name -> fluss.meta.v1.Database
+	3,  // 21: fluss.meta.v1.CreateTable.table:type_name -> fluss.meta.v1.Table
+	5,  // 22: fluss.meta.v1.CreateTable.assignments:type_name -> fluss.meta.v1.Assignment
+	28, // 23: fluss.meta.v1.CreatePartition.values:type_name -> fluss.meta.v1.CreatePartition.ValuesEntry
+	5,  // 24: fluss.meta.v1.CreatePartition.assignments:type_name -> fluss.meta.v1.Assignment
+	5,  // 25: fluss.meta.v1.SetAssignments.assignments:type_name -> fluss.meta.v1.Assignment
+	6,  // 26: fluss.meta.v1.RegisterNode.node:type_name -> fluss.meta.v1.Node
+	29, // 27: fluss.meta.v1.SetTableProperties.set:type_name -> fluss.meta.v1.SetTableProperties.SetEntry
+	22, // 28: fluss.meta.v1.SetClusterConfig.config:type_name -> fluss.meta.v1.ClusterConfig
+	0,  // 29: fluss.meta.v1.AddColumns.columns:type_name -> fluss.meta.v1.Column
+	6,  // 30: fluss.meta.v1.State.nodes:type_name -> fluss.meta.v1.Node
+	2,  // 31: fluss.meta.v1.State.databases:type_name -> fluss.meta.v1.Database
+	3,  // 32: fluss.meta.v1.State.tables:type_name -> fluss.meta.v1.Table
+	4,  // 33: fluss.meta.v1.State.partitions:type_name -> fluss.meta.v1.Partition
+	5,  // 34: fluss.meta.v1.State.assignments:type_name -> fluss.meta.v1.Assignment
+	22, // 35: fluss.meta.v1.State.cluster_config:type_name -> fluss.meta.v1.ClusterConfig
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_fluss_meta_v1_meta_proto_init() }
@@ -2270,6 +2350,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 		(*Command_SetTableProperties)(nil),
 		(*Command_SetClusterConfig)(nil),
 		(*Command_RestoreBucket)(nil),
+		(*Command_FenceNodes)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2277,7 +2358,7 @@ func file_fluss_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluss_meta_v1_meta_proto_rawDesc), len(file_fluss_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -157,12 +157,14 @@ type AdminServiceClient interface {
 	// (`cluster config --meta-voters N --dead-node-grace D --default-log-ttl D`); a field left out
 	// keeps its value. It answers the settings in force afterwards.
 	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
-	// RestoreBucket brings back a log-table bucket that lost every replica
-	// (`cluster restore-bucket TABLE --bucket N`): a new Raft group for it,
-	// on a live node, whose log starts where what remote storage and the
-	// lake hold of the bucket ends. failed_precondition while a replica's
-	// node is up or not yet down past cluster.dead_node_grace, and for a
-	// primary-key table.
+	// RestoreBucket brings back a bucket that lost every replica (`cluster
+	// restore-bucket TABLE --bucket N`): a new Raft group for it, on a live
+	// node, whose log starts where what remote storage and the lake hold of
+	// the bucket ends; a primary-key bucket's KV state is its newest KV
+	// snapshot in remote storage with the remote changelog after it.
+	// failed_precondition while a replica's node is up or not yet down past
+	// cluster.dead_node_grace, and for a primary-key bucket that remote
+	// storage cannot restore.
 	RestoreBucket(context.Context, *connect.Request[flussv1.RestoreBucketRequest]) (*connect.Response[flussv1.RestoreBucketResponse], error)
 }
 
@@ -463,12 +465,14 @@ type AdminServiceHandler interface {
 	// (`cluster config --meta-voters N --dead-node-grace D --default-log-ttl D`); a field left out
 	// keeps its value. It answers the settings in force afterwards.
 	SetClusterConfig(context.Context, *connect.Request[flussv1.SetClusterConfigRequest]) (*connect.Response[flussv1.SetClusterConfigResponse], error)
-	// RestoreBucket brings back a log-table bucket that lost every replica
-	// (`cluster restore-bucket TABLE --bucket N`): a new Raft group for it,
-	// on a live node, whose log starts where what remote storage and the
-	// lake hold of the bucket ends. failed_precondition while a replica's
-	// node is up or not yet down past cluster.dead_node_grace, and for a
-	// primary-key table.
+	// RestoreBucket brings back a bucket that lost every replica (`cluster
+	// restore-bucket TABLE --bucket N`): a new Raft group for it, on a live
+	// node, whose log starts where what remote storage and the lake hold of
+	// the bucket ends; a primary-key bucket's KV state is its newest KV
+	// snapshot in remote storage with the remote changelog after it.
+	// failed_precondition while a replica's node is up or not yet down past
+	// cluster.dead_node_grace, and for a primary-key bucket that remote
+	// storage cannot restore.
 	RestoreBucket(context.Context, *connect.Request[flussv1.RestoreBucketRequest]) (*connect.Response[flussv1.RestoreBucketResponse], error)
 }
 
