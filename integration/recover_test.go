@@ -260,6 +260,13 @@ func TestLostNodesStartedAgainAreFenced(t *testing.T) {
 	for b := range buckets {
 		checkBucketAcks(t, survivor.client, "fe.events", b, acks)
 	}
+	st := mustCLI(t, survivor.client, "", "cluster", "status").stdout
+	if strings.Count(st, "fenced") < 2 {
+		t.Fatalf("cluster status does not show the lost nodes fenced:\n%s", st)
+	}
+	if m := metricValue(t, survivor.client, "fluss_peer_fenced_requests_total"); m < 2 {
+		t.Fatalf("fluss_peer_fenced_requests_total = %v, want one refusal per lost node at least", m)
+	}
 	if st := mustCLI(t, survivor.client, "", "cluster", "status").stdout; !strings.Contains(st, " 0 bucket(s) without a leader") {
 		t.Fatalf("cluster status after the lost nodes came and went:\n%s", st)
 	}

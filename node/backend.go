@@ -397,9 +397,12 @@ func (n *Node) DescribeCluster(ctx context.Context) (*rpc.ClusterInfo, error) {
 		gossiped[raftmeta.NodeID(members[i].ID)] = &members[i]
 	}
 	for _, m := range nodes {
-		if m.State == raftmeta.NodeDecommissioning && roles[m.ID] == "" && !assigned[m.ID] {
+		switch {
+		case n.fenced(nodeServer(m.ID)):
+			m.State = StateFenced
+		case m.State == raftmeta.NodeDecommissioning && roles[m.ID] == "" && !assigned[m.ID]:
 			m.State = StateDecommissioned
-		} else {
+		default:
 			m.State = gossipNodeState(m.State, gossiped[m.ID])
 		}
 		ni := rpc.NodeInfo{Node: m, MetaRole: roles[m.ID]}

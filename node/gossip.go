@@ -25,6 +25,11 @@ const StateDead raftmeta.NodeState = "dead"
 // it is gone from the cluster (stop it if it runs).
 const StateDecommissioned raftmeta.NodeState = "decommissioned"
 
+// StateFenced is the state DescribeCluster reports for a node that
+// `fluss-node recover` gave up for lost (fence.go): whatever its catalog
+// state, it is never part of the cluster again.
+const StateFenced raftmeta.NodeState = "fenced"
+
 // gossipLeaveTimeout bounds the leave broadcast of a clean Close.
 const gossipLeaveTimeout = 2 * time.Second
 

@@ -94,6 +94,8 @@ func (n *Node) registerPeerMetrics(m *peer.Mux) {
 			m.CachedHeartbeats),
 		counterFunc("fluss_peer_appends_repeated_total", "Idle AppendEntries repeats bucket groups' replication pipelines answered instead of sending them.",
 			m.RepeatedAppends),
+		counterFunc("fluss_peer_fenced_requests_total", "Raft requests refused because their sender is a node given up for lost by `fluss-node recover` (fenced).",
+			m.FencedRequests),
 	)
 }
 

@@ -1940,7 +1940,7 @@ type NodeInfo struct {
 	Id         int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	ClientAddr string                 `protobuf:"bytes,2,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
 	PeerAddr   string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
-	State      string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // joining | active | draining | left
+	State      string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // joining | active | draining | left | dead | decommissioning | decommissioned | fenced
 	Version    string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
 	MetaRole   string                 `protobuf:"bytes,6,opt,name=meta_role,json=metaRole,proto3" json:"meta_role,omitempty"` // leader | voter | nonvoter
 	Replicas   int32                  `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`

@@ -29,8 +29,13 @@ func (m *Mux) fencedMessage(cmd any) string {
 	if id == "" || !m.opts.Fenced(id) {
 		return ""
 	}
+	m.fencedRequests.Add(1)
 	return fmt.Sprintf("%s refuses raft requests from server %s: it was given up for lost", m.addr, id)
 }
+
+// FencedRequests counts the raft requests refused because their sender is
+// fenced.
+func (m *Mux) FencedRequests() int64 { return m.fencedRequests.Load() }
 
 // remoteErr is the error of a response with a status other than OK from
 // target; a refusal because this node is fenced goes to Options.OnFenced.

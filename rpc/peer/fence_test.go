@@ -119,6 +119,9 @@ func TestFencedServerIsRefused(t *testing.T) {
 				t.Fatalf("batches %v: %s from another server reached the group %d times, want once", batches, name, n)
 			}
 		}
+		if n := b.FencedRequests(); n != int64(len(send)) {
+			t.Fatalf("batches %v: %d requests counted refused, want %d", batches, n, len(send))
+		}
 		mu.Lock()
 		if len(refusals) != len(send) || !strings.HasPrefix(refusals[0], b.Addr()+": ") {
 			t.Fatalf("batches %v: OnFenced heard %q; want one refusal per request, from %s", batches, refusals, b.Addr())

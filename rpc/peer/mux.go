@@ -119,6 +119,7 @@ type Mux struct {
 	hbFrames        atomic.Int64          // batch frames sent
 	hbCached        atomic.Int64          // heartbeats answered from a group's cache
 	appendsRepeated atomic.Int64          // idle AppendEntries answered by their pipeline
+	fencedRequests  atomic.Int64          // raft requests refused: their sender is fenced
 
 	rejectHeartbeatStreams bool // tests: answer kind-3 streams as a binary without batches does
 
