@@ -181,11 +181,13 @@ func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 // and the survivor recovered without them, but their machines come back on
 // their old data directories, as systemd would start them on boot. Together
 // they are a majority of the old configurations and could elect each other
-// there; the survivor refuses their raft requests, so they stop at their
-// first contact with it (exit status not 0, FENCED written, the reason in
-// their log), never start on those directories again, and the survivor
-// keeps every row acknowledged before the loss and after the recovery, and
-// takes writes.
+// there. Each asks the survivor whether it is fenced before it serves a
+// client (node.fenced), so both stop before serving (exit status not 0,
+// FENCED written, the reason in their log) and never start on those
+// directories again; the survivor keeps every row acknowledged before the
+// loss and after the recovery, and takes writes, and shows them fenced.
+// (The survivor's refusal of their raft requests, the backstop when that
+// question goes unanswered, is rpc/peer's TestFencedServerIsRefused.)
 func TestLostNodesStartedAgainAreFenced(t *testing.T) {
 	longMultiProcess(t)
 	const buckets = 2
@@ -221,29 +223,18 @@ func TestLostNodesStartedAgainAreFenced(t *testing.T) {
 		return nil
 	})
 
-	// The lost machines come back with their old data, both at once.
+	// The lost machines come back with their old data. Each asks the
+	// survivor before it serves a client, and stops.
 	lost := nodes[1:]
-	procs := make([]*proc, len(lost))
 	for i, n := range lost {
 		args := []string{"--client-addr", n.client, "--peer-addr", n.peer, "--gossip-addr", n.gossip, "--config", n.config}
 		p, err := startNodeErr(t, 0, n.dir, args...)
-		if err != nil {
-			t.Logf("lost node %d stopped before it served: %v", i+2, err)
-			continue
+		if err == nil {
+			p.kill()
+			t.Fatalf("lost node %d served clients from its old data:\n%s", i+2, p.logTail(8<<10))
 		}
-		procs[i] = p
-	}
-	for i, p := range procs {
-		if p == nil {
-			continue
-		}
-		select {
-		case <-p.done:
-		case <-time.After(60 * time.Second):
-			t.Fatalf("lost node %d still runs a minute after it started again:\n%s", i+2, p.logTail(8<<10))
-		}
-		if code := p.cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(p.logText(), "was given up for lost") {
-			t.Fatalf("lost node %d exited with %d; its log:\n%s", i+2, code, p.logTail(8<<10))
+		if !strings.Contains(err.Error(), "exited before serving") || !strings.Contains(err.Error(), fmt.Sprintf("node %d was given up for lost", i+2)) {
+			t.Fatalf("lost node %d: %v", i+2, err)
 		}
 	}
 	for i, n := range lost {
@@ -264,8 +255,10 @@ func TestLostNodesStartedAgainAreFenced(t *testing.T) {
 	if strings.Count(st, "fenced") < 2 {
 		t.Fatalf("cluster status does not show the lost nodes fenced:\n%s", st)
 	}
-	if m := metricValue(t, survivor.client, "fluss_peer_fenced_requests_total"); m < 2 {
-		t.Fatalf("fluss_peer_fenced_requests_total = %v, want one refusal per lost node at least", m)
+	// The counter exists (they stopped before their groups elected, so it
+	// may well be 0).
+	if m := metricValue(t, survivor.client, "fluss_peer_fenced_requests_total"); m < 0 {
+		t.Fatal("the survivor has no fluss_peer_fenced_requests_total")
 	}
 	if st := mustCLI(t, survivor.client, "", "cluster", "status").stdout; !strings.Contains(st, " 0 bucket(s) without a leader") {
 		t.Fatalf("cluster status after the lost nodes came and went:\n%s", st)

@@ -104,6 +104,7 @@ func (n *Node) registerHandlers() {
 	n.peers.Handle(callBucketProgress, n.handleBucketProgress)
 	n.peers.Handle(callBucketReset, n.handleBucketReset)
 	n.peers.Handle(callBucketMember, n.handleBucketMember)
+	n.peers.Handle(callNodeFenced, n.handleFencedQuery)
 }
 
 // metaOpen reports whether the metadata group is open (n.meta is set).

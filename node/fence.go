@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,9 +35,11 @@ import (
 // them (rpc/peer Options.Fenced). Once it runs, the survivor records them in
 // the catalog too (publishFence: metadata command fence_nodes), so that
 // every node, those that join later included, does the same. A fenced node
-// is never alive to a node that fences it and never admitted. A lost node
-// hears the refusal at its first election or heartbeat to a survivor
-// (rpc/peer Options.OnFenced): it writes <data_dir>/FENCED, saying why, and
+// is never alive to a node that fences it and never admitted. A starting
+// node asks the other metadata servers whether they fence it before it
+// serves clients (askFenced); failing that, a lost node hears the refusal at
+// its first election or heartbeat to a survivor (rpc/peer
+// Options.OnFenced). Either way it writes <data_dir>/FENCED, saying why, and
 // stops (Node.Fatal); it will not start on that directory again.
 
 const (
@@ -220,4 +224,60 @@ func (n *Node) publishFence() {
 		case <-time.After(5 * time.Second):
 		}
 	}
+}
+
+// handleFencedQuery answers node.fenced: empty if the node id in the
+// request is not fenced here, else the refusal.
+func (n *Node) handleFencedQuery(_ context.Context, req []byte) ([]byte, error) {
+	id, w := binary.Uvarint(req)
+	if w <= 0 || w != len(req) || id == 0 || id > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: node.fenced: want one node id", ErrBadMessage)
+	}
+	if !n.fenced(nodeServer(raftmeta.NodeID(id))) {
+		return nil, nil
+	}
+	return fmt.Appendf(nil, "%s fences node %d: it was given up for lost", n.peers.Addr(), id), nil
+}
+
+// fencedQueryWait bounds how long a starting node waits for the answers of
+// the other metadata servers (asked at once) to whether they fence it.
+const fencedQueryWait = 2 * time.Second
+
+// askFenced asks the other servers of this node's metadata group, before
+// the node serves clients, whether they fence it, and stops it at once if
+// one does: so a lost node started again on its old data does not answer a
+// client from its stale copy until its groups' first election tells it. A
+// server that does not answer in time, or runs a binary without the call,
+// counts as no.
+func (n *Node) askFenced(ctx context.Context) error {
+	servers, err := n.meta.Servers()
+	if err != nil || n.id == 0 {
+		return nil // a joining node, or no configuration yet: nothing to ask
+	}
+	req := binary.AppendUvarint(nil, uint64(n.id))
+	ctx, cancel := context.WithTimeout(ctx, fencedQueryWait)
+	defer cancel()
+	type answer struct{ addr, msg string }
+	answers := make(chan answer, len(servers))
+	asked := 0
+	for _, s := range servers {
+		if serverNode(s.ID) == n.id {
+			continue
+		}
+		asked++
+		go func() {
+			b, err := n.peers.Call(ctx, string(s.Address), callNodeFenced, req)
+			if err != nil {
+				b = nil
+			}
+			answers <- answer{string(s.Address), string(b)}
+		}()
+	}
+	for range asked {
+		if a := <-answers; a.msg != "" {
+			n.onFenced(a.addr, a.msg)
+			return <-n.fence.fatal
+		}
+	}
+	return nil
 }

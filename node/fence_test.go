@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -129,6 +130,17 @@ func TestFenceRecordedInTheCatalog(t *testing.T) {
 	}
 	if _, err := n.admit(ctx, raftmeta.Node{ID: 9, PeerAddr: "127.0.0.1:1"}, true); !errors.Is(err, raftmeta.ErrNodeIDInUse) || !strings.Contains(err.Error(), "fenced") {
 		t.Fatalf("admitting fenced node 9: %v", err)
+	}
+	for id, want := range map[uint64]string{9: "fences node 9", 11: "fences node 11", 4: ""} {
+		b, err := n.peers.Call(ctx, n.peers.Addr(), callNodeFenced, binary.AppendUvarint(nil, id))
+		if err != nil || !strings.Contains(string(b), want) || want == "" && len(b) != 0 {
+			t.Fatalf("node.fenced for %d: %q, %v; want %q", id, b, err, want)
+		}
+	}
+	for _, bad := range [][]byte{nil, {0}, binary.AppendUvarint(nil, 1<<40), {9, 9}} {
+		if _, err := n.handleFencedQuery(ctx, bad); !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("node.fenced %x: %v, want ErrBadMessage", bad, err)
+		}
 	}
 	if got := n.withoutFenced([]membership.Member{{Meta: membership.Meta{ID: 1}}, {Meta: membership.Meta{ID: 9}}, {Meta: membership.Meta{ID: 4}}}); len(got) != 2 || got[0].ID != 1 || got[1].ID != 4 {
 		t.Fatalf("members without the fenced: %v", got)

@@ -357,6 +357,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.meta = meta
 	close(n.metaReady)
+	if err := n.askFenced(ctx); err != nil {
+		n.closeStores()
+		return err
+	}
 
 	auth, err := n.cfg.Auth.build()
 	if err != nil { // Validate ran it already

@@ -30,6 +30,7 @@ const (
 	callBucketOff   = "bucket.offset" // ListOffset forwarded to the bucket leader
 	callNodeStats   = "node.stats"    // leaders (and replication health) of this node's replicas, for Layout and DescribeCluster
 	callNodeSilence = "node.silence"  // how long this node has not heard from another: failure detection's second opinion
+	callNodeFenced  = "node.fenced"   // is this node id fenced? request: uvarint id; reply: empty, or the refusal
 )
 
 // ErrBadMessage wraps a node-to-node message that does not decode.
