@@ -131,38 +131,7 @@ func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 		acks = append(acks, appendAsWriter100(t, survivor.client, "rc.events", buckets, seqs...)...)
 	}
 	write(1, 2, 3, 4, 5, 6, 7, 8)
-	var joined []*clusterNode
-	for range 2 {
-		n := &clusterNode{dir: t.TempDir(), client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr(),
-			join: []string{survivor.peer}, config: survivor.config}
-		n.start(t)
-		joined = append(joined, n)
-	}
-	ids := []int{1}
-	waitFor(t, 30*time.Second, func() error {
-		var desc struct {
-			Nodes []struct {
-				ID         int    `json:"id"`
-				ClientAddr string `json:"clientAddr"`
-			} `json:"nodes"`
-		}
-		if err := callOnce(survivor.client, "AdminService/DescribeCluster", map[string]any{}, &desc); err != nil {
-			return err
-		}
-		ids = ids[:1]
-		for _, n := range desc.Nodes {
-			for _, j := range joined {
-				if n.ClientAddr == j.client {
-					ids = append(ids, n.ID)
-				}
-			}
-		}
-		if len(ids) != 3 {
-			return fmt.Errorf("the new nodes are not both in DescribeCluster: %+v", desc.Nodes)
-		}
-		return nil
-	})
-	slices.Sort(ids)
+	joined, ids := joinNew(t, survivor, 2)
 	for _, table := range []string{"rc.events", "rc.pk"} {
 		waitFor(t, 90*time.Second, func() error { return checkInSync(survivor.client, table, ids) })
 	}
@@ -251,6 +220,14 @@ func TestLostNodesStartedAgainAreFenced(t *testing.T) {
 	for b := range buckets {
 		checkBucketAcks(t, survivor.client, "fe.events", b, acks)
 	}
+	// Given up for good, they need not wait out dead_node_grace (5 min
+	// here): two new nodes get their replicas at once.
+	_, ids := joinNew(t, survivor, 2)
+	waitFor(t, 90*time.Second, func() error { return checkInSync(survivor.client, "fe.events", ids) })
+	write(9, 10)
+	for b := range buckets {
+		checkBucketAcks(t, survivor.client, "fe.events", b, acks)
+	}
 	st := mustCLI(t, survivor.client, "", "cluster", "status").stdout
 	if strings.Count(st, "fenced") < 2 {
 		t.Fatalf("cluster status does not show the lost nodes fenced:\n%s", st)
@@ -285,4 +262,47 @@ func appendAsWriter100(t *testing.T, addr, table string, buckets int, seqs ...in
 		acks = append(acks, clusterAck{100, s, b, jsonInt(resp.Results[0].BaseOffset), resp.Results[0].Count, 1})
 	}
 	return acks
+}
+
+// joinNew starts count new nodes that join the cluster through seed (with
+// its config file) and returns them, with the ids of seed and of them as
+// DescribeCluster gives them, sorted.
+func joinNew(t *testing.T, seed *clusterNode, count int) ([]*clusterNode, []int) {
+	t.Helper()
+	var joined []*clusterNode
+	for range count {
+		n := &clusterNode{dir: t.TempDir(), client: nodetest.FreeAddr(), peer: nodetest.FreeAddr(), gossip: nodetest.FreeAddr(),
+			join: []string{seed.peer}, config: seed.config}
+		n.start(t)
+		joined = append(joined, n)
+	}
+	var ids []int
+	waitFor(t, 30*time.Second, func() error {
+		var desc struct {
+			Nodes []struct {
+				ID         int    `json:"id"`
+				ClientAddr string `json:"clientAddr"`
+			} `json:"nodes"`
+		}
+		if err := callOnce(seed.client, "AdminService/DescribeCluster", map[string]any{}, &desc); err != nil {
+			return err
+		}
+		ids = ids[:0]
+		for _, n := range desc.Nodes {
+			if n.ClientAddr == seed.client {
+				ids = append(ids, n.ID)
+			}
+			for _, j := range joined {
+				if n.ClientAddr == j.client {
+					ids = append(ids, n.ID)
+				}
+			}
+		}
+		if len(ids) != count+1 {
+			return fmt.Errorf("the seed and the new nodes are not all in DescribeCluster: %+v", desc.Nodes)
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	return joined, ids
 }

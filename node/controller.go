@@ -171,9 +171,11 @@ func (n *Node) replaceDeadReplicas(cs *controllerState, now time.Time) {
 			n.logger.Info("controller: node is down", "id", int32(m.ID), "grace", grace)
 		}
 	}
+	// A fenced node (given up by recover: fence.go) will not come back:
+	// its grace has passed already.
 	expired := func(id raftmeta.NodeID) bool {
 		t, ok := downSince[id]
-		return ok && now.Sub(t) >= grace
+		return ok && now.Sub(t) >= grace || n.fenced(nodeServer(id))
 	}
 	// A node down past the grace period is marked left in the catalog, so
 	// that new tables are not placed on it; it registers as active again
