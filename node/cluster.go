@@ -396,6 +396,14 @@ func (n *Node) admit(ctx context.Context, nd raftmeta.Node, fresh bool) (raftmet
 		for _, m := range nodes {
 			top = max(top, m.ID)
 		}
+		// A fenced id is never given, even one no node ever had (a
+		// mistyped --lost): the cluster would refuse its new owner.
+		for _, id := range n.meta.FSM().FencedNodes() {
+			top = max(top, id)
+		}
+		for id := range n.fence.refused {
+			top = max(top, serverNode(id))
+		}
 		nd.ID = top + 1
 	}
 	sid := raft.ServerID(strconv.Itoa(int(nd.ID)))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fluss-node/fluss-node/node/membership"
+	"github.com/fluss-node/fluss-node/node/nodetest"
 	"github.com/fluss-node/fluss-node/raftmeta"
 )
 
@@ -130,6 +131,11 @@ func TestFenceRecordedInTheCatalog(t *testing.T) {
 	}
 	if _, err := n.admit(ctx, raftmeta.Node{ID: 9, PeerAddr: "127.0.0.1:1"}, true); !errors.Is(err, raftmeta.ErrNodeIDInUse) || !strings.Contains(err.Error(), "fenced") {
 		t.Fatalf("admitting fenced node 9: %v", err)
+	}
+	// A node given an id gets one above every fenced id, though no node
+	// ever had 7, 9 or 11.
+	if id, err := n.admit(ctx, raftmeta.Node{PeerAddr: nodetest.FreeAddr()}, true); err != nil || id != 12 {
+		t.Fatalf("a joining node was given id %d (%v), want 12", id, err)
 	}
 	for id, want := range map[uint64]string{9: "fences node 9", 11: "fences node 11", 4: ""} {
 		b, err := n.peers.Call(ctx, n.peers.Addr(), callNodeFenced, binary.AppendUvarint(nil, id))
