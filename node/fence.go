@@ -131,12 +131,13 @@ func (n *Node) fenced(id raft.ServerID) bool {
 	return n.metaOpen() && slices.Contains(n.meta.FSM().FencedNodes(), serverNode(id))
 }
 
-// onFenced handles a survivor's refusal of this node's raft requests (once):
-// it records it in the data directory and reports it on Fatal.
+// onFenced handles a survivor's word that it fences this node, a refused
+// raft request or an answer to askFenced (once): it records it in the data
+// directory and reports it on Fatal.
 func (n *Node) onFenced(remote, msg string) {
 	n.fence.once.Do(func() {
 		why := fmt.Sprintf("node %d was given up for lost by `fluss-node recover` on the cluster's surviving nodes; "+
-			"at %s the node at %s refused its raft requests (%s). Its data is stale: move this data directory "+
+			"at %s the node at %s said it fences this one (%s). Its data is stale: move this data directory "+
 			"away and `fluss-node join` the machine as a new node with an empty one.",
 			int32(n.nodeID()), time.Now().UTC().Format(time.RFC3339), remote, msg)
 		err := errors.New(why)
