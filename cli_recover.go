@@ -33,8 +33,8 @@ func recoverCmd() *cobra.Command {
 			"    where two or more voters survive and are a minority (four replicas or more), only with\n" +
 			"    --positions: the dry-run reports of every survivor, of which the most up-to-date copy wins.\n" +
 			"What only the lost nodes held is gone. The lost nodes must never start again with their data\n" +
-			"directories: give their machines empty ones and join them as new nodes. After\n" +
-			"cluster.dead_node_grace the cluster replaces the lost nodes' replicas on the live nodes.\n" +
+			"directories: give their machines empty ones and join them as new nodes. The cluster replaces\n" +
+			"the lost nodes' replicas on the live nodes at once (fenced, they have no grace to wait out).\n" +
 			"See docs/OPERATIONS.md, \"A majority of nodes died for good\".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

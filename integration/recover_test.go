@@ -24,7 +24,7 @@ import (
 // metadata group and every bucket: it starts alone, serves every row the
 // cluster acknowledged (all three were in sync before the loss) and the
 // primary-key table's rows, takes writes, and two new nodes that join get
-// the lost replicas back once dead_node_grace has passed, in sync.
+// the lost replicas back, in sync.
 func TestRecoverAfterLosingTwoOfThreeNodes(t *testing.T) {
 	longMultiProcess(t)
 	const buckets = 4

@@ -36,10 +36,10 @@ import (
 //     up-to-date log, by the positions every survivor's report gives
 //     (RecoverOptions.Positions), is forced so; the others follow it.
 //
-// Once they are started, the controller treats the lost nodes as dead: after
-// cluster.dead_node_grace their replicas are replaced on live nodes, the
-// buckets recovered here included (ReplaceDown's leader check), and they
-// leave the metadata group. A lost node must never start again with its
+// Once they are started, the controller treats the lost nodes as dead, and,
+// fenced, as down past cluster.dead_node_grace at once: their replicas are
+// replaced on live nodes, the buckets recovered here included (ReplaceDown's
+// leader check), and they leave the metadata group. A lost node must never start again with its
 // data directory: give its machine an empty one and join it as a new node.
 // Should it start anyway, the survivors refuse it (fence.go), and it stops.
 
