@@ -128,7 +128,11 @@ func (n *Node) fenced(id raft.ServerID) bool {
 	if n.fence.refused[id] {
 		return true
 	}
-	return n.metaOpen() && slices.Contains(n.meta.FSM().FencedNodes(), serverNode(id))
+	if !n.metaOpen() {
+		return false
+	}
+	fenced := n.meta.FSM().FencedNodes()
+	return len(fenced) > 0 && slices.Contains(fenced, serverNode(id))
 }
 
 // onFenced handles a survivor's word that it fences this node, a refused

@@ -77,6 +77,9 @@ type FSM struct {
 
 	applied  atomic.Uint64
 	restores atomic.Int64 // snapshots restored; for tests and stats
+	// fenced is st.fenced, readable without mu: nodes ask on every raft
+	// request they receive (FencedNodes).
+	fenced atomic.Pointer[[]NodeID]
 }
 
 // NewFSM returns an empty catalog.
@@ -99,6 +102,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 	res, changed := f.st.apply(cmd)
 	f.st.appliedIndex = l.Index
 	f.applied.Store(l.Index)
+	fenced := f.st.fenced // a copy of the header: apply replaces the slice, never edits it
+	f.fenced.Store(&fenced)
 	if changed {
 		close(f.watch)
 		f.watch = make(chan struct{})
@@ -149,6 +154,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	f.st = st
 	f.applied.Store(st.appliedIndex)
+	fenced := st.fenced
+	f.fenced.Store(&fenced)
 	f.restores.Add(1)
 	close(f.watch)
 	f.watch = make(chan struct{})
@@ -304,11 +311,12 @@ func (f *FSM) ForgottenNodeID() NodeID {
 }
 
 // FencedNodes are the nodes FenceNodes fenced, ascending (nil: none). The
-// slice is shared: do not modify it.
+// slice is shared: do not modify it. It takes no lock.
 func (f *FSM) FencedNodes() []NodeID {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.fenced
+	if p := f.fenced.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Databases lists every database, sorted by name.
