@@ -285,9 +285,10 @@ func TestPumpLaterRankWaitsForTheEarlierOne(t *testing.T) {
 	dead := c.addrs[leader]
 	// Every follower holds the leader's whole log: the first-ranked one
 	// must not lose for a log that is behind (the second would then win,
-	// rightly).
-	last := mustLastIndex(t, c.reps[leader])
+	// rightly). The leader's end is read each time: it may still append
+	// (its term's first entries) after it is first followed.
 	waitFor(t, 10*time.Second, func() error {
+		last := mustLastIndex(t, c.reps[leader])
 		for i, r := range c.reps {
 			if got := mustLastIndex(t, r); got != last {
 				return fmt.Errorf("replica %d has log index %d, the leader %d", i, got, last)
