@@ -127,6 +127,8 @@ func (n *Node) aliveNodes(ctx context.Context, nodes []raftmeta.Node) map[raftme
 		case m.ID == n.id:
 			out[m.ID] = true
 		case n.fenced(nodeServer(m.ID)):
+			// members() leaves it out; without this it would be asked
+			// node.hello below, and it may well answer.
 			out[m.ID] = false
 		case known:
 			out[m.ID] = st == membership.StatusAlive

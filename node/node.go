@@ -613,7 +613,7 @@ func (n *Node) registerLoop() {
 			}
 			n.leaveOldGenerations()
 			close(n.registered)
-			go n.publishFence()
+			n.goFunc(n.publishFence) // Close waits for it: it calls the metadata group
 			n.gossipActive(self.ClientAddr)
 			return
 		}
