@@ -268,3 +268,45 @@ func TestGateWrites(t *testing.T) {
 		t.Fatalf("%d requests reached raft, want 3", n)
 	}
 }
+
+// TestCloseWaitsForRunningHeartbeats: raft's heartbeat handler runs on the
+// transport's goroutine, so Close (which raft calls at the end of its
+// shutdown, before the node closes the group's stores) waits for a running
+// one, and after Close no heartbeat reaches it.
+func TestCloseWaitsForRunningHeartbeats(t *testing.T) {
+	_, b, from, to := gatePair(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	to.SetHeartbeatHandler(func(rpc raft.RPC) {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil)
+	})
+	target := raft.ServerAddress(b.Addr())
+	hb := func() error {
+		return from.AppendEntries("b", target, &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte("a")}, Term: 3}, &raft.AppendEntriesResponse{})
+	}
+	go hb()
+	<-entered
+	closed := make(chan struct{})
+	go func() { to.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a heartbeat handler ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return once the handler did")
+	}
+	if err := hb(); err == nil {
+		t.Fatal("a heartbeat after Close was answered")
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want once (none after Close)", n)
+	}
+}

@@ -367,11 +367,8 @@ func (m *Mux) answerHeartbeat(out []byte, cs *codecState, name string, req *raft
 	if t == nil {
 		return status(statusUnknownGroup, fmt.Sprintf("raft group %q is not registered on %s", name, m.addr))
 	}
-	fn := t.heartbeatHandler()
 	rpc := raft.RPC{Command: req, RespChan: respCh}
-	if fn != nil {
-		fn(rpc)
-	} else {
+	if !t.runHeartbeat(rpc) {
 		select {
 		case t.consumeCh <- rpc:
 		case <-t.shutdownCh:

@@ -22,8 +22,10 @@ type Transport struct {
 	consumeCh  chan raft.RPC
 	shutdownCh chan struct{}
 
-	hbMu sync.Mutex
-	hbFn func(raft.RPC)
+	// hbMu guards hbFn; runHeartbeat holds it read-locked while the
+	// handler runs, so Close waits for running handlers.
+	hbMu sync.RWMutex
+	hbFn func(raft.RPC) // nil once closed
 
 	admitTN atomic.Pointer[func() error] // GateTimeoutNow; nil admits all
 	admitW  atomic.Pointer[func() error] // GateWrites; nil admits all
@@ -95,12 +97,19 @@ func (t *Transport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 	t.hbMu.Unlock()
 }
 
-// heartbeatHandler is the handler raft set with SetHeartbeatHandler (nil
-// before).
-func (t *Transport) heartbeatHandler() func(raft.RPC) {
-	t.hbMu.Lock()
-	defer t.hbMu.Unlock()
-	return t.hbFn
+// runHeartbeat runs rpc through the handler raft set with
+// SetHeartbeatHandler and reports whether there was one (none before it is
+// set and after Close). The handler runs on the transport's goroutine,
+// outside raft's own: Close waits for it, so that raft, shut down, never
+// has a heartbeat write its term to a store closed after the shutdown.
+func (t *Transport) runHeartbeat(rpc raft.RPC) bool {
+	t.hbMu.RLock()
+	defer t.hbMu.RUnlock()
+	if t.hbFn == nil {
+		return false
+	}
+	t.hbFn(rpc)
+	return true
 }
 
 // GateTimeoutNow makes the group admit an incoming TimeoutNow request
@@ -209,6 +218,9 @@ func (t *Transport) Close() error {
 		delete(t.m.groups, t.group)
 	}
 	t.m.gmu.Unlock()
+	t.hbMu.Lock() // waits for running heartbeat handlers
+	t.hbFn = nil
+	t.hbMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -463,13 +475,11 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 		return err == nil
 	}
 	rpc := raft.RPC{Command: cmd, Reader: data, RespChan: respCh}
-	var fn func(raft.RPC)
+	handled := false
 	if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
-		fn = t.heartbeatHandler()
+		handled = t.runHeartbeat(rpc)
 	}
-	if fn != nil {
-		fn(rpc)
-	} else {
+	if !handled {
 		select {
 		case t.consumeCh <- rpc:
 		case <-t.shutdownCh:
@@ -488,7 +498,7 @@ func (m *Mux) serveRaftRPC(st *yamux.Stream, name string, typ byte, body []byte,
 	case <-m.done:
 		return false
 	}
-	if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && fn == nil && resp.Error == nil {
+	if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && !handled && resp.Error == nil {
 		resp.Error = t.checkAppendAck(ae, resp.Response)
 	}
 	if resp.Error != nil {
